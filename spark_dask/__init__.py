@@ -1,0 +1,15 @@
+"""spark_dask: a Dask cluster inside a running Spark application.
+
+>>> import spark_dask
+>>> with spark_dask.start(spark) as client:      # doctest: +SKIP
+...     ddf.groupby("k").x.mean().compute()
+"""
+
+from spark_dask import config as _config  # noqa: F401  (loads the package defaults)
+from spark_dask.cluster import SparkCluster, SparkDaskError, start
+from spark_dask.plan import PlanError
+from spark_dask.task import WorkerStartError
+
+__version__ = "0.1.0"
+
+__all__ = ["PlanError", "SparkCluster", "SparkDaskError", "WorkerStartError", "start"]

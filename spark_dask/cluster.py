@@ -1,0 +1,625 @@
+"""``SparkCluster``: a Dask cluster whose scheduler runs on the Spark driver and whose
+workers run inside one Spark barrier stage. ``start()``: the same, as a Client."""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import html
+import json
+import logging
+import sys
+import time
+import uuid
+import warnings
+import weakref
+from contextlib import ExitStack, suppress
+
+from dask.utils import parse_bytes, parse_timedelta
+from distributed import Client, Scheduler
+from distributed.core import Status, rpc
+from distributed.deploy.cluster import Cluster
+from distributed.diagnostics.plugin import SchedulerPlugin
+from distributed.security import Security
+from distributed.utils import Log, Logs, silence_logging_cmgr
+
+from spark_dask import config
+from spark_dask.launcher import GangLauncher, summarize_spark_error
+from spark_dask.plan import PlanError, check_slots, plan_gang
+from spark_dask.session import (
+    active_session,
+    cluster_facts,
+    driver_host,
+    is_connect,
+    is_stopped,
+)
+
+logger = logging.getLogger("spark_dask")
+
+_live_clusters: weakref.WeakSet = weakref.WeakSet()
+_atexit_registered = False
+
+
+class SparkDaskError(RuntimeError):
+    """The Dask cluster could not start (or broke); the message says why."""
+
+
+def _close_all_at_exit() -> None:
+    for cluster in list(_live_clusters):
+        with suppress(Exception):
+            cluster.close(timeout=30)
+
+
+def _register_atexit() -> None:
+    # Registered on first use, after pyspark's own exit hooks: handlers run last-in
+    # first-out, so clusters close while the SparkContext still works.
+    global _atexit_registered
+    if not _atexit_registered:
+        atexit.register(_close_all_at_exit)
+        _atexit_registered = True
+
+
+class _WorkerWatch(SchedulerPlugin):
+    """Wakes the start-up wait whenever a worker joins or leaves."""
+
+    name = "spark-dask-watch"
+
+    def __init__(self, event: asyncio.Event):
+        self.event = event
+
+    def add_worker(self, scheduler, worker):
+        self.event.set()
+
+    def remove_worker(self, scheduler, worker, **kwargs):
+        self.event.set()
+
+
+def _in_notebook() -> bool:
+    shell = sys.modules.get("IPython") and sys.modules["IPython"].get_ipython()
+    return type(shell).__name__ in ("ZMQInteractiveShell", "DatabricksShell")
+
+
+class _Progress:
+    """"2/4 Dask workers connected": a line per change in a terminal, one updated
+    line in a notebook."""
+
+    def __init__(self, enabled: bool, total: int):
+        self.enabled = enabled
+        self.total = total
+        self.last = None
+        self.handle = None
+
+    def update(self, n: int) -> None:
+        if not self.enabled or n == self.last:
+            return
+        self.last = n
+        text = f"spark-dask: {n}/{self.total} Dask workers connected"
+        if _in_notebook():
+            from IPython.display import display
+
+            if self.handle is None:
+                self.handle = display({"text/plain": text}, raw=True, display_id=True)
+            else:
+                self.handle.update({"text/plain": text}, raw=True)
+        else:
+            print(text, file=sys.stderr, flush=True)
+
+
+class SparkCluster(Cluster):
+    """A Dask cluster inside a running Spark application.
+
+    The scheduler runs in this (driver) process; the workers run in one Spark
+    barrier-mode stage, one Dask worker per executor GPU (dask-cuda) or one per
+    executor on CPU clusters. The stage holds its task slots while the cluster runs
+    and ends when the cluster closes.
+
+    Parameters
+    ----------
+    spark : SparkSession, optional
+        Classic session; defaults to the active session (looked up now).
+    n_workers : int, optional
+        Number of Dask workers. Default: every executor GPU, or one per executor.
+    worker : {"auto", "cuda", "cpu"}
+        ``auto`` starts dask-cuda workers when the Spark tasks own GPUs.
+    threads_per_worker : int, optional
+        Default: the task's CPUs (the executor's cores when it hosts one gang task).
+    memory_limit : int or str, optional
+        ``"auto"``: host memory left after the executor JVMs, split over its workers.
+    worker_options : dict, optional
+        Extra worker command-line options, e.g. ``{"rmm_pool_size": "10GB"}``.
+    worker_command : str or list, optional
+        Command template replacing the default worker command (see the docs).
+    timeout : str or float, optional
+        How long to wait for every worker before failing (default ``180s``).
+    tls : bool, optional
+        Per-cluster TLS credentials (default True). False: plain TCP, with a warning.
+    dashboard : bool, optional
+        Serve the scheduler dashboard on a free port of the driver address.
+    progress : bool, optional
+        Show "n/N Dask workers connected" while starting.
+    task_profile : {"auto", True, False}, optional
+        Ask Spark for a stage-level task resource profile for the gang.
+    env : dict, optional
+        Environment variables for the worker processes.
+    silence_logs : str or False, optional
+        Level below which the in-process scheduler's log lines are not printed
+        (default ``"warning"``, as LocalCluster); False prints everything.
+    asynchronous : bool
+        Use ``await SparkCluster(..., asynchronous=True)`` inside an event loop.
+
+    Examples
+    --------
+    >>> cluster = SparkCluster(spark, n_workers=4)       # doctest: +SKIP
+    >>> client = cluster.get_client()                    # doctest: +SKIP
+    >>> cluster.close()                                  # doctest: +SKIP
+    """
+
+    _supports_scaling = False
+
+    def __init__(
+        self,
+        spark=None,
+        *,
+        n_workers: int | None = None,
+        worker: str | None = None,
+        threads_per_worker: int | None = None,
+        memory_limit: int | str | None = None,
+        worker_options: dict | None = None,
+        worker_command: str | list | None = None,
+        timeout: str | float | None = None,
+        tls: bool | None = None,
+        dashboard: bool | None = None,
+        progress: bool | None = None,
+        task_profile: bool | str | None = None,
+        env: dict | None = None,
+        silence_logs: str | int | bool | None = None,
+        asynchronous: bool = False,
+        loop=None,
+        name: str | None = None,
+        quiet: bool = False,
+    ):
+        self.spark = active_session(spark)
+        self.options = self._resolve_options(
+            n_workers=n_workers,
+            worker=worker,
+            threads_per_worker=threads_per_worker,
+            memory_limit=memory_limit,
+            worker_options=worker_options,
+            worker_command=worker_command,
+            timeout=timeout,
+            tls=tls,
+            dashboard=dashboard,
+            progress=progress,
+            task_profile=task_profile,
+            silence_logs=silence_logs,
+        )
+        if not self.options["tls"]:
+            warnings.warn(
+                "spark-dask: TLS is off (tls=False): anyone who can reach the driver's "
+                "scheduler port can run code on this cluster",
+                stacklevel=3 if type(self) is SparkCluster else 2,
+            )
+        self.env = dict(env or {})
+        self.id = uuid.uuid4().hex[:10]
+        self.tag = f"spark-dask-{self.id}"
+        super().__init__(asynchronous=asynchronous, loop=loop, name=name or self.tag, quiet=quiet)
+        self.scheduler: Scheduler | None = None
+        self.launcher: GangLauncher | None = None
+        self.gang = None
+        self.facts = None
+        self.security: Security | None = None
+        self.task_rows: list[dict] = []
+        self.timings: dict[str, float] = {}
+        self._changed = asyncio.Event()
+        self._start_task: asyncio.Task | None = None
+        self._torn_down = False
+        self._connected = False
+        self._exit_stack = ExitStack()
+        if self.options["silence_logs"]:
+            # Like LocalCluster: the scheduler runs in this process; keep its INFO lines
+            # out of the notebook. get_logs() still has them.
+            self._exit_stack.enter_context(silence_logging_cmgr(self.options["silence_logs"]))
+        _live_clusters.add(self)
+        _register_atexit()
+        if not self.asynchronous:
+            self._loop_runner.start()
+            try:
+                self.sync(self._start)
+            except BaseException:
+                # Also on KeyboardInterrupt: the start coroutine runs on in the loop
+                # thread until close() cancels it and tears down what it made.
+                with suppress(Exception):
+                    self.close(timeout=60)
+                raise
+
+    # ------------------------------------------------------------------ options
+    @staticmethod
+    def _resolve_options(**given) -> dict:
+        opts = {k: config.get(k.replace("_", "-"), v) for k, v in given.items()}
+        for key in ("close-timeout", "death-timeout", "executor-wait", "kill-grace"):
+            opts[key.replace("-", "_")] = parse_timedelta(config.get(key))
+        try:
+            opts["timeout"] = parse_timedelta(opts["timeout"])
+        except (ValueError, KeyError, TypeError) as e:
+            raise PlanError(f"timeout must be seconds or a time string like '3m', got {given['timeout']!r}") from e
+        tpw = opts["threads_per_worker"]
+        if tpw is not None and (isinstance(tpw, bool) or not isinstance(tpw, int) or tpw < 1):
+            raise PlanError(f"threads_per_worker must be a positive integer, got {tpw!r}")
+        mem = opts["memory_limit"]
+        if mem != "auto":
+            try:
+                opts["memory_limit"] = parse_bytes(mem) if isinstance(mem, str) else int(mem)
+            except (ValueError, TypeError) as e:
+                raise PlanError(
+                    f"memory_limit must be 'auto', a number of bytes or a size like '8GiB', got {mem!r}"
+                ) from e
+            if opts["memory_limit"] <= 0:
+                raise PlanError(f"memory_limit must be positive, got {mem!r}")
+        if opts["worker_options"] is not None and not isinstance(opts["worker_options"], dict):
+            raise PlanError(f"worker_options must be a dict, got {type(opts['worker_options']).__name__}")
+        if opts["task_profile"] not in ("auto", True, False):
+            raise PlanError(f"task_profile must be 'auto', True or False, got {opts['task_profile']!r}")
+        return opts
+
+    # ------------------------------------------------------------------ lifecycle
+    def __await__(self):
+        async def _():
+            if self.status == Status.created:
+                await self._start()
+            return self
+
+        return _().__await__()
+
+    async def _start(self):
+        self.status = Status.starting
+        self._start_task = asyncio.current_task()
+        opts = self.options
+        t0 = time.monotonic()
+        try:
+            if is_connect(self.spark):
+                raise PlanError(
+                    "Spark Connect sessions are not supported by this version of spark-dask yet; "
+                    "use a classic SparkSession"
+                )
+            self.facts = await asyncio.to_thread(cluster_facts, self.spark, opts["executor_wait"])
+            self.gang = plan_gang(self.facts, opts["n_workers"], opts["worker"], opts["task_profile"])
+            check_slots(self.gang, self.facts)
+            self.security = Security.temporary() if opts["tls"] else Security()
+            bind, host = driver_host(self.spark)
+            self.scheduler = Scheduler(
+                host=host,
+                port=0,
+                protocol="tls" if opts["tls"] else "tcp",
+                security=self.security,
+                dashboard=bool(opts["dashboard"]),
+                dashboard_address=f"{host}:0",
+                plugins=[_WorkerWatch(self._changed)],
+                validate=False,
+            )
+            await self.scheduler
+            self._watch_worker_status_changes()
+            self.scheduler_comm = rpc(
+                self.scheduler.address,
+                connection_args=self.security.get_connection_args("client"),
+            )
+            await super()._start()
+            self.status = Status.starting
+            self.timings["scheduler"] = time.monotonic() - t0
+
+            self.launcher = GangLauncher(
+                self.spark,
+                self.gang,
+                self._task_spec(),
+                tag=self.tag,
+                description=(
+                    f"spark-dask: {self.gang.n_workers} Dask workers for {self.scheduler.address}"
+                ),
+                on_done=self._gang_ended_threadsafe,
+            )
+            t_submit = time.monotonic()
+            self.launcher.start()
+            await self._wait_for_gang(opts["timeout"])
+            now = time.monotonic()
+            self.timings["workers"] = now - t_submit
+            self.timings["start"] = now - t0
+            self._connected = True
+            self.status = Status.running
+            self._log(
+                f"spark-dask: {self.gang.n_workers} {self.gang.kind} workers connected to "
+                f"{self.scheduler.address} in {self.timings['start']:.1f}s (Spark job tag {self.tag})"
+            )
+        except BaseException:
+            await self._teardown(graceful=False)
+            raise
+
+    def _task_spec(self) -> dict:
+        opts, plan, sec = self.options, self.gang, self.security
+        tls = None
+        if opts["tls"]:
+            tls = {"ca": sec.tls_ca_file, "cert": sec.tls_worker_cert, "key": sec.tls_worker_key}
+        requires = [] if opts["worker_command"] else ["distributed"]
+        if plan.kind == "cuda" and not opts["worker_command"]:
+            requires.append("dask_cuda")
+        return {
+            "cluster_id": self.tag,
+            "scheduler_address": self.scheduler.address,
+            "tls": tls,
+            "kind": plan.kind,
+            "pinned": plan.pinned,
+            "n_workers": plan.n_workers,
+            "requires": requires,
+            "threads_per_worker": opts["threads_per_worker"],
+            "memory_limit": opts["memory_limit"],
+            "executor_cores": self.facts.executor_cores,
+            "executor_memory": self.facts.executor_memory,
+            "worker_options": opts["worker_options"] or {},
+            "worker_command": opts["worker_command"],
+            "death_timeout": opts["death_timeout"],
+            "kill_grace": opts["kill_grace"],
+            "env": self.env,
+            "log_lines": 30,
+        }
+
+    def _watch_worker_status_changes(self) -> None:
+        """Wake the start-up wait when a worker turns from ``init`` to ``running``
+        (the scheduler has no plugin hook for that, only the stream handler)."""
+        handlers = self.scheduler.stream_handlers
+        original = handlers["worker-status-change"]
+
+        def status_changed(*args, **kwargs):
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self._changed.set()
+
+        handlers["worker-status-change"] = status_changed
+
+    def _running_workers(self) -> int:
+        return sum(ws.status == Status.running for ws in self.scheduler.workers.values())
+
+    async def _wait_for_gang(self, timeout: float) -> None:
+        """Return once every planned worker is connected; fail fast when the stage fails."""
+        progress = _Progress(bool(self.options["progress"]) and not self.quiet, self.gang.n_workers)
+        deadline = time.monotonic() + timeout
+        while True:
+            self._changed.clear()
+            if self.launcher.done.is_set():
+                raise self._gang_error("the Spark barrier stage ended before the workers connected")
+            n = self._running_workers()
+            progress.update(n)
+            if n >= self.gang.n_workers:
+                return
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise SparkDaskError(
+                    f"spark-dask: only {n} of {self.gang.n_workers} Dask workers connected to "
+                    f"{self.scheduler.address} within {timeout:g}s. The Spark barrier stage "
+                    f"(job group {self.tag}) is still running: look at its tasks in the Spark UI "
+                    f"and at the executors' logs; raise the limit with timeout=... if the "
+                    f"executors are just slow. Everything was cancelled."
+                )
+            with suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), remaining)
+
+    def _gang_error(self, what: str) -> SparkDaskError:
+        err = self.launcher.error
+        if err is None:
+            detail = "the tasks returned: " + json.dumps(self.launcher.rows)[:2000]
+        else:
+            detail = summarize_spark_error(err)
+        return SparkDaskError(f"spark-dask: {what}.\n{detail}")
+
+    def _gang_ended_threadsafe(self, launcher: GangLauncher) -> None:
+        """Launcher thread: the barrier stage ended (normally at close, or not)."""
+        self.task_rows = launcher.rows
+        with suppress(RuntimeError):  # loop already closed
+            self.loop.add_callback(self._gang_ended, launcher)
+
+    async def _gang_ended(self, launcher: GangLauncher) -> None:
+        self._changed.set()
+        if self.status in (Status.closing, Status.closed) or not self._connected:
+            return
+        if launcher.error is not None:
+            self._log(f"spark-dask: the Spark barrier stage failed: {summarize_spark_error(launcher.error)}")
+        else:
+            self._log("spark-dask: the Spark barrier stage ended while the cluster was running")
+        if await asyncio.to_thread(is_stopped, self.spark):
+            self._log("spark-dask: the SparkContext was stopped; closing the Dask cluster")
+            await self._close()
+
+    async def _close(self):
+        if self.status == Status.closed:
+            return
+        task = self._start_task
+        if task is not None and not task.done() and task is not asyncio.current_task():
+            task.cancel()
+            with suppress(BaseException):
+                await task
+        await self._teardown(graceful=self._connected)
+
+    async def _teardown(self, graceful: bool) -> None:
+        """Close workers, let the barrier stage end (or cancel it), close the scheduler."""
+        if self._torn_down:
+            return
+        self._torn_down = True
+        t0 = time.monotonic()
+        self.status = Status.closing
+        with suppress(Exception):
+            await Cluster._close(self)
+        self.status = Status.closing
+        if self.scheduler is not None:
+            # Nannies first: each stops its worker process and exits, so the Spark task
+            # returns. Then the scheduler, which also closes any worker without a nanny.
+            nannies = [ws.nanny for ws in self.scheduler.workers.values() if ws.nanny]
+            with suppress(Exception):
+                await asyncio.wait_for(
+                    asyncio.gather(*(self._terminate_nanny(a) for a in nannies)),
+                    self.options["close_timeout"],
+                )
+            with suppress(Exception):
+                await self.scheduler.close(reason="spark-dask cluster closed")
+        self.timings["close_scheduler"] = time.monotonic() - t0
+        launcher = self.launcher
+        if launcher is not None:
+            ended = launcher.done.is_set()
+            if not ended and graceful:
+                ended = await asyncio.to_thread(launcher.join, self.options["close_timeout"])
+            if not ended:
+                await asyncio.to_thread(launcher.cancel)
+                ended = await asyncio.to_thread(launcher.join, 60)
+            if not ended:  # pragma: no cover - Spark did not end its own job
+                logger.error("spark-dask: the Spark barrier job %s did not end after cancel", self.tag)
+            self.task_rows = launcher.rows
+        self.timings["close"] = time.monotonic() - t0
+        self._exit_stack.close()
+        self.status = Status.closed
+        _live_clusters.discard(self)
+
+    async def _terminate_nanny(self, address: str) -> None:
+        # The nanny closes its end before it answers: a closed comm is success here.
+        with suppress(Exception):
+            await self.scheduler.rpc(address).terminate(reason="spark-dask cluster closed")
+
+    def get_logs(self, cluster=True, scheduler=True, workers=True):
+        """Logs of the cluster manager, scheduler, workers and the Spark tasks.
+
+        After ``close()`` the cluster manager's log and the Spark tasks' status rows
+        (exit codes and log tails of every worker) remain available.
+        """
+        if self.status == Status.closed:
+            logs = Logs()
+            if cluster:
+                logs["Cluster"] = Log("\n".join(line for _, line in self._cluster_manager_logs))
+                logs["Spark tasks"] = Log(self._task_log())
+            return logs
+        return super().get_logs(cluster=cluster, scheduler=scheduler, workers=workers)
+
+    def close(self, timeout: float | None = None):
+        """Close workers, the Spark barrier job and the scheduler. Idempotent."""
+        if self.status == Status.closed:
+            return super().close(timeout=timeout)
+        out = super().close(timeout=timeout)
+        if not self.asynchronous:
+            with suppress(Exception):
+                self._loop_runner.stop()
+        return out
+
+    # ------------------------------------------------------------------ contract
+    def scale(self, n: int) -> None:
+        raise NotImplementedError(
+            "A SparkCluster is one fixed-size Spark barrier stage and cannot scale: close it "
+            f"and start a new one with n_workers={n}."
+        )
+
+    def adapt(self, *args, **kwargs):
+        raise NotImplementedError(
+            "A SparkCluster is one fixed-size Spark barrier stage and cannot adapt: "
+            "choose n_workers when starting it."
+        )
+
+    async def _get_logs(self, cluster=True, scheduler=True, workers=True):
+        try:
+            logs = await super()._get_logs(cluster=cluster, scheduler=scheduler, workers=workers)
+        except Exception:  # scheduler already closed: what the cluster manager kept
+            logs = Logs()
+            if cluster:
+                logs["Cluster"] = Log("\n".join(line for _, line in self._cluster_manager_logs))
+        if cluster:
+            logs["Spark tasks"] = Log(self._task_log())
+        return logs
+
+    def _task_log(self) -> str:
+        if not self.task_rows:
+            state = "running" if self.launcher is not None and self.launcher.running else "no rows"
+            return f"Spark barrier stage {self.tag}: {state}"
+        out = []
+        for row in self.task_rows:
+            out.append(
+                f"task {row['partition']} on executor {row.get('executor_id')} ({row['host']}): {row['status']}"
+            )
+            for w in row["workers"]:
+                out.append(f"  worker {w['name']} gpu={w['gpu']} exit={w['exit_code']}")
+                out += ["    " + ln for ln in (w["log_tail"] or "").splitlines()]
+        return "\n".join(out)
+
+    def spark_info(self) -> dict:
+        """Spark-side facts of this cluster (for the widget, logs and the CLI)."""
+        plan, facts = self.gang, self.facts
+        info = {"job tag": self.tag}
+        with suppress(Exception):
+            if not is_connect(self.spark):
+                info["application"] = self.spark.sparkContext.applicationId
+        if plan is not None:
+            info.update(
+                {
+                    "workers": f"{plan.n_workers} {plan.kind}" + (" (one per GPU)" if plan.pinned else ""),
+                    "barrier tasks": plan.n_tasks,
+                    "task request": (
+                        f"cpus={plan.task_cpus or facts.task_cpus}"
+                        + (f", gpu={plan.task_gpus:g}" if plan.task_gpus else "")
+                        + ("" if plan.uses_profile else " (default profile)")
+                    ),
+                }
+            )
+        if facts is not None:
+            info["executors"] = f"{facts.executors} x {facts.executor_cores} cores" + (
+                f", {facts.executor_gpus:g} GPUs" if facts.executor_gpus else ""
+            )
+        if "start" in self.timings:
+            info["start-up"] = f"{self.timings['start']:.1f} s"
+        return info
+
+    def _repr_html_(self, cluster_status=None):
+        rows = "".join(
+            f"<tr><td style='text-align: left;'><strong>Spark {html.escape(str(k))}:</strong> "
+            f"{html.escape(str(v))}</td></tr>"
+            for k, v in self.spark_info().items()
+        )
+        status = f"<table style='width: 100%;'>{rows}</table>"
+        return super()._repr_html_(cluster_status=(cluster_status or "") + status)
+
+    def __repr__(self):
+        n = len(self.scheduler_info.get("workers", {}))
+        addr = self.scheduler.address if self.scheduler is not None else None
+        return f"SparkCluster({self.tag!r}, {addr!r}, workers={n}, status={self.status.name})"
+
+
+class _ClusterClient(Client):
+    """A Client that owns its SparkCluster: closing it closes the cluster."""
+
+    _collected = False
+
+    def close(self, timeout=None):
+        try:
+            if timeout is None:
+                return super().close()
+            return super().close(timeout=timeout)
+        finally:
+            cluster = self.cluster
+            # Not from the garbage collector: it may run inside another cluster's
+            # loop start-up, which holds the lock that stopping a loop needs.
+            if cluster is not None and not self._collected:
+                cluster.close()
+
+    def __del__(self):
+        self._collected = True
+        super().__del__()
+
+
+def start(spark=None, **kwargs) -> Client:
+    """Start a Dask cluster in the Spark application and return a connected Client.
+
+    Returns once every worker is connected. Leaving the ``with`` block (or
+    ``client.close()``) closes the workers, the Spark barrier job and the scheduler.
+
+    >>> with spark_dask.start(spark) as client:          # doctest: +SKIP
+    ...     ddf.groupby("k").x.mean().compute()
+
+    Keyword arguments are those of :class:`SparkCluster`.
+    """
+    cluster = SparkCluster(spark, **kwargs)
+    try:
+        return _ClusterClient(cluster)
+    except BaseException:
+        cluster.close()
+        raise

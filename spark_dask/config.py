@@ -1,0 +1,27 @@
+"""Package defaults, read through :mod:`dask.config` (``spark-dask.*`` keys).
+
+Override with ``dask.config.set({"spark-dask.timeout": "5m"})``, a YAML file in
+``~/.config/dask/``, or environment variables such as ``DASK_SPARK_DASK__TIMEOUT=5m``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import dask.config
+import yaml
+
+_fn = os.path.join(os.path.dirname(__file__), "spark_dask.yaml")
+with open(_fn) as f:
+    _defaults = yaml.safe_load(f)
+
+dask.config.update_defaults(_defaults)
+
+_MISSING = object()
+
+
+def get(key: str, value=_MISSING):
+    """Return ``value`` when given (not None), else the ``spark-dask.<key>`` config value."""
+    if value is not _MISSING and value is not None:
+        return value
+    return dask.config.get(f"spark-dask.{key}")

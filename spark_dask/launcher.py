@@ -1,0 +1,180 @@
+"""Submit the Spark barrier stage that runs the Dask workers, and cancel it.
+
+One :class:`GangLauncher` is one barrier stage: ``n_tasks`` tasks, each running
+:func:`spark_dask.task.run_task`. ``collect()`` blocks for as long as the workers
+run, so it happens in a background thread; the stage carries a unique job group
+and job tag (classic) or session tag (Spark Connect) so it can be cancelled.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+from collections.abc import Callable
+
+from spark_dask import plan as plan_module
+from spark_dask import task as task_module
+from spark_dask.plan import GangPlan
+from spark_dask.session import is_connect
+
+logger = logging.getLogger(__name__)
+
+_by_value_registered = False
+
+
+def _ship_task_code_by_value() -> None:
+    """Pickle the task code by value, so executors do not need spark_dask installed."""
+    global _by_value_registered
+    if _by_value_registered:
+        return
+    from pyspark import cloudpickle
+
+    for module in (plan_module, task_module):
+        cloudpickle.register_pickle_by_value(module)
+    _by_value_registered = True
+
+
+def resource_profile(plan: GangPlan):
+    """The stage-level task resource request of the gang, or None for the default."""
+    if not plan.uses_profile:
+        return None
+    from pyspark.resource import ResourceProfileBuilder, TaskResourceRequests
+
+    req = TaskResourceRequests()
+    if plan.task_cpus is not None:
+        req = req.cpus(plan.task_cpus)
+    if plan.task_gpus is not None:
+        req = req.resource("gpu", plan.task_gpus)
+    return ResourceProfileBuilder().require(req).build
+
+
+_WORKER_ERROR = re.compile(r"WorkerStartError: (spark-dask: .*?)(?:\n\s+at |\n\n|\Z)", re.S)
+
+
+def summarize_spark_error(exc: BaseException) -> str:
+    """The part of a Spark job failure a user needs: our task's message if it raised one."""
+    text = str(exc)
+    m = _WORKER_ERROR.search(text)
+    if m:
+        return m.group(1).strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("at ")]
+    keep = [ln for ln in lines if "Exception" in ln or "Error" in ln] or lines
+    return "\n".join(keep[:6])
+
+
+class GangLauncher:
+    """Run one barrier stage of Dask-worker tasks in a background thread.
+
+    Parameters
+    ----------
+    spark : SparkSession
+        Classic or Spark Connect session.
+    plan : GangPlan
+        How many tasks, with which resource request.
+    spec : dict
+        What each task needs (scheduler address, credentials, sizing overrides).
+    tag : str
+        Unique job group / tag of this stage, for the Spark UI and cancellation.
+    description : str
+        Shown as the job description in the Spark UI.
+    on_done : callable
+        Called from the thread once the stage has ended, for any reason.
+    """
+
+    def __init__(
+        self,
+        spark,
+        plan: GangPlan,
+        spec: dict,
+        tag: str,
+        description: str,
+        on_done: Callable[[GangLauncher], None] | None = None,
+    ):
+        self.spark = spark
+        self.plan = plan
+        self.spec = spec
+        self.tag = tag
+        self.description = description
+        self.on_done = on_done
+        self.connect = is_connect(spark)
+        self.rows: list[dict] = []
+        self.error: BaseException | None = None
+        self.done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"spark-dask-{tag}", daemon=True)
+
+    def start(self) -> None:
+        _ship_task_code_by_value()
+        self._thread.start()
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the stage to end; True if it did."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def _run(self) -> None:
+        try:
+            raw = self._collect_connect() if self.connect else self._collect_classic()
+            self.rows = [json.loads(r) for r in raw]
+        except BaseException as e:  # noqa: BLE001 - reported to the cluster
+            self.error = e
+        finally:
+            self.done.set()
+            if self.on_done is not None:
+                try:
+                    self.on_done(self)
+                except Exception:  # pragma: no cover - must not kill the thread silently
+                    logger.exception("spark-dask: gang completion callback failed")
+
+    def _collect_classic(self) -> list[str]:
+        sc = self.spark.sparkContext
+        # Job group and tags are thread-local in PySpark's pinned-thread mode: set them
+        # in this thread, which submits the job.
+        sc.setJobGroup(self.tag, self.description, interruptOnCancel=True)
+        if hasattr(sc, "addJobTag"):
+            sc.addJobTag(self.tag)
+        try:
+            n = self.plan.n_tasks
+            rdd = sc.parallelize(range(n), n)
+            profile = resource_profile(self.plan)
+            if profile is not None:
+                rdd = rdd.withResources(profile)
+            fn = task_module.classic_partition(self.spec)
+            return rdd.barrier().mapPartitions(fn).collect()
+        finally:
+            if hasattr(sc, "removeJobTag"):
+                sc.removeJobTag(self.tag)
+
+    def _collect_connect(self) -> list[str]:
+        spark = self.spark
+        spark.addTag(self.tag)
+        try:
+            n = self.plan.n_tasks
+            kwargs = {"barrier": True}
+            profile = resource_profile(self.plan)
+            if profile is not None:
+                kwargs["profile"] = profile
+            df = spark.range(0, n, 1, n).mapInArrow(
+                task_module.arrow_partition(self.spec), "status string", **kwargs
+            )
+            return [r["status"] for r in df.collect()]
+        finally:
+            spark.removeTag(self.tag)
+
+    def cancel(self) -> None:
+        """Cancel the barrier stage (tasks are interrupted, then killed by Spark)."""
+        try:
+            if self.connect:
+                self.spark.interruptTag(self.tag)
+                return
+            sc = self.spark.sparkContext
+            sc.cancelJobGroup(self.tag)
+            if hasattr(sc, "cancelJobsWithTag"):
+                sc.cancelJobsWithTag(self.tag)
+        except Exception as e:  # stopped context, gone gateway: nothing left to cancel
+            logger.debug("spark-dask: cancel of %s failed: %s", self.tag, e)

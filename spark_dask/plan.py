@@ -1,0 +1,394 @@
+"""Pure decisions: how many Spark tasks and Dask workers, which GPU, how many threads,
+what memory limit, which command line, which error.
+
+Nothing here touches Spark, processes or the network, so every rule is unit-tested
+without a cluster. The module uses the standard library only: it is shipped to the
+executors by value together with :mod:`spark_dask.task`.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+KINDS = ("auto", "cuda", "cpu")
+MIN_MEMORY = 256 * 2**20  # below this a Dask worker is not useful
+REGISTERED_MARKER = "Registered to:"  # what distributed's worker logs once it joined
+
+
+class PlanError(ValueError):
+    """A request that cannot work on this Spark cluster; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class ClusterFacts:
+    """What the driver knows about the Spark application, read once before launching.
+
+    Parameters
+    ----------
+    executors : int
+        Executors registered now.
+    executor_cores : int
+        ``spark.executor.cores`` (or what the master implies).
+    executor_memory : int
+        Bytes one executor JVM may use (heap plus overhead).
+    executor_gpus : float
+        ``spark.executor.resource.gpu.amount``; 0 without GPUs.
+    task_cpus : int
+        ``spark.task.cpus``.
+    task_gpus : float
+        ``spark.task.resource.gpu.amount``; 0 when unset.
+    slots : int or None
+        Concurrent barrier tasks the default resource profile allows; None when unknown.
+    dynamic_allocation : bool
+        ``spark.dynamicAllocation.enabled``.
+    task_profiles : bool
+        Whether stage-level task resource profiles can be used for the gang.
+    master : str
+        ``spark.master``, for messages.
+    """
+
+    executors: int
+    executor_cores: int
+    executor_memory: int
+    executor_gpus: float = 0
+    task_cpus: int = 1
+    task_gpus: float = 0
+    slots: int | None = None
+    dynamic_allocation: bool = False
+    task_profiles: bool = False
+    master: str = ""
+
+
+@dataclass(frozen=True)
+class GangPlan:
+    """The barrier stage to submit.
+
+    ``task_cpus``/``task_gpus`` are the stage-level task resource request; both None
+    means the stage runs with the application's default resource profile.
+    """
+
+    kind: str  # "cuda" or "cpu": which worker program
+    pinned: bool  # one worker per GPU, each with its own CUDA_VISIBLE_DEVICES
+    n_workers: int
+    n_tasks: int
+    workers_per_task: int = 1
+    task_cpus: int | None = None
+    task_gpus: float | None = None
+
+    @property
+    def uses_profile(self) -> bool:
+        return self.task_cpus is not None or self.task_gpus is not None
+
+
+def _check_n_workers(n_workers) -> None:
+    if n_workers is None:
+        return
+    if isinstance(n_workers, bool) or not isinstance(n_workers, int):
+        raise PlanError(
+            f"n_workers must be a positive integer or None (one per executor or GPU), "
+            f"got {n_workers!r}"
+        )
+    if n_workers < 1:
+        raise PlanError(f"n_workers must be at least 1, got {n_workers}")
+
+
+def plan_gang(
+    facts: ClusterFacts,
+    n_workers: int | None = None,
+    worker: str = "auto",
+    task_profile: bool | str = "auto",
+) -> GangPlan:
+    """Decide the barrier stage for a cluster request, or raise :class:`PlanError`.
+
+    Rules
+    -----
+    * GPU executors: one Dask worker per executor GPU by default, each pinned to its
+      GPU. Each task asks for one whole GPU (a stage-level profile when
+      ``spark.task.resource.gpu.amount`` is not 1), so fractional GPU amounts never
+      put two workers on one GPU.
+    * CPU executors: one worker per executor by default. Where task profiles work
+      and the executor has several cores, each task asks for ``cores // 2 + 1``
+      CPUs, so no two gang tasks share an executor and the other cores stay with
+      Spark (the rule xgboost.spark uses).
+    * The gang needs ``n_tasks`` task slots at once; more than the cluster has is an
+      error now, not Spark's ten minutes of retries.
+    """
+    if worker not in KINDS:
+        raise PlanError(f"worker must be one of {KINDS}, got {worker!r}")
+    _check_n_workers(n_workers)
+    if facts.dynamic_allocation:
+        raise PlanError(
+            "Spark barrier mode does not run with dynamic allocation "
+            "(spark.dynamicAllocation.enabled=true). Start the Spark application with "
+            "spark.dynamicAllocation.enabled=false (on Databricks: disable autoscaling)."
+        )
+    if facts.executors < 1:
+        raise PlanError(
+            f"no Spark executors are registered (master {facts.master!r}); "
+            "start the cluster's workers or wait until executors join"
+        )
+    profiles_ok = facts.task_profiles and task_profile is not False
+    force_profile = task_profile is True
+    has_gpus = facts.executor_gpus > 0
+    if worker == "cuda" and not has_gpus:
+        raise PlanError(
+            "worker='cuda' but the executors have no GPUs: set "
+            "spark.executor.resource.gpu.amount (and a discovery script) on the Spark "
+            "application, or use worker='cpu'"
+        )
+    gpu_tasks = has_gpus and (facts.task_gpus > 0 or profiles_ok)  # tasks can own GPUs
+    kind = "cuda" if worker == "cuda" or (worker == "auto" and gpu_tasks) else "cpu"
+
+    if gpu_tasks:
+        total = facts.executors * int(facts.executor_gpus)
+        n = n_workers or total
+        if profiles_ok and (facts.task_gpus != 1 or force_profile):
+            plan = GangPlan(kind, True, n, n, 1, facts.task_cpus, 1.0)
+        elif facts.task_gpus >= 1:
+            per_task = int(facts.task_gpus)
+            if n % per_task:
+                raise PlanError(
+                    f"each Spark task owns {per_task} GPUs (spark.task.resource.gpu.amount), "
+                    f"so n_workers must be a multiple of {per_task}, got {n}"
+                )
+            plan = GangPlan(kind, True, n, n // per_task, per_task)
+        else:
+            # Fractional GPU amount and no task profiles: tasks agree at run time that
+            # each physical GPU gets one worker; a shortfall is reported by the tasks.
+            plan = GangPlan(kind, True, n, n, 1)
+    else:
+        if kind == "cuda":
+            raise PlanError(
+                "worker='cuda' but Spark tasks get no GPUs: set "
+                "spark.task.resource.gpu.amount=1, or run Spark >= 3.4 with stage-level "
+                "scheduling (standalone, YARN or Kubernetes, dynamic allocation off)"
+            )
+        n = n_workers or facts.executors
+        cpus = facts.executor_cores // 2 + 1
+        if profiles_ok and n <= facts.executors and (cpus > facts.task_cpus or force_profile):
+            plan = GangPlan(kind, False, n, n, 1, max(cpus, facts.task_cpus), None)
+        else:
+            plan = GangPlan(kind, False, n, n, 1)
+
+    check_slots(plan, facts)
+    return plan
+
+
+def profile_slots(facts: ClusterFacts, task_cpus: int, task_gpus: float | None) -> int:
+    """Concurrent tasks a task resource request allows on the registered executors."""
+    per_executor = facts.executor_cores // max(task_cpus, 1)
+    if task_gpus:
+        per_executor = min(per_executor, int(facts.executor_gpus // task_gpus))
+    return facts.executors * per_executor
+
+
+def check_slots(plan: GangPlan, facts: ClusterFacts, slots: int | None = None) -> None:
+    """Raise :class:`PlanError` when the gang needs more task slots than exist."""
+    if slots is None:
+        if plan.uses_profile:
+            slots = profile_slots(facts, plan.task_cpus or facts.task_cpus, plan.task_gpus)
+        else:
+            slots = facts.slots
+    if slots is None or plan.n_tasks <= slots:
+        return
+    what = f"n_workers={plan.n_workers}"
+    raise PlanError(
+        f"{what} needs {plan.n_tasks} Spark task slots at once (barrier mode), but the "
+        f"application has {slots} ({facts.executors} executors x {facts.executor_cores} "
+        f"cores, spark.task.cpus={plan.task_cpus or facts.task_cpus}"
+        + (f", {facts.executor_gpus:g} GPUs per executor" if facts.executor_gpus else "")
+        + f"). Use n_workers<={max(slots, 1) * plan.workers_per_task} or add executors."
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Task side: what each barrier task decides once it knows where the whole gang landed.
+# --------------------------------------------------------------------------------------
+
+
+def physical_gpu(address: str, cuda_visible_devices: str | None) -> str:
+    """Map a Spark GPU address (an index) through an existing ``CUDA_VISIBLE_DEVICES``.
+
+    >>> physical_gpu("1", "4,5,6")
+    '5'
+    >>> physical_gpu("GPU-abc", None)
+    'GPU-abc'
+    """
+    if not cuda_visible_devices:
+        return address
+    visible = [d.strip() for d in cuda_visible_devices.split(",") if d.strip()]
+    if address.isdigit() and int(address) < len(visible):
+        return visible[int(address)]
+    return address
+
+
+def worker_name(partition: int, gpu: str | None) -> str:
+    """Stable Dask worker name: ``spark-<partition>`` or ``spark-<partition>-gpu<id>``."""
+    return f"spark-{partition}" if gpu is None else f"spark-{partition}-gpu{gpu}"
+
+
+def assign_workers(gathered: list[dict], pinned: bool) -> dict[int, list[dict]]:
+    """Which task starts which workers, from every task's facts (``allGather``).
+
+    Each entry of ``gathered`` has ``partition``, ``host`` and ``gpus`` (physical ids).
+    With ``pinned``, every physical GPU of a host gets exactly one worker, started by
+    the lowest partition that owns it; tasks that share a GPU (fractional
+    ``spark.task.resource.gpu.amount``) agree on this without talking to each other.
+    Without ``pinned``, each task starts one unpinned worker.
+    """
+    out: dict[int, list[dict]] = {}
+    claimed: set[tuple[str, str]] = set()
+    for t in sorted(gathered, key=lambda t: t["partition"]):
+        p = t["partition"]
+        mine = []
+        if not pinned:
+            mine.append({"name": worker_name(p, None), "gpu": None})
+        else:
+            for gpu in t.get("gpus") or []:
+                key = (t["host"], gpu)
+                if key in claimed:
+                    continue
+                claimed.add(key)
+                mine.append({"name": worker_name(p, gpu), "gpu": gpu})
+        out[p] = mine
+    return out
+
+
+def gang_shortfall(assignment: dict[int, list[dict]], expected: int, pinned: bool) -> str | None:
+    """Explain why the gang would start fewer workers than ``expected``, else None."""
+    total = sum(len(v) for v in assignment.values())
+    if total == expected:
+        return None
+    empty = sorted(p for p, ws in assignment.items() if not ws)
+    why = (
+        "several tasks were given the same GPU (fractional spark.task.resource.gpu.amount "
+        "without stage-level scheduling) or tasks got no GPU"
+        if pinned
+        else "tasks were placed unexpectedly"
+    )
+    return (
+        f"the Spark tasks can start {total} Dask workers, not the {expected} requested: {why}"
+        + (f" (tasks without a GPU of their own: {empty})" if empty else "")
+        + ". Set spark.task.resource.gpu.amount=1, or pass n_workers="
+        + f"{total}."
+    )
+
+
+def worker_threads(
+    override: int | None,
+    task_cpus: int,
+    executor_cores: int,
+    tasks_on_executor: int,
+    workers_in_task: int,
+) -> int:
+    """Threads per Dask worker.
+
+    The task's CPUs, or the executor's cores when the gang has a single task on this
+    executor, split over the workers the task starts; ``override`` wins.
+    """
+    if override is not None:
+        return int(override)
+    cpus = executor_cores if tasks_on_executor == 1 and executor_cores else task_cpus
+    return max(1, int(cpus) // max(workers_in_task, 1))
+
+
+def worker_memory(
+    override: int | str | None,
+    host_memory: int,
+    executor_memory: int,
+    executors_on_host: int,
+    workers_on_host: int,
+) -> int:
+    """Memory limit (bytes) of each Dask worker on a host.
+
+    ``auto``: what the host has left after the executor JVMs placed on it, split over
+    the Dask workers on that host, and never below 256 MiB. A number of bytes wins.
+    """
+    if override not in (None, "auto"):
+        return int(override)
+    left = host_memory - executors_on_host * executor_memory
+    return max(MIN_MEMORY, left // max(workers_on_host, 1))
+
+
+def option_flags(options: dict | None) -> list[str]:
+    """Turn ``worker_options`` into command-line flags.
+
+    ``{"rmm_pool_size": "10GB", "nanny": False, "resources": {"GPU": 1}}`` becomes
+    ``--rmm-pool-size 10GB --no-nanny --resources GPU=1``; a list repeats the flag.
+    """
+    out: list[str] = []
+    for key, value in (options or {}).items():
+        flag = "--" + str(key).replace("_", "-")
+        if value is True:
+            out.append(flag)
+        elif value is False:
+            out.append("--no-" + flag[2:])
+        elif value is None:
+            continue
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                out += [flag, str(v)]
+        elif isinstance(value, dict):
+            out += [flag, " ".join(f"{k}={v}" for k, v in value.items())]
+        else:
+            out += [flag, str(value)]
+    return out
+
+
+def worker_command(fields: dict, kind: str, template=None, options: dict | None = None) -> list[str]:
+    """The command line that starts one Dask worker.
+
+    ``fields`` fills the placeholders (``python``, ``scheduler_address``, ``name``,
+    ``nthreads``, ``memory_limit``, ``local_directory``, ``death_timeout``, ``preload``,
+    ``tls_ca_file``, ``tls_cert``, ``tls_key``). A ``template`` (string or list)
+    replaces the default command; ``options`` are appended as flags in both cases.
+    The interpreter is always the Spark task's own (``sys.executable``), so
+    notebook-scoped packages are the ones the worker imports.
+    """
+    if template:
+        parts = shlex.split(template) if isinstance(template, str) else list(template)
+        cmd = [str(p).format(**fields) for p in parts]
+        return cmd + option_flags(options)
+    if kind == "cuda":
+        cmd = [fields["python"], "-m", "dask", "cuda", "worker"]
+    else:
+        cmd = [fields["python"], "-m", "distributed.cli.dask_worker"]
+    cmd += [
+        fields["scheduler_address"],
+        "--name", fields["name"],
+        "--nthreads", str(fields["nthreads"]),
+        "--memory-limit", str(fields["memory_limit"]),
+        "--local-directory", fields["local_directory"],
+        "--death-timeout", str(fields["death_timeout"]),
+        "--preload", fields["preload"],
+    ]  # fmt: skip
+    if kind == "cpu":
+        cmd += ["--nworkers", "1", "--nanny", "--preload-nanny", fields["preload"]]
+    if fields.get("tls_ca_file"):
+        cmd += [
+            "--tls-ca-file", fields["tls_ca_file"],
+            "--tls-cert", fields["tls_cert"],
+            "--tls-key", fields["tls_key"],
+        ]  # fmt: skip
+    return cmd + option_flags(options)
+
+
+def tail(text: str, lines: int = 30) -> str:
+    """The last ``lines`` lines of a log."""
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+__all__ = [
+    "ClusterFacts",
+    "GangPlan",
+    "PlanError",
+    "assign_workers",
+    "gang_shortfall",
+    "physical_gpu",
+    "plan_gang",
+    "worker_command",
+    "worker_memory",
+    "worker_name",
+    "worker_threads",
+]

@@ -1,0 +1,355 @@
+"""What runs inside each Spark barrier task: start this task's Dask workers, keep them
+alive while the cluster runs, and make sure they cannot outlive the task.
+
+This module imports only the standard library (and pyspark inside the task). The
+driver ships it to the executors by value together with :mod:`spark_dask.plan`, so the
+executors need ``distributed`` (and ``dask-cuda`` for GPU workers) but not
+``spark_dask`` itself, and driver and executors never disagree on its version.
+
+The same :func:`run_task` serves classic sessions (``rdd.barrier().mapPartitions``)
+and Spark Connect sessions (``mapInArrow(..., barrier=True)``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+from spark_dask.plan import (
+    REGISTERED_MARKER,
+    assign_workers,
+    gang_shortfall,
+    physical_gpu,
+    tail,
+    worker_command,
+    worker_memory,
+    worker_threads,
+)
+
+# Loaded by every Dask worker process we start (``--preload <file>``).
+# 1. Tags the worker with Spark facts: they appear in ``client.scheduler_info()``.
+# 2. A watchdog: when the Spark task process is gone (killed, cancelled, executor lost)
+#    the worker's whole process group is terminated, then killed. This backs up the
+#    parent-death signal (Linux only) set on the worker's top process.
+PRELOAD = '''\
+"""spark-dask worker preload (written by the Spark task that started this worker)."""
+import json
+import os
+import signal
+import threading
+import time
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _watch(task_pid, grace):
+    while _alive(task_pid):
+        time.sleep(1.0)
+    pgid = os.getpgid(0)
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+        time.sleep(grace)
+        os.killpg(pgid, signal.SIGKILL)
+    finally:
+        os._exit(1)
+
+
+def dask_setup(worker):
+    facts = json.loads(os.environ.get("SPARK_DASK_FACTS", "{}"))
+    if hasattr(worker, "startup_information"):
+        worker.startup_information["spark"] = lambda _worker: facts
+    task_pid = int(os.environ.get("SPARK_DASK_TASK_PID", "0"))
+    if task_pid:
+        grace = float(os.environ.get("SPARK_DASK_KILL_GRACE", "5"))
+        threading.Thread(
+            target=_watch, args=(task_pid, grace), name="spark-dask-watchdog", daemon=True
+        ).start()
+'''
+
+PR_SET_PDEATHSIG = 1
+
+
+class WorkerStartError(RuntimeError):
+    """A Dask worker could not start inside a Spark task (carries its log tail)."""
+
+
+def _executor_id() -> str | None:
+    """The executor id, from what the cluster manager puts in the executor's env."""
+    if os.environ.get("SPARK_EXECUTOR_ID"):  # Kubernetes
+        return os.environ["SPARK_EXECUTOR_ID"]
+    for key in ("SPARK_LOG_URL_STDERR", "SPARK_LOG_URL_STDOUT"):  # standalone
+        url = os.environ.get(key, "")
+        if "executorId=" in url:
+            return url.split("executorId=", 1)[1].split("&", 1)[0]
+    return os.environ.get("CONTAINER_ID")  # YARN
+
+
+def _host_memory() -> int:
+    """Physical memory of the host, capped by a cgroup (container) limit."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path) as f:
+                raw = f.read().strip()
+        except OSError:
+            continue
+        if raw.isdigit():
+            total = min(total, int(raw))
+    return total
+
+
+def _make_death_signal(parent_pid: int):
+    """preexec_fn: die with the Spark task (Linux ``PR_SET_PDEATHSIG``)."""
+
+    def preexec():
+        if sys.platform.startswith("linux"):
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent_pid:  # the task died before prctl took effect
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return preexec
+
+
+def _write_private(directory: str, name: str, text: str) -> str:
+    path = os.path.join(directory, name)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    return path
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def _stop(procs, grace: float) -> None:
+    """SIGTERM every worker's process group, then SIGKILL what is left after ``grace``."""
+    for p in procs:
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + grace
+    for p in procs:
+        try:
+            p.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+    for p in procs:
+        try:  # also reaps grandchildren left in the group
+            os.killpg(p.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        p.wait()
+
+
+def _context():
+    from pyspark import BarrierTaskContext
+
+    return BarrierTaskContext.get()
+
+
+def task_facts(ctx, spec: dict) -> dict:
+    """What this task tells the rest of the gang (through ``allGather``)."""
+    partition = ctx.partitionId()
+    address = ctx.getTaskInfos()[partition].address
+    resources = ctx.resources()
+    gpus = list(resources["gpu"].addresses) if "gpu" in resources else []
+    cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
+    missing = [m for m in spec["requires"] if importlib.util.find_spec(m) is None]
+    return {
+        "partition": partition,
+        "executor": address,
+        "host": address.rsplit(":", 1)[0],
+        "executor_id": _executor_id(),
+        "gpus": [physical_gpu(a, cvd) for a in gpus],
+        "cpus": ctx.cpus(),
+        "python": sys.executable,
+        "missing": missing,
+    }
+
+
+def run_task(spec: dict) -> dict:
+    """Body of one barrier task. Returns a status row; raises only when the gang must stop.
+
+    A failed task aborts a barrier result stage for good, so the task raises only for
+    errors the driver must report at once (a worker that could not start, an executor
+    without ``distributed``). When the cluster closes normally it returns a row with
+    the exit codes and log tails of its workers.
+    """
+    ctx = _context()
+    me = task_facts(ctx, spec)
+    gang = [json.loads(m) for m in ctx.allGather(json.dumps(me))]
+    where = f"executor {me['executor_id'] or me['executor']} (host {me['host']}, partition {me['partition']})"
+    row = {**me, "workers": [], "status": "ok"}
+
+    broken = [t for t in gang if t["missing"]]
+    if broken:
+        t = broken[0]
+        if t["partition"] == me["partition"]:
+            raise WorkerStartError(
+                f"spark-dask: the Python on {where} ({t['python']}) cannot import "
+                f"{', '.join(t['missing'])}. Install them on every executor (Databricks: "
+                f"%pip install in the notebook, or a cluster library)."
+            )
+        row["status"] = "skipped: another task lacks packages"
+        return row
+
+    assignment = assign_workers(gang, spec["pinned"])
+    problem = gang_shortfall(assignment, spec["n_workers"], spec["pinned"])
+    if problem:
+        if me["partition"] == min(t["partition"] for t in gang):
+            raise WorkerStartError("spark-dask: " + problem)
+        row["status"] = "skipped: gang cannot start"
+        return row
+    mine = assignment[me["partition"]]
+    if not mine:
+        row["status"] = "skipped: no worker for this task"
+        return row
+
+    same_executor = sum(t["executor"] == me["executor"] for t in gang)
+    on_host = [t for t in gang if t["host"] == me["host"]]
+    executors_on_host = len({t["executor"] for t in on_host})
+    workers_on_host = sum(len(assignment[t["partition"]]) for t in on_host)
+    nthreads = worker_threads(
+        spec["threads_per_worker"], me["cpus"], spec["executor_cores"], same_executor, len(mine)
+    )
+    memory = worker_memory(
+        spec["memory_limit"], _host_memory(), spec["executor_memory"], executors_on_host, workers_on_host
+    )
+
+    base = spec.get("local_directory") or (os.environ.get("SPARK_LOCAL_DIRS") or "").split(",")[0]
+    workdir = tempfile.mkdtemp(prefix="spark-dask-", dir=base or None)  # mode 0700
+    procs: list[subprocess.Popen] = []
+    logs: list[str] = []
+    try:
+        fields = {
+            "python": sys.executable,
+            "scheduler_address": spec["scheduler_address"],
+            "nthreads": nthreads,
+            "memory_limit": memory,
+            "death_timeout": spec["death_timeout"],
+            "preload": _write_private(workdir, "spark_dask_preload.py", PRELOAD),
+            "tls_ca_file": "",
+            "tls_cert": "",
+            "tls_key": "",
+        }
+        if spec.get("tls"):
+            fields["tls_ca_file"] = _write_private(workdir, "ca.pem", spec["tls"]["ca"])
+            fields["tls_cert"] = _write_private(workdir, "cert.pem", spec["tls"]["cert"])
+            fields["tls_key"] = _write_private(workdir, "key.pem", spec["tls"]["key"])
+        for w in mine:
+            local = os.path.join(workdir, w["name"])
+            os.mkdir(local)
+            cmd = worker_command(
+                {**fields, "name": w["name"], "local_directory": local},
+                spec["kind"],
+                spec.get("worker_command"),
+                spec.get("worker_options"),
+            )
+            env = dict(os.environ)
+            env.update(spec.get("env") or {})
+            env["SPARK_DASK_TASK_PID"] = str(os.getpid())
+            env["SPARK_DASK_KILL_GRACE"] = str(spec["kill_grace"])
+            env["SPARK_DASK_FACTS"] = json.dumps(
+                {
+                    "executor_id": me["executor_id"],
+                    "executor": me["executor"],
+                    "host": me["host"],
+                    "partition": me["partition"],
+                    "gpu": w["gpu"],
+                    "cluster": spec["cluster_id"],
+                }
+            )
+            if w["gpu"] is not None:
+                env["CUDA_VISIBLE_DEVICES"] = w["gpu"]
+            log = os.path.join(workdir, w["name"] + ".log")
+            with open(log, "wb") as out:
+                procs.append(
+                    subprocess.Popen(
+                        cmd,
+                        stdin=subprocess.DEVNULL,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        env=env,
+                        cwd=local,
+                        start_new_session=True,  # its own process group, killed in finally
+                        preexec_fn=_make_death_signal(os.getpid()),
+                    )
+                )
+            logs.append(log)
+
+        # Stay alive while the workers run. They exit when the scheduler closes them.
+        pending = list(range(len(procs)))
+        while pending:
+            for i in list(pending):
+                try:
+                    procs[i].wait(timeout=0.5)
+                except subprocess.TimeoutExpired:
+                    continue
+                pending.remove(i)
+                text = _read(logs[i])
+                if procs[i].returncode != 0 and REGISTERED_MARKER not in text:
+                    raise WorkerStartError(
+                        f"spark-dask: Dask worker {mine[i]['name']} on {where} exited with "
+                        f"code {procs[i].returncode} before it connected to "
+                        f"{spec['scheduler_address']}.\ncommand: {' '.join(procs[i].args)}\n"
+                        f"--- worker log (last lines) ---\n{tail(text)}"
+                    )
+    finally:
+        _stop(procs, float(spec["kill_grace"]))
+        for w, p, log in zip(mine, procs, logs):
+            row["workers"].append(
+                {
+                    "name": w["name"],
+                    "gpu": w["gpu"],
+                    "exit_code": p.returncode,
+                    "log_tail": tail(_read(log), spec.get("log_lines", 30)),
+                }
+            )
+        shutil.rmtree(workdir, ignore_errors=True)  # key material and spill files
+    return row
+
+
+def classic_partition(spec: dict):
+    """``mapPartitions`` function for classic sessions: one JSON row per task."""
+
+    def fn(_rows):
+        yield json.dumps(run_task(spec))
+
+    return fn
+
+
+def arrow_partition(spec: dict):
+    """``mapInArrow`` function for Spark Connect sessions: one JSON row per task."""
+
+    def fn(_batches):
+        import pyarrow as pa
+
+        row = json.dumps(run_task(spec))
+        yield pa.RecordBatch.from_pydict({"status": [row]}, schema=pa.schema([("status", pa.string())]))
+
+    return fn

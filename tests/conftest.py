@@ -1,0 +1,118 @@
+"""Shared fixtures: real Spark applications on ``local-cluster`` and leak checks."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import sys
+import tempfile
+import time
+
+import psutil
+import pytest
+
+HERE = os.path.dirname(__file__)
+
+
+def make_spark(master: str, **conf):
+    """A classic SparkSession on a local-cluster master, quiet and UI-less."""
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.master(master)
+        .appName("spark-dask-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
+        .config("spark.sql.shuffle.partitions", "4")
+    )
+    for k, v in conf.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def stop_spark(spark) -> None:
+    spark.stop()
+    # A new getOrCreate() in the same process must not find the stopped session.
+    from pyspark.sql import SparkSession
+
+    SparkSession._instantiatedSession = None
+    SparkSession._activeSession = None
+
+
+@pytest.fixture(scope="module")
+def spark():
+    """local-cluster[2,1,1024]: two executors with one core each."""
+    s = make_spark("local-cluster[2,1,1024]")
+    yield s
+    stop_spark(s)
+
+
+def fake_gpu_script(addresses) -> str:
+    """A GPU discovery script, the mechanism Spark's own tests use for fake GPUs."""
+    fd, path = tempfile.mkstemp(prefix="gpus-", suffix=".sh")
+    with os.fdopen(fd, "w") as f:
+        f.write("#!/usr/bin/env bash\n")
+        f.write("echo '" + json.dumps({"name": "gpu", "addresses": list(addresses)}) + "'\n")
+    os.chmod(path, stat.S_IRWXU)
+    return path
+
+
+def gpu_conf(n_gpus: int, task_amount: str, **extra) -> dict:
+    """Spark conf for one Spark worker (and executor) that owns ``n_gpus`` fake GPUs."""
+    script = fake_gpu_script([str(i) for i in range(n_gpus)])
+    return {
+        "spark.worker.resource.gpu.amount": str(n_gpus),
+        "spark.worker.resource.gpu.discoveryScript": script,
+        "spark.executor.resource.gpu.amount": str(n_gpus),
+        "spark.task.resource.gpu.amount": task_amount,
+        **extra,
+    }
+
+
+def dask_processes(tag: str | None = None) -> list[psutil.Process]:
+    """Worker processes started by spark-dask (for one cluster tag, or any)."""
+    found = []
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            env = p.environ()
+        except (psutil.Error, OSError):
+            continue
+        facts = env.get("SPARK_DASK_FACTS")
+        if facts and (tag is None or json.loads(facts).get("cluster") == tag):
+            found.append(p)
+    return found
+
+
+def wait_until(predicate, timeout: float = 15.0, interval: float = 0.1) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()
+
+
+def port_open(address: str) -> bool:
+    hostport = address.split("://", 1)[-1]
+    host, port = hostport.rsplit(":", 1)
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex((host, int(port))) == 0
+
+
+def active_jobs(spark) -> list[int]:
+    return list(spark.sparkContext.statusTracker().getActiveJobsIds())
+
+
+def assert_no_leftovers(spark, cluster) -> None:
+    """Nothing of ``cluster`` is left: processes, Spark jobs, scheduler port."""
+    assert wait_until(lambda: not dask_processes(cluster.tag)), [
+        p.info for p in dask_processes(cluster.tag)
+    ]
+    assert wait_until(lambda: not active_jobs(spark)), active_jobs(spark)
+    assert not port_open(cluster.scheduler_address)

@@ -1,0 +1,226 @@
+"""spark_dask.start / SparkCluster on a real local-cluster[2,1,1024] Spark application."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+import dask.array as da
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import pytest
+from distributed import Client
+
+import spark_dask
+from spark_dask import PlanError, SparkCluster, SparkDaskError
+
+from .conftest import active_jobs, assert_no_leftovers, dask_processes, port_open
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(180)]
+
+
+def test_start_computes_and_leaves_nothing(spark):
+    with spark_dask.start(spark) as client:
+        cluster = client.cluster
+        info = client.scheduler_info()["workers"]
+        assert len(info) == 2
+        assert client.scheduler.address.startswith("tls://")
+        assert port_open(cluster.scheduler_address)
+        assert len(dask_processes(cluster.tag)) >= 2  # nanny + worker per task
+        assert active_jobs(spark)  # the barrier stage holds the workers
+
+        pdf = pd.DataFrame({"k": np.arange(1000) % 7, "x": np.arange(1000, dtype=float)})
+        ddf = dd.from_pandas(pdf, npartitions=8)
+        got = ddf.groupby("k").x.sum().compute().sort_index()
+        pd.testing.assert_series_equal(got, pdf.groupby("k").x.sum().sort_index())
+
+        arr = np.random.default_rng(0).random((2000, 200))
+        assert np.isclose(da.from_array(arr, chunks=(250, 200)).sum().compute(), arr.sum())
+
+        # the work ran on the Spark-launched workers, not in this process
+        pids = set(client.run(os.getpid).values())
+        assert os.getpid() not in pids and len(pids) == 2
+
+    assert cluster.status.name == "closed"
+    assert_no_leftovers(spark, cluster)
+    rows = cluster.task_rows
+    assert sorted(r["partition"] for r in rows) == [0, 1]
+    assert all(w["exit_code"] == 0 for r in rows for w in r["workers"])
+
+
+def test_workers_carry_spark_facts_and_sizes(spark):
+    with spark_dask.start(spark, threads_per_worker=2, memory_limit="1GiB") as client:
+        workers = client.scheduler_info()["workers"].values()
+        names = sorted(w["name"] for w in workers)
+        assert names == ["spark-0", "spark-1"]
+        for w in workers:
+            assert w["nthreads"] == 2
+            assert w["memory_limit"] == 2**30
+            facts = w["spark"]
+            assert facts["partition"] == int(w["name"].split("-")[1])
+            assert facts["executor_id"] in ("0", "1")
+            assert facts["cluster"] == client.cluster.tag
+        assert {w["spark"]["executor_id"] for w in workers} == {"0", "1"}
+
+
+def test_auto_sizing_follows_spark(spark):
+    import psutil
+
+    with spark_dask.start(spark) as client:
+        for w in client.scheduler_info()["workers"].values():
+            assert w["nthreads"] == 1  # one core per executor
+            # host memory left after two 1 GiB executors, split over two workers
+            expected = (psutil.virtual_memory().total - 2 * 2**30) // 2
+            assert abs(w["memory_limit"] - expected) < 2**27
+
+
+def test_exception_in_block_propagates_and_tears_down(spark):
+    class Boom(Exception):
+        pass
+
+    with pytest.raises(Boom, match="inside"):
+        with spark_dask.start(spark) as client:
+            cluster = client.cluster
+            raise Boom("inside")
+    assert cluster.status.name == "closed"
+    assert_no_leftovers(spark, cluster)
+
+
+def test_keyboard_interrupt_in_block_tears_down(spark):
+    with pytest.raises(KeyboardInterrupt):
+        with spark_dask.start(spark) as client:
+            cluster = client.cluster
+            raise KeyboardInterrupt
+    assert_no_leftovers(spark, cluster)
+
+
+def test_cluster_contract(spark):
+    cluster = SparkCluster(spark, n_workers=1, progress=False)
+    try:
+        assert cluster.status.name == "running"
+        assert cluster.scheduler_address.startswith("tls://")
+        assert cluster.dashboard_link.startswith("http://")
+        assert "/status" in cluster.dashboard_link
+        client = cluster.get_client()
+        assert client.submit(lambda x: x * 2, 21).result() == 42
+        cluster.wait_for_workers(1, timeout=10)
+        assert len(cluster.scheduler_info["workers"]) == 1
+        logs = cluster.get_logs()
+        assert {"Cluster", "Scheduler", "Spark tasks"} <= set(logs)
+        assert any(k.startswith("tls://") for k in logs)  # worker logs
+        page = cluster._repr_html_()
+        assert cluster.tag in page and "SparkCluster" in page and "barrier tasks" in page
+        assert cluster.tag in repr(cluster)
+        with pytest.raises(NotImplementedError, match="cannot scale"):
+            cluster.scale(3)
+        with pytest.raises(NotImplementedError, match="cannot adapt"):
+            cluster.adapt()
+        client.close()
+    finally:
+        cluster.close()
+        cluster.close()  # idempotent
+    assert_no_leftovers(spark, cluster)
+    logs = cluster.get_logs()  # still readable after close
+    assert "task 0 on executor" in logs["Spark tasks"]
+
+
+def test_async_use(spark):
+    async def main():
+        async with SparkCluster(spark, n_workers=2, asynchronous=True, progress=False) as cluster:
+            async with Client(cluster, asynchronous=True) as client:
+                assert await client.submit(sum, [1, 2, 3]) == 6
+                assert len(cluster.scheduler_info["workers"]) == 2
+        return cluster
+
+    cluster = asyncio.run(main())
+    assert cluster.status.name == "closed"
+    assert_no_leftovers(spark, cluster)
+
+
+def test_worker_options_and_env(spark):
+    with spark_dask.start(
+        spark, n_workers=1, worker_options={"resources": {"FOO": 2}}, env={"SPARK_DASK_TEST": "yes"}
+    ) as client:
+        (w,) = client.scheduler_info()["workers"].values()
+        assert w["resources"] == {"FOO": 2}
+        assert set(client.run(lambda: os.environ.get("SPARK_DASK_TEST")).values()) == {"yes"}
+
+
+def test_worker_command_template(spark):
+    template = (
+        "{python} -m distributed.cli.dask_worker {scheduler_address} --name {name}-custom "
+        "--nthreads 3 --no-nanny --tls-ca-file {tls_ca_file} --tls-cert {tls_cert} "
+        "--tls-key {tls_key} --preload {preload}"
+    )
+    with spark_dask.start(spark, n_workers=2, worker_command=template) as client:
+        workers = client.scheduler_info()["workers"].values()
+        assert sorted(w["name"] for w in workers) == ["spark-0-custom", "spark-1-custom"]
+        assert {w["nthreads"] for w in workers} == {3}
+        cluster = client.cluster
+    assert_no_leftovers(spark, cluster)
+
+
+def test_tls_off_warns_and_works(spark):
+    with pytest.warns(UserWarning, match="TLS is off"):
+        client = spark_dask.start(spark, n_workers=1, tls=False)
+    with client:
+        assert client.scheduler.address.startswith("tcp://")
+        assert client.submit(lambda: 1).result() == 1
+
+
+def test_client_without_credentials_is_refused(spark):
+    with spark_dask.start(spark, n_workers=1) as client:
+        with pytest.raises(Exception):
+            Client(client.scheduler.address, timeout="3s")  # no TLS credentials
+
+
+def test_too_many_workers_fails_fast_without_a_job(spark):
+    t0 = time.monotonic()
+    with pytest.raises(PlanError, match="n_workers<=2"):
+        spark_dask.start(spark, n_workers=3)
+    assert time.monotonic() - t0 < 30
+    assert not active_jobs(spark)
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"n_workers": 0}, "at least 1"),
+    ({"worker": "gpu"}, "worker must be one of"),
+    ({"worker": "cuda"}, "no GPUs"),
+    ({"threads_per_worker": 0}, "threads_per_worker"),
+    ({"memory_limit": "lots"}, "memory_limit"),
+    ({"timeout": "soon"}, "timeout"),
+])  # fmt: skip
+def test_bad_input_is_refused_before_anything_starts(spark, kwargs, match):
+    with pytest.raises(PlanError, match=match):
+        spark_dask.start(spark, **kwargs)
+    assert not active_jobs(spark)
+    assert not dask_processes()
+
+
+def test_worker_that_cannot_start_fails_fast_with_its_log(spark):
+    t0 = time.monotonic()
+    with pytest.raises(SparkDaskError) as e:
+        spark_dask.start(spark, worker_options={"no_such_option": 1}, timeout=120)
+    elapsed = time.monotonic() - t0
+    msg = str(e.value)
+    assert "exited with code" in msg and "no-such-option" in msg and "executor" in msg
+    assert elapsed < 60, elapsed
+    assert wait_until_no_jobs(spark)
+    assert not dask_processes()
+
+
+def wait_until_no_jobs(spark):
+    from .conftest import wait_until
+
+    return wait_until(lambda: not active_jobs(spark))
+
+
+def test_two_clusters_at_once_are_independent(spark):
+    with spark_dask.start(spark, n_workers=1) as a, spark_dask.start(spark, n_workers=1) as b:
+        assert a.cluster.tag != b.cluster.tag
+        assert a.scheduler.address != b.scheduler.address
+        assert a.submit(lambda: 1).result() + b.submit(lambda: 2).result() == 3
+    assert_no_leftovers(spark, a.cluster)
+    assert_no_leftovers(spark, b.cluster)

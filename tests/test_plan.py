@@ -1,0 +1,239 @@
+"""Pure decisions, without Spark: gang size, GPU assignment, sizing, command lines."""
+
+from __future__ import annotations
+
+import pytest
+
+from spark_dask.plan import (
+    ClusterFacts,
+    PlanError,
+    assign_workers,
+    gang_shortfall,
+    option_flags,
+    physical_gpu,
+    plan_gang,
+    worker_command,
+    worker_memory,
+    worker_name,
+    worker_threads,
+)
+from spark_dask.session import _memory
+
+GiB = 2**30
+
+
+def facts(**kw) -> ClusterFacts:
+    base = dict(executors=2, executor_cores=1, executor_memory=GiB, slots=2, master="local-cluster[2,1,1024]")
+    base.update(kw)
+    return ClusterFacts(**base)
+
+
+# ----------------------------------------------------------------------------- plan_gang
+def test_cpu_default_is_one_worker_per_executor():
+    p = plan_gang(facts())
+    assert (p.kind, p.pinned, p.n_workers, p.n_tasks, p.uses_profile) == ("cpu", False, 2, 2, False)
+
+
+def test_cpu_one_task_per_executor_keeps_cores_for_spark():
+    f = facts(executors=3, executor_cores=8, slots=24, task_profiles=True)
+    p = plan_gang(f)
+    assert p.n_tasks == 3 and p.task_cpus == 5 and p.task_gpus is None
+    # without task profiles the default profile is used
+    assert not plan_gang(f, task_profile=False).uses_profile
+
+
+def test_cpu_more_workers_than_executors_use_default_profile():
+    p = plan_gang(facts(executors=2, executor_cores=4, slots=8, task_profiles=True), n_workers=6)
+    assert p.n_tasks == 6 and not p.uses_profile
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True])
+def test_bad_n_workers(bad):
+    with pytest.raises(PlanError, match="n_workers"):
+        plan_gang(facts(), n_workers=bad)
+
+
+def test_too_many_workers_fails_now_with_the_numbers():
+    with pytest.raises(PlanError) as e:
+        plan_gang(facts(), n_workers=3)
+    msg = str(e.value)
+    assert "3 Spark task slots" in msg and "has 2" in msg and "n_workers<=2" in msg
+
+
+def test_dynamic_allocation_refused():
+    with pytest.raises(PlanError, match="spark.dynamicAllocation.enabled=false"):
+        plan_gang(facts(dynamic_allocation=True))
+
+
+def test_no_executors():
+    with pytest.raises(PlanError, match="no Spark executors"):
+        plan_gang(facts(executors=0))
+
+
+def test_bad_worker_kind():
+    with pytest.raises(PlanError, match="worker must be one of"):
+        plan_gang(facts(), worker="gpu")
+
+
+def test_cuda_without_gpus():
+    with pytest.raises(PlanError, match="executors have no GPUs"):
+        plan_gang(facts(), worker="cuda")
+
+
+def test_gpu_default_is_one_worker_per_gpu():
+    f = facts(executors=2, executor_cores=8, executor_gpus=4, task_gpus=1, slots=8)
+    p = plan_gang(f)
+    assert (p.kind, p.pinned, p.n_workers, p.n_tasks, p.uses_profile) == ("cuda", True, 8, 8, False)
+    p = plan_gang(f, worker="cpu")
+    assert (p.kind, p.pinned) == ("cpu", True)
+
+
+def test_fractional_gpu_amount_asks_for_whole_gpus_with_a_profile():
+    f = facts(executors=1, executor_cores=2, executor_gpus=2, task_gpus=0.5, slots=2, task_profiles=True)
+    p = plan_gang(f)
+    assert p.n_tasks == 2 and p.task_gpus == 1.0 and p.task_cpus == 1
+
+
+def test_fractional_gpu_amount_without_profiles_relies_on_the_tasks():
+    f = facts(executors=1, executor_cores=2, executor_gpus=2, task_gpus=0.5, slots=2)
+    p = plan_gang(f)
+    assert p.n_tasks == 2 and not p.uses_profile and p.pinned
+
+
+def test_tasks_with_several_gpus():
+    f = facts(executors=2, executor_cores=8, executor_gpus=4, task_gpus=2, slots=4)
+    p = plan_gang(f)
+    assert p.n_workers == 8 and p.n_tasks == 4 and p.workers_per_task == 2
+    with pytest.raises(PlanError, match="multiple of 2"):
+        plan_gang(f, n_workers=3)
+
+
+def test_gpus_on_executors_but_not_on_tasks():
+    f = facts(executor_gpus=2, task_gpus=0)
+    with pytest.raises(PlanError, match="spark.task.resource.gpu.amount=1"):
+        plan_gang(f, worker="cuda")
+    p = plan_gang(f)  # auto: plain workers, not pinned
+    assert (p.kind, p.pinned) == ("cpu", False)
+
+
+def test_profile_slots_counted_for_gpu_profile():
+    f = facts(executors=1, executor_cores=2, executor_gpus=2, task_gpus=0.5, slots=2, task_profiles=True)
+    with pytest.raises(PlanError, match="needs 3"):
+        plan_gang(f, n_workers=3)
+
+
+# ----------------------------------------------------------------------------- task side
+def test_physical_gpu_mapping():
+    assert physical_gpu("0", None) == "0"
+    assert physical_gpu("1", "4,5,6") == "5"
+    assert physical_gpu("7", "4,5") == "7"  # out of range: left as Spark gave it
+    assert physical_gpu("GPU-uuid", "0,1") == "GPU-uuid"
+
+
+def test_worker_names():
+    assert worker_name(3, None) == "spark-3"
+    assert worker_name(3, "1") == "spark-3-gpu1"
+
+
+def gathered(*tasks):
+    return [{"partition": p, "host": h, "gpus": g} for p, h, g in tasks]
+
+
+def test_assign_one_worker_per_physical_gpu_when_tasks_share_gpus():
+    # fractional amount: tasks 0 and 1 both got GPU 0 on host a; task 2 got GPU 1
+    g = gathered((1, "a", ["0"]), (0, "a", ["0"]), (2, "a", ["1"]), (3, "b", ["0"]))
+    a = assign_workers(g, pinned=True)
+    assert a == {
+        0: [{"name": "spark-0-gpu0", "gpu": "0"}],
+        1: [],
+        2: [{"name": "spark-2-gpu1", "gpu": "1"}],
+        3: [{"name": "spark-3-gpu0", "gpu": "0"}],  # same id, other host: its own GPU
+    }
+    assert gang_shortfall(a, 3, pinned=True) is None
+    msg = gang_shortfall(a, 4, pinned=True)
+    assert "3 Dask workers, not the 4" in msg and "[1]" in msg
+
+
+def test_assign_unpinned_and_multi_gpu():
+    assert assign_workers(gathered((0, "a", []), (1, "a", [])), pinned=False) == {
+        0: [{"name": "spark-0", "gpu": None}],
+        1: [{"name": "spark-1", "gpu": None}],
+    }
+    a = assign_workers(gathered((0, "a", ["2", "3"])), pinned=True)
+    assert [w["gpu"] for w in a[0]] == ["2", "3"]
+
+
+def test_threads():
+    assert worker_threads(None, task_cpus=1, executor_cores=8, tasks_on_executor=1, workers_in_task=1) == 8
+    assert worker_threads(None, task_cpus=2, executor_cores=8, tasks_on_executor=2, workers_in_task=1) == 2
+    assert worker_threads(None, task_cpus=1, executor_cores=8, tasks_on_executor=1, workers_in_task=4) == 2
+    assert worker_threads(None, task_cpus=1, executor_cores=2, tasks_on_executor=1, workers_in_task=4) == 1
+    assert worker_threads(3, task_cpus=1, executor_cores=8, tasks_on_executor=1, workers_in_task=1) == 3
+
+
+def test_memory():
+    # 64 GiB host, two 16 GiB executors, four workers: 32 GiB left / 4
+    assert worker_memory("auto", 64 * GiB, 16 * GiB, 2, 4) == 8 * GiB
+    assert worker_memory(None, 64 * GiB, 16 * GiB, 1, 1) == 48 * GiB
+    assert worker_memory(5 * GiB, 64 * GiB, 16 * GiB, 1, 1) == 5 * GiB
+    assert worker_memory("auto", 8 * GiB, 16 * GiB, 1, 1) == 256 * 2**20  # floor
+
+
+def test_option_flags():
+    assert option_flags({"rmm_pool_size": "10GB", "nanny": False, "dashboard": True}) == [
+        "--rmm-pool-size", "10GB", "--no-nanny", "--dashboard",
+    ]  # fmt: skip
+    assert option_flags({"resources": {"GPU": 1, "MEM": 2}}) == ["--resources", "GPU=1 MEM=2"]
+    assert option_flags({"preload": ["a", "b"], "x": None}) == ["--preload", "a", "--preload", "b"]
+
+
+FIELDS = {
+    "python": "/venv/bin/python",
+    "scheduler_address": "tls://10.0.0.1:4000",
+    "name": "spark-0",
+    "nthreads": 4,
+    "memory_limit": 1000,
+    "local_directory": "/tmp/w",
+    "death_timeout": 60,
+    "preload": "/tmp/p.py",
+    "tls_ca_file": "/tmp/ca.pem",
+    "tls_cert": "/tmp/cert.pem",
+    "tls_key": "/tmp/key.pem",
+}
+
+
+def test_default_cpu_command_uses_the_tasks_python_and_a_nanny():
+    cmd = worker_command(FIELDS, "cpu", options={"resources": {"X": 1}})
+    assert cmd[:4] == ["/venv/bin/python", "-m", "distributed.cli.dask_worker", "tls://10.0.0.1:4000"]
+    joined = " ".join(cmd)
+    for part in ("--name spark-0", "--nthreads 4", "--memory-limit 1000", "--nanny", "--death-timeout 60",
+                 "--preload /tmp/p.py", "--preload-nanny /tmp/p.py", "--tls-key /tmp/key.pem"):
+        assert part in joined
+    assert cmd[-2:] == ["--resources", "X=1"]
+
+
+def test_cuda_command():
+    cmd = worker_command({**FIELDS, "tls_ca_file": ""}, "cuda")
+    assert cmd[:5] == ["/venv/bin/python", "-m", "dask", "cuda", "worker"]
+    assert "--tls-ca-file" not in cmd and "--preload-nanny" not in cmd
+
+
+def test_command_template():
+    cmd = worker_command(FIELDS, "cpu", template="{python} -m my.worker {scheduler_address} --id {name}",
+                         options={"verbose": True})
+    assert cmd == ["/venv/bin/python", "-m", "my.worker", "tls://10.0.0.1:4000", "--id", "spark-0", "--verbose"]
+    cmd = worker_command(FIELDS, "cpu", template=["/opt/w", "{scheduler_address}"])
+    assert cmd == ["/opt/w", "tls://10.0.0.1:4000"]
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [("1g", GiB), ("1024m", GiB), ("512", 512 * 2**20), ("2gb", 2 * GiB), ("100b", 100), ("1.5g", int(1.5 * GiB))],
+)
+def test_spark_memory_strings(text, expected):
+    assert _memory(text) == expected
+
+
+def test_spark_memory_string_error():
+    with pytest.raises(PlanError, match="cannot read"):
+        _memory("lots")
