@@ -25,7 +25,7 @@ from distributed.utils import Log, Logs, silence_logging_cmgr
 
 from spark_dask import config
 from spark_dask.launcher import GangLauncher, summarize_spark_error
-from spark_dask.plan import PlanError, check_slots, plan_gang
+from spark_dask.plan import PlanError, check_slots, plan_gang, starved_stages
 from spark_dask.session import (
     active_session,
     cluster_facts,
@@ -212,6 +212,7 @@ class SparkCluster(Cluster):
         self.timings: dict[str, float] = {}
         self._changed = asyncio.Event()
         self._start_task: asyncio.Task | None = None
+        self._slot_watch_task: asyncio.Task | None = None
         self._torn_down = False
         self._connected = False
         self._exit_stack = ExitStack()
@@ -324,6 +325,8 @@ class SparkCluster(Cluster):
             self.timings["start"] = now - t0
             self._connected = True
             self.status = Status.running
+            if not self.launcher.connect:
+                self._slot_watch_task = asyncio.ensure_future(self._watch_starved_stages())
             self._log(
                 f"spark-dask: {self.gang.n_workers} {self.gang.kind} workers connected to "
                 f"{self.scheduler.address} in {self.timings['start']:.1f}s (Spark job tag {self.tag})"
@@ -401,6 +404,40 @@ class SparkCluster(Cluster):
             with suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), remaining)
 
+    async def _watch_starved_stages(self, every: float = 2.0, patience: float = 10.0) -> None:
+        """Warn when a Spark stage waits for task slots that the gang holds.
+
+        A Spark job run inside the ``with`` block needs free task slots; when the gang
+        holds them all it waits until the Dask cluster closes. That must not be silent.
+        """
+        first_seen: dict[int, float] = {}
+        warned: set[int] = set()
+        while self.status == Status.running:
+            try:
+                stages, ours = await asyncio.to_thread(self.launcher.stage_snapshot)
+            except Exception:  # the context is stopping
+                return
+            now = time.monotonic()
+            starved = {st["stageId"]: st for st in starved_stages(stages, ours)}
+            for sid in list(first_seen):
+                if sid not in starved:
+                    del first_seen[sid]
+            for sid, st in starved.items():
+                first_seen.setdefault(sid, now)
+                if sid not in warned and now - first_seen[sid] >= patience:
+                    warned.add(sid)
+                    msg = (
+                        f"spark-dask: Spark stage {sid} ({st['name']}) has waited "
+                        f"{now - first_seen[sid]:.0f}s for a free task slot: the Dask cluster "
+                        f"{self.tag} holds {self.gang.n_tasks} barrier task slots of "
+                        f"{self.facts.slots}. It will run once the cluster closes; to run Spark "
+                        f"and Dask side by side, start the cluster with fewer workers "
+                        f"(n_workers=...) or give the executors more cores."
+                    )
+                    logger.warning(msg)
+                    self._log(msg)
+            await asyncio.sleep(every)
+
     def _gang_error(self, what: str) -> SparkDaskError:
         err = self.launcher.error
         if err is None:
@@ -444,6 +481,8 @@ class SparkCluster(Cluster):
         self._torn_down = True
         t0 = time.monotonic()
         self.status = Status.closing
+        if self._slot_watch_task is not None:
+            self._slot_watch_task.cancel()
         with suppress(Exception):
             await Cluster._close(self)
         self.status = Status.closing

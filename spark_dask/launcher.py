@@ -166,6 +166,21 @@ class GangLauncher:
         finally:
             spark.removeTag(self.tag)
 
+    def stage_snapshot(self) -> tuple[list[dict], set[int]]:
+        """(active stages of the application, the gang's own stage ids). Classic only."""
+        tracker = self.spark.sparkContext.statusTracker()
+        ours: set[int] = set()
+        for job in tracker.getJobIdsForGroup(self.tag):
+            info = tracker.getJobInfo(job)
+            if info is not None:
+                ours.update(int(s) for s in info.stageIds)
+        stages = []
+        for sid in tracker.getActiveStageIds():
+            info = tracker.getStageInfo(sid)
+            if info is not None:
+                stages.append(info._asdict())
+        return stages, ours
+
     def cancel(self) -> None:
         """Cancel the barrier stage (tasks are interrupted, then killed by Spark)."""
         try:

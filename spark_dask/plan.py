@@ -202,6 +202,23 @@ def check_slots(plan: GangPlan, facts: ClusterFacts, slots: int | None = None) -
     )
 
 
+def starved_stages(stages: list[dict], gang_stages: set[int]) -> list[dict]:
+    """Spark stages (other than the gang's) that have tasks to run but none running.
+
+    While the gang holds the slots they need, such a stage waits until the Dask cluster
+    closes: the caller tells the user instead of letting it hang silently. Each entry has
+    ``stageId``, ``numTasks``, ``numActiveTasks``, ``numCompletedTasks``, ``numFailedTasks``.
+    """
+    out = []
+    for st in stages:
+        if st["stageId"] in gang_stages:
+            continue
+        pending = st["numTasks"] - st["numActiveTasks"] - st["numCompletedTasks"]
+        if st["numActiveTasks"] == 0 and pending > 0:
+            out.append(st)
+    return out
+
+
 # --------------------------------------------------------------------------------------
 # Task side: what each barrier task decides once it knows where the whole gang landed.
 # --------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from distributed import Client
 import spark_dask
 from spark_dask import PlanError, SparkCluster, SparkDaskError
 
-from .conftest import active_jobs, assert_no_leftovers, dask_processes, port_open
+from .conftest import active_jobs, assert_no_leftovers, dask_processes, port_open, wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(180)]
 
@@ -224,3 +224,37 @@ def test_two_clusters_at_once_are_independent(spark):
         assert a.submit(lambda: 1).result() + b.submit(lambda: 2).result() == 3
     assert_no_leftovers(spark, a.cluster)
     assert_no_leftovers(spark, b.cluster)
+
+
+def test_spark_job_waiting_for_slots_is_reported(spark):
+    # The gang holds both slots of local-cluster[2,1,1024]: a Spark job in the block
+    # waits. It finishes once the cluster closes, and the wait is reported, not silent.
+    import threading
+
+    with spark_dask.start(spark) as client:
+        cluster = client.cluster
+        result = {}
+
+        def spark_job():
+            result["count"] = spark.sparkContext.parallelize(range(10), 2).count()
+
+        t = threading.Thread(target=spark_job)
+        t.start()
+        assert wait_until(lambda: "waited" in cluster.get_logs(scheduler=False, workers=False)["Cluster"], 40)
+        assert "count" not in result
+    t.join(60)
+    assert result["count"] == 10
+
+
+def test_spark_stop_tears_the_cluster_down(spark):
+    """Last in this module: it stops the module's SparkSession."""
+    client = spark_dask.start(spark, n_workers=2)
+    cluster = client.cluster
+    t0 = time.monotonic()
+    spark.stop()
+    assert wait_until(lambda: cluster.status.name == "closed", 30)
+    assert wait_until(lambda: not dask_processes(cluster.tag), 30)
+    assert not port_open(cluster.scheduler_address)
+    assert time.monotonic() - t0 < 30
+    assert "SparkContext was stopped" in cluster.get_logs()["Cluster"]
+    client.close()

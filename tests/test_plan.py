@@ -12,6 +12,7 @@ from spark_dask.plan import (
     option_flags,
     physical_gpu,
     plan_gang,
+    starved_stages,
     worker_command,
     worker_memory,
     worker_name,
@@ -237,3 +238,13 @@ def test_spark_memory_strings(text, expected):
 def test_spark_memory_string_error():
     with pytest.raises(PlanError, match="cannot read"):
         _memory("lots")
+
+
+def test_starved_stages():
+    def st(sid, n, active, done):
+        return {"stageId": sid, "numTasks": n, "numActiveTasks": active, "numCompletedTasks": done,
+                "numFailedTasks": 0, "name": f"s{sid}"}
+
+    stages = [st(1, 2, 2, 0), st(2, 4, 0, 0), st(3, 4, 1, 2), st(4, 4, 0, 4)]
+    assert [s["stageId"] for s in starved_stages(stages, gang_stages={1})] == [2]
+    assert starved_stages(stages, gang_stages={2}) == []

@@ -1,0 +1,55 @@
+"""GPU pinning with fake GPUs, through Spark's own resource discovery-script mechanism.
+
+local-cluster[1,2,1024]: one executor, two cores, two (fake) GPUs, one GPU per task.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+import spark_dask
+from spark_dask import SparkDaskError
+
+from .conftest import active_jobs, assert_no_leftovers, dask_processes, gpu_conf, make_spark, stop_spark, wait_until
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(180)]
+
+
+@pytest.fixture(scope="module")
+def spark():
+    s = make_spark("local-cluster[1,2,1024]", **gpu_conf(2, "1"))
+    yield s
+    stop_spark(s)
+
+
+def test_one_plain_worker_per_gpu_each_with_its_own_device(spark):
+    with spark_dask.start(spark, worker="cpu") as client:
+        cluster = client.cluster
+        assert cluster.gang.pinned and cluster.gang.n_workers == 2 and not cluster.gang.uses_profile
+        seen = client.run(lambda: os.environ.get("CUDA_VISIBLE_DEVICES"))
+        assert sorted(seen.values()) == ["0", "1"]
+        for addr, w in client.scheduler_info()["workers"].items():
+            gpu = seen[addr]
+            assert w["name"].endswith(f"-gpu{gpu}")
+            assert w["spark"]["gpu"] == gpu
+    assert_no_leftovers(spark, cluster)
+
+
+@pytest.mark.parametrize("worker", ["auto", "cuda"])
+def test_cuda_workers_without_dask_cuda_fail_fast_and_clearly(spark, worker):
+    try:
+        import dask_cuda  # noqa: F401
+
+        pytest.skip("dask-cuda is installed here; this checks the error without it")
+    except ImportError:
+        pass
+    t0 = time.monotonic()
+    with pytest.raises(SparkDaskError, match="cannot import dask_cuda") as e:
+        spark_dask.start(spark, worker=worker)
+    assert "executor" in str(e.value)
+    assert time.monotonic() - t0 < 60
+    assert wait_until(lambda: not active_jobs(spark))
+    assert not dask_processes()
