@@ -13,6 +13,8 @@ import time
 import uuid
 import warnings
 import weakref
+
+import distributed
 from contextlib import ExitStack, suppress
 
 from dask.utils import parse_bytes, parse_timedelta
@@ -25,13 +27,21 @@ from distributed.utils import Log, Logs, silence_logging_cmgr
 
 from spark_dask import config
 from spark_dask.launcher import GangLauncher, summarize_spark_error
-from spark_dask.plan import PlanError, check_slots, plan_gang, starved_stages
+from spark_dask.plan import (
+    PlanError,
+    check_request,
+    check_slots,
+    encryption_problem,
+    plan_gang,
+    starved_stages,
+)
 from spark_dask.session import (
     active_session,
     cluster_facts,
     driver_host,
     is_connect,
     is_stopped,
+    spark_encrypted,
 )
 
 logger = logging.getLogger("spark_dask")
@@ -141,6 +151,12 @@ class SparkCluster(Cluster):
         Ask Spark for a stage-level task resource profile for the gang.
     env : dict, optional
         Environment variables for the worker processes.
+    require_encryption : bool, optional
+        Refuse to start unless Spark encrypts its own RPC (``spark.network.crypto.enabled``
+        or ``spark.ssl.enabled``), which carries the cluster's TLS key to the executors.
+    relaunch_attempts : int, optional
+        How often a failed barrier stage (a lost executor) is relaunched while the
+        cluster runs (default 3).
     silence_logs : str or False, optional
         Level below which the in-process scheduler's log lines are not printed
         (default ``"warning"``, as LocalCluster); False prints everything.
@@ -173,6 +189,8 @@ class SparkCluster(Cluster):
         task_profile: bool | str | None = None,
         env: dict | None = None,
         silence_logs: str | int | bool | None = None,
+        require_encryption: bool | None = None,
+        relaunch_attempts: int | None = None,
         asynchronous: bool = False,
         loop=None,
         name: str | None = None,
@@ -192,6 +210,8 @@ class SparkCluster(Cluster):
             progress=progress,
             task_profile=task_profile,
             silence_logs=silence_logs,
+            require_encryption=require_encryption,
+            relaunch_attempts=relaunch_attempts,
         )
         if not self.options["tls"]:
             warnings.warn(
@@ -213,6 +233,8 @@ class SparkCluster(Cluster):
         self._changed = asyncio.Event()
         self._start_task: asyncio.Task | None = None
         self._slot_watch_task: asyncio.Task | None = None
+        self.relaunches = 0
+        self.gang_status = "not started"
         self._torn_down = False
         self._connected = False
         self._exit_stack = ExitStack()
@@ -237,7 +259,7 @@ class SparkCluster(Cluster):
     @staticmethod
     def _resolve_options(**given) -> dict:
         opts = {k: config.get(k.replace("_", "-"), v) for k, v in given.items()}
-        for key in ("close-timeout", "death-timeout", "executor-wait", "kill-grace"):
+        for key in ("close-timeout", "death-timeout", "executor-wait", "kill-grace", "slot-wait"):
             opts[key.replace("-", "_")] = parse_timedelta(config.get(key))
         try:
             opts["timeout"] = parse_timedelta(opts["timeout"])
@@ -258,6 +280,9 @@ class SparkCluster(Cluster):
                 raise PlanError(f"memory_limit must be positive, got {mem!r}")
         if opts["worker_options"] is not None and not isinstance(opts["worker_options"], dict):
             raise PlanError(f"worker_options must be a dict, got {type(opts['worker_options']).__name__}")
+        ra = opts["relaunch_attempts"]
+        if isinstance(ra, bool) or not isinstance(ra, int) or ra < 0:
+            raise PlanError(f"relaunch_attempts must be an integer >= 0, got {ra!r}")
         if opts["task_profile"] not in ("auto", True, False):
             raise PlanError(f"task_profile must be 'auto', True or False, got {opts['task_profile']!r}")
         return opts
@@ -285,6 +310,14 @@ class SparkCluster(Cluster):
             self.facts = await asyncio.to_thread(cluster_facts, self.spark, opts["executor_wait"])
             self.gang = plan_gang(self.facts, opts["n_workers"], opts["worker"], opts["task_profile"])
             check_slots(self.gang, self.facts)
+            check_request(self.facts, opts["threads_per_worker"])
+            problem = encryption_problem(
+                bool(opts["require_encryption"]),
+                bool(opts["tls"]),
+                await asyncio.to_thread(spark_encrypted, self.spark),
+            )
+            if problem:
+                raise PlanError("spark-dask: " + problem)
             self.security = Security.temporary() if opts["tls"] else Security()
             bind, host = driver_host(self.spark)
             self.scheduler = Scheduler(
@@ -307,23 +340,14 @@ class SparkCluster(Cluster):
             self.status = Status.starting
             self.timings["scheduler"] = time.monotonic() - t0
 
-            self.launcher = GangLauncher(
-                self.spark,
-                self.gang,
-                self._task_spec(),
-                tag=self.tag,
-                description=(
-                    f"spark-dask: {self.gang.n_workers} Dask workers for {self.scheduler.address}"
-                ),
-                on_done=self._gang_ended_threadsafe,
-            )
             t_submit = time.monotonic()
-            self.launcher.start()
+            self._launch(self.tag)
             await self._wait_for_gang(opts["timeout"])
             now = time.monotonic()
             self.timings["workers"] = now - t_submit
             self.timings["start"] = now - t0
             self._connected = True
+            self.gang_status = "running"
             self.status = Status.running
             if not self.launcher.connect:
                 self._slot_watch_task = asyncio.ensure_future(self._watch_starved_stages())
@@ -334,6 +358,19 @@ class SparkCluster(Cluster):
         except BaseException:
             await self._teardown(graceful=False)
             raise
+
+    def _launch(self, tag: str) -> None:
+        """Submit a barrier stage running the planned workers (first launch or relaunch)."""
+        self.launcher = GangLauncher(
+            self.spark,
+            self.gang,
+            self._task_spec(),
+            tag=tag,
+            description=f"spark-dask: {self.gang.n_workers} Dask workers for {self.scheduler.address}",
+            on_done=self._gang_ended_threadsafe,
+        )
+        self.gang_status = "starting"
+        self.launcher.start()
 
     def _task_spec(self) -> dict:
         opts, plan, sec = self.options, self.gang, self.security
@@ -359,6 +396,7 @@ class SparkCluster(Cluster):
             "worker_command": opts["worker_command"],
             "death_timeout": opts["death_timeout"],
             "kill_grace": opts["kill_grace"],
+            "distributed_version": distributed.__version__,
             "env": self.env,
             "log_lines": 30,
         }
@@ -383,7 +421,9 @@ class SparkCluster(Cluster):
     async def _wait_for_gang(self, timeout: float) -> None:
         """Return once every planned worker is connected; fail fast when the stage fails."""
         progress = _Progress(bool(self.options["progress"]) and not self.quiet, self.gang.n_workers)
-        deadline = time.monotonic() + timeout
+        submitted = time.monotonic()
+        deadline = submitted + timeout
+        slots_seen = self.launcher.connect  # no stage information under Spark Connect
         while True:
             self._changed.clear()
             if self.launcher.done.is_set():
@@ -401,8 +441,39 @@ class SparkCluster(Cluster):
                     f"and at the executors' logs; raise the limit with timeout=... if the "
                     f"executors are just slow. Everything was cancelled."
                 )
+            if not slots_seen and time.monotonic() - submitted >= self.options["slot_wait"]:
+                slots_seen = await self._check_gang_got_slots()
+            wake = remaining if slots_seen else min(remaining, 1.0)
             with suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), remaining)
+                await asyncio.wait_for(self._changed.wait(), wake)
+
+    async def _check_gang_got_slots(self) -> bool:
+        """True once a gang task runs; raises when the stage still has no slot at all.
+
+        Spark checks a barrier stage against the application's *total* slots; when
+        they exist but are busy (another spark-dask cluster, a long Spark job), the
+        stage waits silently. Fail now instead, saying who holds the slots.
+        """
+        try:
+            stages, ours = await asyncio.to_thread(self.launcher.stage_snapshot)
+        except Exception:
+            return True
+        if any(st["stageId"] in ours and st["numActiveTasks"] > 0 for st in stages) or self._running_workers():
+            return True
+        if not ours:  # the job is not submitted yet
+            return False
+        others = [
+            f"stage {st['stageId']} '{st['name']}' ({st['numActiveTasks']} running tasks)"
+            for st in stages
+            if st["stageId"] not in ours and st["numActiveTasks"] > 0
+        ]
+        raise SparkDaskError(
+            f"spark-dask: the Spark barrier stage of {self.gang.n_tasks} tasks got no free task "
+            f"slots within {self.options['slot_wait']:g}s: the application's {self.facts.slots} slots "
+            f"are busy" + (f" with {', '.join(others)}" if others else "")
+            + ". Close the other spark-dask cluster or wait for those jobs, start with fewer "
+            "workers (n_workers=...), or add executors. Nothing was left running."
+        )
 
     async def _watch_starved_stages(self, every: float = 2.0, patience: float = 10.0) -> None:
         """Warn when a Spark stage waits for task slots that the gang holds.
@@ -456,13 +527,48 @@ class SparkCluster(Cluster):
         self._changed.set()
         if self.status in (Status.closing, Status.closed) or not self._connected:
             return
-        if launcher.error is not None:
-            self._log(f"spark-dask: the Spark barrier stage failed: {summarize_spark_error(launcher.error)}")
-        else:
-            self._log("spark-dask: the Spark barrier stage ended while the cluster was running")
+        if launcher is not self.launcher:  # an earlier attempt, already replaced
+            return
         if await asyncio.to_thread(is_stopped, self.spark):
             self._log("spark-dask: the SparkContext was stopped; closing the Dask cluster")
             await self._close()
+            return
+        if launcher.error is None:
+            self.gang_status = "ended: the workers were closed"
+            self._log("spark-dask: the Spark barrier stage ended: its Dask workers were closed")
+            return
+        reason = summarize_spark_error(launcher.error)
+        if self.relaunches >= self.options["relaunch_attempts"]:
+            self.gang_status = f"failed: {reason}"
+            msg = (
+                f"spark-dask: the Spark barrier stage failed and {self.relaunches} relaunches are "
+                f"used up; the cluster has no workers. Close it and start a new one. Cause: {reason}"
+            )
+            logger.error(msg)
+            self._log(msg)
+            return
+        self.relaunches += 1
+        msg = (
+            f"spark-dask: the Spark barrier stage failed ({reason}); relaunching the "
+            f"{self.gang.n_workers} Dask workers (relaunch {self.relaunches} of "
+            f"{self.options['relaunch_attempts']})"
+        )
+        logger.warning(msg)
+        self._log(msg)
+        self._launch(f"{self.tag}-r{self.relaunches}")
+        self.gang_status = f"relaunching ({self.relaunches})"
+        asyncio.ensure_future(self._mark_running_when_full())
+
+    async def _mark_running_when_full(self) -> None:
+        launcher = self.launcher
+        while self.status == Status.running and launcher is self.launcher and not launcher.done.is_set():
+            if self._running_workers() >= self.gang.n_workers:
+                self.gang_status = "running"
+                self._log(f"spark-dask: all {self.gang.n_workers} Dask workers are back")
+                return
+            self._changed.clear()
+            with suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), 5)
 
     async def _close(self):
         if self.status == Status.closed:

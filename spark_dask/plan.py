@@ -175,6 +175,62 @@ def plan_gang(
     return plan
 
 
+def check_request(facts: ClusterFacts, threads_per_worker: int | None) -> None:
+    """Refuse worker sizes the executors cannot give (before anything starts)."""
+    if threads_per_worker is not None and facts.executor_cores and threads_per_worker > facts.executor_cores:
+        raise PlanError(
+            f"threads_per_worker={threads_per_worker} exceeds the {facts.executor_cores} cores of "
+            f"each Spark executor (spark.executor.cores); use threads_per_worker<={facts.executor_cores}"
+        )
+
+
+def encryption_problem(require: bool, tls: bool, spark_encrypted: bool) -> str | None:
+    """Why the cluster's credentials must not be shipped, or None.
+
+    The per-cluster TLS key travels to the executors inside the Spark task. With
+    ``require_encryption`` that is allowed only when Spark encrypts its own RPC
+    (``spark.network.crypto.enabled`` or ``spark.ssl.enabled``).
+    """
+    if not require:
+        return None
+    if not tls:
+        return "require_encryption=True needs tls=True (the Dask traffic itself would be in clear)"
+    if not spark_encrypted:
+        return (
+            "require_encryption=True, but Spark's own RPC is not encrypted, so the cluster's TLS "
+            "key would reach the executors in clear. Start the Spark application with "
+            "spark.network.crypto.enabled=true (and spark.authenticate=true), or spark.ssl.enabled=true; "
+            "or accept the risk with require_encryption=False."
+        )
+    return None
+
+
+def version_problem(driver: str, executor: str | None) -> str | None:
+    """A distributed version on an executor that cannot talk to the driver's scheduler.
+
+    A different major (calendar year) version is refused; smaller differences are
+    Dask's own concern (it warns about mismatched versions).
+    """
+    if executor is None or driver == executor:
+        return None
+    if driver.split(".")[0] != executor.split(".")[0]:
+        return (
+            f"the executor has distributed {executor} but the driver has {driver}: install the "
+            f"same version on the executors (e.g. %pip install distributed=={driver})"
+        )
+    return None
+
+
+def memory_problem(limit: int, host_memory: int) -> str | None:
+    """A memory limit larger than the host has."""
+    if limit > host_memory:
+        return (
+            f"memory_limit={limit} bytes exceeds the {host_memory} bytes of memory of the host; "
+            "use memory_limit='auto' or a smaller size"
+        )
+    return None
+
+
 def profile_slots(facts: ClusterFacts, task_cpus: int, task_gpus: float | None) -> int:
     """Concurrent tasks a task resource request allows on the registered executors."""
     per_executor = facts.executor_cores // max(task_cpus, 1)

@@ -171,6 +171,14 @@ def cluster_facts(spark, executor_wait: float = 30.0) -> ClusterFacts:
     )
 
 
+def spark_encrypted(spark) -> bool:
+    """Whether Spark encrypts its RPC (which carries the task closures to executors)."""
+    return any(
+        (conf(spark, key, "false") or "").lower() == "true"
+        for key in ("spark.network.crypto.enabled", "spark.ssl.enabled", "spark.ssl.rpc.enabled")
+    )
+
+
 def driver_host(spark) -> tuple[str, str]:
     """(address to listen on, address executors use to reach it) on the driver."""
     host = conf(spark, "spark.driver.host") or socket.gethostname()

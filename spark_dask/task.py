@@ -12,6 +12,7 @@ and Spark Connect sessions (``mapInArrow(..., barrier=True)``).
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -26,8 +27,10 @@ from spark_dask.plan import (
     REGISTERED_MARKER,
     assign_workers,
     gang_shortfall,
+    memory_problem,
     physical_gpu,
     tail,
+    version_problem,
     worker_command,
     worker_memory,
     worker_threads,
@@ -180,6 +183,10 @@ def task_facts(ctx, spec: dict) -> dict:
     gpus = list(resources["gpu"].addresses) if "gpu" in resources else []
     cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
     missing = [m for m in spec["requires"] if importlib.util.find_spec(m) is None]
+    try:
+        dist_version = importlib.metadata.version("distributed")
+    except importlib.metadata.PackageNotFoundError:
+        dist_version = None
     return {
         "partition": partition,
         "executor": address,
@@ -189,6 +196,7 @@ def task_facts(ctx, spec: dict) -> dict:
         "cpus": ctx.cpus(),
         "python": sys.executable,
         "missing": missing,
+        "distributed": dist_version,
     }
 
 
@@ -206,15 +214,19 @@ def run_task(spec: dict) -> dict:
     where = f"executor {me['executor_id'] or me['executor']} (host {me['host']}, partition {me['partition']})"
     row = {**me, "workers": [], "status": "ok"}
 
-    broken = [t for t in gang if t["missing"]]
-    if broken:
-        t = broken[0]
-        if t["partition"] == me["partition"]:
-            raise WorkerStartError(
-                f"spark-dask: the Python on {where} ({t['python']}) cannot import "
-                f"{', '.join(t['missing'])}. Install them on every executor (Databricks: "
-                f"%pip install in the notebook, or a cluster library)."
-            )
+    # Environment problems are raised by the task that has them (its executor is named
+    # in the message); one failed task ends the barrier stage at once.
+    if me["missing"]:
+        raise WorkerStartError(
+            f"spark-dask: the Python on {where} ({me['python']}) cannot import "
+            f"{', '.join(me['missing'])}. Install them on every executor (Databricks: "
+            f"%pip install in the notebook, or a cluster library)."
+        )
+    if spec.get("requires") and spec.get("distributed_version"):
+        problem = version_problem(spec["distributed_version"], me["distributed"])
+        if problem:
+            raise WorkerStartError(f"spark-dask: on {where}: {problem}")
+    if any(t["missing"] for t in gang):
         row["status"] = "skipped: another task lacks packages"
         return row
 
@@ -240,6 +252,10 @@ def run_task(spec: dict) -> dict:
     memory = worker_memory(
         spec["memory_limit"], _host_memory(), spec["executor_memory"], executors_on_host, workers_on_host
     )
+
+    problem = memory_problem(memory, _host_memory())
+    if problem:
+        raise WorkerStartError(f"spark-dask: on {where}: {problem}")
 
     base = spec.get("local_directory") or (os.environ.get("SPARK_LOCAL_DIRS") or "").split(",")[0]
     workdir = tempfile.mkdtemp(prefix="spark-dask-", dir=base or None)  # mode 0700

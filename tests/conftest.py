@@ -74,8 +74,10 @@ def gpu_conf(n_gpus: int, task_amount: str, **extra) -> dict:
     }
 
 
-def dask_processes(tag: str | None = None) -> list[psutil.Process]:
-    """Worker processes started by spark-dask (for one cluster tag, or any)."""
+def dask_processes(tag: str | None = None, spark=None) -> list[psutil.Process]:
+    """Worker processes started by spark-dask: for one cluster tag, for one Spark
+    application (``spark``), or any."""
+    app = spark.sparkContext.applicationId if spark is not None else None
     found = []
     for p in psutil.process_iter(["pid", "cmdline"]):
         try:
@@ -83,8 +85,13 @@ def dask_processes(tag: str | None = None) -> list[psutil.Process]:
         except (psutil.Error, OSError):
             continue
         facts = env.get("SPARK_DASK_FACTS")
-        if facts and (tag is None or json.loads(facts).get("cluster") == tag):
-            found.append(p)
+        if not facts:
+            continue
+        if tag is not None and json.loads(facts).get("cluster") != tag:
+            continue
+        if app is not None and app not in env.get("SPARK_LOG_URL_STDERR", ""):
+            continue
+        found.append(p)
     return found
 
 
@@ -116,3 +123,4 @@ def assert_no_leftovers(spark, cluster) -> None:
     ]
     assert wait_until(lambda: not active_jobs(spark)), active_jobs(spark)
     assert not port_open(cluster.scheduler_address)
+

@@ -196,7 +196,7 @@ def test_bad_input_is_refused_before_anything_starts(spark, kwargs, match):
     with pytest.raises(PlanError, match=match):
         spark_dask.start(spark, **kwargs)
     assert not active_jobs(spark)
-    assert not dask_processes()
+    assert not dask_processes(spark=spark)
 
 
 def test_worker_that_cannot_start_fails_fast_with_its_log(spark):
@@ -208,7 +208,7 @@ def test_worker_that_cannot_start_fails_fast_with_its_log(spark):
     assert "exited with code" in msg and "no-such-option" in msg and "executor" in msg
     assert elapsed < 60, elapsed
     assert wait_until_no_jobs(spark)
-    assert not dask_processes()
+    assert not dask_processes(spark=spark)
 
 
 def wait_until_no_jobs(spark):

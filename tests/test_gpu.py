@@ -52,4 +52,4 @@ def test_cuda_workers_without_dask_cuda_fail_fast_and_clearly(spark, worker):
     assert "executor" in str(e.value)
     assert time.monotonic() - t0 < 60
     assert wait_until(lambda: not active_jobs(spark))
-    assert not dask_processes()
+    assert not dask_processes(spark=spark)

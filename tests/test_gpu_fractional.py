@@ -43,7 +43,7 @@ def test_shared_gpus_never_get_two_workers(spark):
         spark_dask.start(spark, worker="cpu", task_profile=False, n_workers=2)
     assert "n_workers=1" in str(e.value)
     assert wait_until(lambda: not active_jobs(spark))
-    assert not dask_processes()
+    assert not dask_processes(spark=spark)
 
 
 def test_one_worker_on_a_shared_gpu_without_profile(spark):
