@@ -1,0 +1,1 @@
+"""spark-dask benchmarks (``python -m benchmarks``)."""
