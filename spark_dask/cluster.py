@@ -116,7 +116,9 @@ class SparkCluster(Cluster):
     Parameters
     ----------
     spark : SparkSession, optional
-        Classic session; defaults to the active session (looked up now).
+        Classic or Spark Connect session; defaults to the active session (looked up now).
+        With Spark Connect the scheduler runs in this Python process, not on the
+        Spark driver.
     n_workers : int, optional
         Number of Dask workers. Default: every executor GPU, or one per executor.
     worker : {"auto", "cuda", "cpu"}
@@ -139,6 +141,10 @@ class SparkCluster(Cluster):
         Show "n/N Dask workers connected" while starting.
     task_profile : {"auto", True, False}, optional
         Ask Spark for a stage-level task resource profile for the gang.
+    scheduler_host : str, optional
+        Address of this machine the executors use to reach the scheduler (default:
+        the Spark driver's address; with Spark Connect, this machine's address on the
+        route to the Connect server). The scheduler listens on it.
     env : dict, optional
         Environment variables for the worker processes.
     silence_logs : str or False, optional
@@ -171,6 +177,7 @@ class SparkCluster(Cluster):
         dashboard: bool | None = None,
         progress: bool | None = None,
         task_profile: bool | str | None = None,
+        scheduler_host: str | None = None,
         env: dict | None = None,
         silence_logs: str | int | bool | None = None,
         asynchronous: bool = False,
@@ -191,6 +198,7 @@ class SparkCluster(Cluster):
             dashboard=dashboard,
             progress=progress,
             task_profile=task_profile,
+            scheduler_host=scheduler_host,
             silence_logs=silence_logs,
         )
         if not self.options["tls"]:
@@ -237,7 +245,7 @@ class SparkCluster(Cluster):
     @staticmethod
     def _resolve_options(**given) -> dict:
         opts = {k: config.get(k.replace("_", "-"), v) for k, v in given.items()}
-        for key in ("close-timeout", "death-timeout", "executor-wait", "kill-grace"):
+        for key in ("close-timeout", "death-timeout", "executor-wait", "kill-grace", "connect-timeout"):
             opts[key.replace("-", "_")] = parse_timedelta(config.get(key))
         try:
             opts["timeout"] = parse_timedelta(opts["timeout"])
@@ -277,16 +285,13 @@ class SparkCluster(Cluster):
         opts = self.options
         t0 = time.monotonic()
         try:
-            if is_connect(self.spark):
-                raise PlanError(
-                    "Spark Connect sessions are not supported by this version of spark-dask yet; "
-                    "use a classic SparkSession"
-                )
-            self.facts = await asyncio.to_thread(cluster_facts, self.spark, opts["executor_wait"])
+            self.facts = await asyncio.to_thread(
+                cluster_facts, self.spark, opts["executor_wait"], opts["n_workers"]
+            )
             self.gang = plan_gang(self.facts, opts["n_workers"], opts["worker"], opts["task_profile"])
             check_slots(self.gang, self.facts)
             self.security = Security.temporary() if opts["tls"] else Security()
-            bind, host = driver_host(self.spark)
+            bind, host = await asyncio.to_thread(driver_host, self.spark, opts["scheduler_host"])
             self.scheduler = Scheduler(
                 host=host,
                 port=0,
@@ -359,6 +364,7 @@ class SparkCluster(Cluster):
             "worker_command": opts["worker_command"],
             "death_timeout": opts["death_timeout"],
             "kill_grace": opts["kill_grace"],
+            "connect_timeout": opts["connect_timeout"],
             "env": self.env,
             "log_lines": 30,
         }
@@ -586,7 +592,10 @@ class SparkCluster(Cluster):
         plan, facts = self.gang, self.facts
         info = {"job tag": self.tag}
         with suppress(Exception):
-            if not is_connect(self.spark):
+            if is_connect(self.spark):
+                info["connect session"] = self.spark.session_id
+                info["application"] = self.spark.conf.get("spark.app.id")
+            else:
                 info["application"] = self.spark.sparkContext.applicationId
         if plan is not None:
             info.update(

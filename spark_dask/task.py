@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -27,7 +28,9 @@ from spark_dask.plan import (
     assign_workers,
     gang_shortfall,
     physical_gpu,
+    scheduler_endpoint,
     tail,
+    unreachable_message,
     worker_command,
     worker_memory,
     worker_threads,
@@ -166,6 +169,30 @@ def _stop(procs, grace: float) -> None:
         p.wait()
 
 
+def reach_error(address: str, timeout: float) -> str | None:
+    """Open (and close) a TCP connection to the scheduler; the OS error text, or None.
+
+    Run by every task before it starts a worker, so that a scheduler the executors
+    cannot reach (a client outside the cluster's network, a firewall) is reported
+    within seconds instead of as a worker that never connects.
+    """
+    try:
+        host, port = scheduler_endpoint(address)
+    except ValueError:  # inproc:// or a custom comm: nothing to check
+        return None
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return None
+    except socket.timeout:
+        return f"no answer within {timeout:g}s (timed out)"
+    except OSError as e:
+        return f"{type(e).__name__}: {e.strerror or e}"
+
+
+def _where(t: dict) -> str:
+    return f"executor {t['executor_id'] or t['executor']} (host {t['host']}, partition {t['partition']})"
+
+
 def _context():
     from pyspark import BarrierTaskContext
 
@@ -202,8 +229,9 @@ def run_task(spec: dict) -> dict:
     """
     ctx = _context()
     me = task_facts(ctx, spec)
+    me["unreachable"] = reach_error(spec["scheduler_address"], float(spec.get("connect_timeout", 5)))
     gang = [json.loads(m) for m in ctx.allGather(json.dumps(me))]
-    where = f"executor {me['executor_id'] or me['executor']} (host {me['host']}, partition {me['partition']})"
+    where = _where(me)
     row = {**me, "workers": [], "status": "ok"}
 
     broken = [t for t in gang if t["missing"]]
@@ -216,6 +244,14 @@ def run_task(spec: dict) -> dict:
                 f"%pip install in the notebook, or a cluster library)."
             )
         row["status"] = "skipped: another task lacks packages"
+        return row
+
+    cut_off = [t for t in gang if t.get("unreachable")]
+    if cut_off:
+        t = cut_off[0]
+        if t["partition"] == me["partition"]:
+            raise WorkerStartError(unreachable_message(_where(t), spec["scheduler_address"], t["unreachable"]))
+        row["status"] = "skipped: another task cannot reach the scheduler"
         return row
 
     assignment = assign_workers(gang, spec["pinned"])
@@ -339,6 +375,26 @@ def classic_partition(spec: dict):
 
     def fn(_rows):
         yield json.dumps(run_task(spec))
+
+    return fn
+
+
+def probe_partition(pause: float):
+    """``mapInArrow`` function of the Spark Connect executor probe: where did this task run.
+
+    Spark Connect cannot list executors; a short non-barrier job whose tasks overlap
+    in time (each sleeps ``pause`` seconds) lands on every executor with a free slot.
+    """
+
+    def fn(batches):
+        import pyarrow as pa
+
+        for _ in batches:
+            pass
+        time.sleep(pause)
+        ident = _executor_id() or f"{socket.gethostname()}:{os.getppid()}"
+        row = json.dumps({"executor_id": ident, "host": socket.gethostname()})
+        yield pa.RecordBatch.from_pydict({"info": [row]}, schema=pa.schema([("info", pa.string())]))
 
     return fn
 
