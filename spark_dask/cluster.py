@@ -288,6 +288,7 @@ class SparkCluster(Cluster):
             self.facts = await asyncio.to_thread(
                 cluster_facts, self.spark, opts["executor_wait"], opts["n_workers"]
             )
+            self.timings["facts"] = time.monotonic() - t0
             self.gang = plan_gang(self.facts, opts["n_workers"], opts["worker"], opts["task_profile"])
             check_slots(self.gang, self.facts)
             self.security = Security.temporary() if opts["tls"] else Security()

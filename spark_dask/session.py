@@ -7,6 +7,7 @@ session into a :class:`~spark_dask.plan.ClusterFacts` for the pure planning code
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import socket
@@ -14,6 +15,8 @@ import threading
 import time
 
 from spark_dask.plan import ClusterFacts, PlanError
+
+logger = logging.getLogger("spark_dask")
 
 _LOCAL_CLUSTER = re.compile(r"local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\]")
 _LOCAL = re.compile(r"local(?:\[\s*(\d+)\s*(?:,\s*\d+\s*)?\])?$")
@@ -205,11 +208,14 @@ def _probe_executors(spark, want: int, tasks: int, timeout: float) -> int:
     _ship_task_code_by_value()
     fn = task_module.probe_partition(0.3)
     seen: set[str] = set()
+    rounds = 0
     deadline = time.monotonic() + timeout
     while True:
         rows = spark.range(0, tasks, 1, tasks).mapInArrow(fn, "info string").collect()
         seen.update(json.loads(r["info"])["executor_id"] for r in rows)
+        rounds += 1
         if len(seen) >= want or time.monotonic() >= deadline:
+            logger.debug("spark-dask: probe saw %d/%d executors in %d jobs", len(seen), want, rounds)
             return len(seen)
 
 
