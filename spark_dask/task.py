@@ -169,24 +169,39 @@ def _stop(procs, grace: float) -> None:
         p.wait()
 
 
-def reach_error(address: str, timeout: float) -> str | None:
-    """Open (and close) a TCP connection to the scheduler; the OS error text, or None.
+def reach_error(address: str, timeout: float, tls: dict | None = None) -> str | None:
+    """Open (and close) a connection to the scheduler; the error text, or None.
 
     Run by every task before it starts a worker, so that a scheduler the executors
     cannot reach (a client outside the cluster's network, a firewall) is reported
-    within seconds instead of as a worker that never connects.
+    within seconds instead of as a worker that never connects. With ``tls`` (PEM
+    texts ``ca``, ``cert``, ``key``) the TLS handshake is done too, so the scheduler
+    sees a well-formed connection and logs no handshake warning.
     """
     try:
         host, port = scheduler_endpoint(address)
     except ValueError:  # inproc:// or a custom comm: nothing to check
         return None
+    tmp = tempfile.mkdtemp(prefix="spark-dask-reach-") if tls else None
     try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return None
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            if tls:
+                import ssl
+
+                ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+                ctx.check_hostname = False  # Dask's TLS authenticates by certificate, not name
+                ctx.load_verify_locations(cadata=tls["ca"])
+                ctx.load_cert_chain(_write_private(tmp, "cert.pem", tls["cert"]), _write_private(tmp, "key.pem", tls["key"]))
+                with ctx.wrap_socket(sock):
+                    pass
+        return None
     except socket.timeout:
         return f"no answer within {timeout:g}s (timed out)"
     except OSError as e:
         return f"{type(e).__name__}: {e.strerror or e}"
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _where(t: dict) -> str:
@@ -229,7 +244,9 @@ def run_task(spec: dict) -> dict:
     """
     ctx = _context()
     me = task_facts(ctx, spec)
-    me["unreachable"] = reach_error(spec["scheduler_address"], float(spec.get("connect_timeout", 5)))
+    me["unreachable"] = reach_error(
+        spec["scheduler_address"], float(spec.get("connect_timeout", 5)), spec.get("tls")
+    )
     gang = [json.loads(m) for m in ctx.allGather(json.dumps(me))]
     where = _where(me)
     row = {**me, "workers": [], "status": "ok"}

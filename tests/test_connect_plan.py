@@ -126,3 +126,27 @@ def test_connect_facts_dynamic_allocation_is_refused():
 def test_driver_host_override_and_route():
     assert session.driver_host(FakeConnect({}), "10.9.8.7") == ("10.9.8.7", "10.9.8.7")
     assert session.route_ip("127.0.0.1") == "127.0.0.1"
+
+
+def test_reach_error_does_the_tls_handshake(caplog):
+    import asyncio
+
+    from distributed import Scheduler
+    from distributed.security import Security
+
+    async def main():
+        sec = Security.temporary()
+        tls = {"ca": sec.tls_ca_file, "cert": sec.tls_worker_cert, "key": sec.tls_worker_key}
+        other = Security.temporary()
+        wrong = {"ca": other.tls_ca_file, "cert": other.tls_worker_cert, "key": other.tls_worker_key}
+        async with Scheduler(host="127.0.0.1", port=0, protocol="tls", security=sec, dashboard=False) as s:
+            ok = await asyncio.to_thread(reach_error, s.address, 5, tls)
+            bad = await asyncio.to_thread(reach_error, s.address, 5, wrong)
+        return ok, bad
+
+    with caplog.at_level("WARNING", logger="distributed.comm.tcp"):
+        ok, bad = asyncio.run(main())
+    assert ok is None
+    assert bad is not None and "SSL" in bad
+    # the good check leaves no "TLS handshake failed" warning behind (the bad one does)
+    assert sum("TLS handshake failed" in r.getMessage() for r in caplog.records) <= 1
