@@ -36,6 +36,34 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _fresh_jvm() -> None:
+    """Shut down the py4j gateway JVM left by an earlier session in this process.
+
+    spark-submit turns a session's confs into JVM system properties, and every later
+    ``SparkConf(loadDefaults=True)`` in that JVM reads them back: the fake GPUs of a
+    classic GPU test module would reach the Connect server, and the Connect plugin the
+    next classic module. A fresh JVM starts from the given confs only.
+    """
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return
+    proc = getattr(gateway, "proc", None)
+    try:
+        gateway.shutdown()
+    finally:
+        SparkContext._gateway = None
+        SparkContext._jvm = None
+    if proc is not None:
+        proc.stdin.close()  # the gateway JVM exits on EOF
+        try:
+            proc.wait(30)
+        except Exception:
+            proc.kill()
+            proc.wait(30)
+
+
 @pytest.fixture(scope="module")
 def spark():
     """One in-process Spark Connect server for the module, on a free port."""
@@ -45,6 +73,7 @@ def spark():
 
     if SparkContext._active_spark_context is not None or SparkSession._instantiatedSession is not None:
         pytest.fail("a classic SparkSession is still active: a local Spark Connect server cannot start")
+    _fresh_jvm()
     port = _free_port()
     with pytest.MonkeyPatch.context() as mp:
         # The client of a local remote connects to the default port (15002) unless
@@ -64,6 +93,7 @@ def spark():
             yield s
         finally:
             s.stop()
+            _fresh_jvm()
     assert SparkContext._active_spark_context is None
     assert "SPARK_CONNECT_MODE_ENABLED" not in os.environ
 
@@ -202,8 +232,10 @@ def test_unreachable_scheduler_is_reported_quickly(spark, monkeypatch):
     # A refused port on loopback: no traffic leaves this machine.
     dead = f"tls://127.0.0.1:{_free_port()}"
     original = SparkCluster._task_spec
+    tags = []
 
     def spec_with_dead_address(self):
+        tags.append(self.tag)
         return {**original(self), "scheduler_address": dead}
 
     monkeypatch.setattr(SparkCluster, "_task_spec", spec_with_dead_address)
@@ -217,4 +249,5 @@ def test_unreachable_scheduler_is_reported_quickly(spark, monkeypatch):
     assert "Connection refused" in msg or "ConnectionRefusedError" in msg, msg
     assert elapsed < 30, elapsed
     assert wait_until(lambda: not jvm_active_jobs())
-    assert not dask_processes()
+    assert tags and not dask_processes(tags[0])
+
