@@ -126,7 +126,9 @@ class SparkCluster(Cluster):
     Parameters
     ----------
     spark : SparkSession, optional
-        Classic session; defaults to the active session (looked up now).
+        Classic or Spark Connect session; defaults to the active session (looked up now).
+        With Spark Connect the scheduler runs in this Python process, not on the
+        Spark driver.
     n_workers : int, optional
         Number of Dask workers. Default: every executor GPU, or one per executor.
     worker : {"auto", "cuda", "cpu"}
@@ -149,6 +151,10 @@ class SparkCluster(Cluster):
         Show "n/N Dask workers connected" while starting.
     task_profile : {"auto", True, False}, optional
         Ask Spark for a stage-level task resource profile for the gang.
+    scheduler_host : str, optional
+        Address of this machine the executors use to reach the scheduler (default:
+        the Spark driver's address; with Spark Connect, this machine's address on the
+        route to the Connect server). The scheduler listens on it.
     env : dict, optional
         Environment variables for the worker processes.
     require_encryption : bool, optional
@@ -187,6 +193,7 @@ class SparkCluster(Cluster):
         dashboard: bool | None = None,
         progress: bool | None = None,
         task_profile: bool | str | None = None,
+        scheduler_host: str | None = None,
         env: dict | None = None,
         silence_logs: str | int | bool | None = None,
         require_encryption: bool | None = None,
@@ -209,6 +216,7 @@ class SparkCluster(Cluster):
             dashboard=dashboard,
             progress=progress,
             task_profile=task_profile,
+            scheduler_host=scheduler_host,
             silence_logs=silence_logs,
             require_encryption=require_encryption,
             relaunch_attempts=relaunch_attempts,
@@ -259,7 +267,8 @@ class SparkCluster(Cluster):
     @staticmethod
     def _resolve_options(**given) -> dict:
         opts = {k: config.get(k.replace("_", "-"), v) for k, v in given.items()}
-        for key in ("close-timeout", "death-timeout", "executor-wait", "kill-grace", "slot-wait"):
+        timeouts = ("close-timeout", "death-timeout", "executor-wait", "kill-grace", "slot-wait", "connect-timeout")
+        for key in timeouts:
             opts[key.replace("-", "_")] = parse_timedelta(config.get(key))
         try:
             opts["timeout"] = parse_timedelta(opts["timeout"])
@@ -302,12 +311,10 @@ class SparkCluster(Cluster):
         opts = self.options
         t0 = time.monotonic()
         try:
-            if is_connect(self.spark):
-                raise PlanError(
-                    "Spark Connect sessions are not supported by this version of spark-dask yet; "
-                    "use a classic SparkSession"
-                )
-            self.facts = await asyncio.to_thread(cluster_facts, self.spark, opts["executor_wait"])
+            self.facts = await asyncio.to_thread(
+                cluster_facts, self.spark, opts["executor_wait"], opts["n_workers"]
+            )
+            self.timings["facts"] = time.monotonic() - t0
             self.gang = plan_gang(self.facts, opts["n_workers"], opts["worker"], opts["task_profile"])
             check_slots(self.gang, self.facts)
             check_request(self.facts, opts["threads_per_worker"])
@@ -319,7 +326,7 @@ class SparkCluster(Cluster):
             if problem:
                 raise PlanError("spark-dask: " + problem)
             self.security = Security.temporary() if opts["tls"] else Security()
-            bind, host = driver_host(self.spark)
+            bind, host = await asyncio.to_thread(driver_host, self.spark, opts["scheduler_host"])
             self.scheduler = Scheduler(
                 host=host,
                 port=0,
@@ -397,6 +404,7 @@ class SparkCluster(Cluster):
             "death_timeout": opts["death_timeout"],
             "kill_grace": opts["kill_grace"],
             "distributed_version": distributed.__version__,
+            "connect_timeout": opts["connect_timeout"],
             "env": self.env,
             "log_lines": 30,
         }
@@ -692,7 +700,10 @@ class SparkCluster(Cluster):
         plan, facts = self.gang, self.facts
         info = {"job tag": self.tag}
         with suppress(Exception):
-            if not is_connect(self.spark):
+            if is_connect(self.spark):
+                info["connect session"] = self.spark.session_id
+                info["application"] = self.spark.conf.get("spark.app.id")
+            else:
                 info["application"] = self.spark.sparkContext.applicationId
         if plan is not None:
             info.update(

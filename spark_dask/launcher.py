@@ -152,12 +152,17 @@ class GangLauncher:
 
     def _collect_connect(self) -> list[str]:
         spark = self.spark
-        spark.addTag(self.tag)
+        spark.addTag(self.tag)  # thread-local: this thread submits the job
         try:
             n = self.plan.n_tasks
             kwargs = {"barrier": True}
             profile = resource_profile(self.plan)
             if profile is not None:
+                # A Connect ResourceProfile registers itself through the thread's active
+                # session (thread-local too): make it this one in this thread.
+                active = getattr(type(spark), "_active_session", None)
+                if active is not None:
+                    active.session = spark
                 kwargs["profile"] = profile
             df = spark.range(0, n, 1, n).mapInArrow(
                 task_module.arrow_partition(self.spec), "status string", **kwargs

@@ -447,6 +447,38 @@ def worker_command(fields: dict, kind: str, template=None, options: dict | None 
     return cmd + option_flags(options)
 
 
+def scheduler_endpoint(address: str) -> tuple[str, int]:
+    """(host, port) of a Dask address such as ``tls://10.0.0.5:8786`` or ``tcp://[::1]:8786``.
+
+    What a Spark task connects to when it checks that the scheduler is reachable
+    before it starts any worker.
+
+    >>> scheduler_endpoint("tls://10.0.0.5:8786")
+    ('10.0.0.5', 8786)
+    >>> scheduler_endpoint("tcp://[::1]:40001")
+    ('::1', 40001)
+    """
+    rest = address.split("://", 1)[-1]
+    host, sep, port = rest.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(f"not a host:port Dask address: {address!r}")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host, int(port)
+
+
+def unreachable_message(where: str, address: str, error: str) -> str:
+    """The error a Spark task raises when it cannot open a TCP connection to the scheduler."""
+    return (
+        f"spark-dask: {where} cannot reach the Dask scheduler at {address}: {error}. "
+        "The scheduler runs where the Python client runs (the Spark driver for classic "
+        "sessions, this Python process for Spark Connect sessions), and every executor must "
+        "be able to open TCP connections to it. Set scheduler_host=... to an address of "
+        "this machine that the executors can route to, allow the port through the "
+        "firewall, or run the client on the cluster (e.g. a notebook attached to it)."
+    )
+
+
 def tail(text: str, lines: int = 30) -> str:
     """The last ``lines`` lines of a log."""
     return "\n".join(text.rstrip().splitlines()[-lines:])
@@ -460,6 +492,8 @@ __all__ = [
     "gang_shortfall",
     "physical_gpu",
     "plan_gang",
+    "scheduler_endpoint",
+    "unreachable_message",
     "worker_command",
     "worker_memory",
     "worker_name",

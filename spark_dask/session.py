@@ -6,13 +6,24 @@ session into a :class:`~spark_dask.plan.ClusterFacts` for the pure planning code
 
 from __future__ import annotations
 
+import json
+import logging
+import os
 import re
 import socket
+import threading
 import time
 
 from spark_dask.plan import ClusterFacts, PlanError
 
+logger = logging.getLogger("spark_dask")
+
 _LOCAL_CLUSTER = re.compile(r"local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\]")
+_LOCAL = re.compile(r"local(?:\[\s*(\d+)\s*(?:,\s*\d+\s*)?\])?$")
+
+# Spark Connect sessions whose executors the probe job has seen (by session id).
+_probed_sessions: set[str] = set()
+_probe_lock = threading.Lock()
 
 
 def active_session(spark=None):
@@ -134,10 +145,23 @@ def executor_memory(spark, master: str) -> int:
     return heap + extra + (_memory(pyspark_mem) if pyspark_mem else 0)
 
 
-def cluster_facts(spark, executor_wait: float = 30.0) -> ClusterFacts:
-    """What the planner needs, read from the session. Classic sessions only."""
+def cluster_facts(spark, executor_wait: float = 30.0, n_workers: int | None = None) -> ClusterFacts:
+    """What the planner needs, read from the session (classic or Spark Connect).
+
+    Parameters
+    ----------
+    spark : SparkSession
+        Classic or Spark Connect session.
+    executor_wait : float
+        Seconds to wait for the expected executors to register.
+    n_workers : int, optional
+        The requested number of workers; Spark Connect sessions whose executors cannot
+        be counted need it.
+    """
     if is_stopped(spark):
         raise PlanError("the SparkSession is stopped; create a new one before starting a Dask cluster")
+    if is_connect(spark):
+        return connect_facts(spark, executor_wait, n_workers)
     sc = spark.sparkContext
     master = sc.master
     dyn = (conf(spark, "spark.dynamicAllocation.enabled", "false") or "").lower() == "true"
@@ -179,8 +203,139 @@ def spark_encrypted(spark) -> bool:
     )
 
 
-def driver_host(spark) -> tuple[str, str]:
-    """(address to listen on, address executors use to reach it) on the driver."""
+def _probe_executors(spark, want: int, tasks: int, timeout: float) -> int:
+    """Run short non-barrier jobs until ``want`` executors answered (or ``timeout``).
+
+    Spark Connect has no way to list executors. Right after a session starts they may
+    not have registered yet, and a barrier stage submitted then waits in Spark's slot
+    check (15 s steps). Returns how many distinct executors answered.
+    """
+    from spark_dask import task as task_module
+    from spark_dask.launcher import _ship_task_code_by_value
+
+    _ship_task_code_by_value()
+    fn = task_module.probe_partition(0.3)
+    seen: set[str] = set()
+    rounds = 0
+    deadline = time.monotonic() + timeout
+    while True:
+        rows = spark.range(0, tasks, 1, tasks).mapInArrow(fn, "info string").collect()
+        seen.update(json.loads(r["info"])["executor_id"] for r in rows)
+        rounds += 1
+        if len(seen) >= want or time.monotonic() >= deadline:
+            logger.debug("spark-dask: probe saw %d/%d executors in %d jobs", len(seen), want, rounds)
+            return len(seen)
+
+
+def connect_facts(spark, executor_wait: float = 30.0, n_workers: int | None = None) -> ClusterFacts:
+    """:func:`cluster_facts` for a Spark Connect session (no SparkContext, no JVM access).
+
+    The executors are counted from ``spark.master`` (``local-cluster[N,C,M]``,
+    ``local[N]``) or ``spark.executor.instances``; ``spark.executor.cores`` gives their
+    size. On the first start in a session a short probe job waits until that many
+    executors have registered. When the session does not tell how many executors
+    there are (e.g. Databricks serverless) the request must say ``n_workers``, and the
+    free task slots are not checked in advance.
+    """
+    master = conf(spark, "spark.master", "") or ""
+    dyn = (conf(spark, "spark.dynamicAllocation.enabled", "false") or "").lower() == "true"
+    task_cpus = int(conf(spark, "spark.task.cpus", "1") or 1)
+    cluster = _LOCAL_CLUSTER.search(master)
+    local = _LOCAL.match(master)
+    cores = conf(spark, "spark.executor.cores")
+    if cores and cores.isdigit():
+        executor_cores = int(cores)
+    elif cluster:
+        executor_cores = int(cluster.group(2))
+    elif local:
+        executor_cores = int(local.group(1) or 1)
+    else:
+        executor_cores = 0  # unknown
+    if local:
+        want = 1  # local[N]: the driver runs the tasks
+    else:
+        want = _expected_executors(spark)
+    if want is None:
+        if n_workers is None and not dyn:
+            raise PlanError(
+                "spark-dask cannot count the executors of this Spark Connect session "
+                f"(spark.master is {master or 'not readable'!r} and spark.executor.instances "
+                "is not set): pass n_workers=<number of Dask workers>, one Spark task slot "
+                "each, at most the free task slots of the cluster"
+            )
+        executors = n_workers or 1
+    else:
+        executors = want
+        if not dyn and not local:
+            sid = str(getattr(spark, "session_id", id(spark)))
+            with _probe_lock:
+                if sid not in _probed_sessions:
+                    slots = executors * max(executor_cores // task_cpus, 1)
+                    if _probe_executors(spark, want, slots, executor_wait) >= want:
+                        _probed_sessions.add(sid)
+    known = want is not None and executor_cores > 0
+    slots = executors * (executor_cores // task_cpus) if known else None
+    return ClusterFacts(
+        executors=executors,
+        executor_cores=executor_cores,
+        executor_memory=executor_memory(spark, master),
+        executor_gpus=_float(conf(spark, "spark.executor.resource.gpu.amount")),
+        task_cpus=task_cpus,
+        task_gpus=_float(conf(spark, "spark.task.resource.gpu.amount")),
+        slots=slots,
+        dynamic_allocation=dyn,
+        # mapInArrow(profile=...) exists since Spark 4.0
+        task_profiles=spark_version(spark) >= (4, 0) and known and not local and not dyn,
+        master=master or "spark connect",
+    )
+
+
+def connect_server_host(spark) -> str | None:
+    """Host name of the Spark Connect server this session talks to, if it tells."""
+    try:
+        return spark.client.host
+    except Exception:
+        return None
+
+
+def route_ip(host: str, port: int = 15002) -> str | None:
+    """The local address of the interface that routes to ``host`` (no packet is sent).
+
+    Connecting a UDP socket only picks the route; nothing goes on the wire.
+    """
+    try:
+        family, _, _, _, sockaddr = socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM)[0]
+        with socket.socket(family, socket.SOCK_DGRAM) as s:
+            s.connect(sockaddr)
+            return s.getsockname()[0]
+    except OSError:
+        return None
+
+
+def _is_this_machine(host: str) -> bool:
+    if host in ("localhost", "127.0.0.1", "::1", "[::1]") or host.startswith("127."):
+        return True
+    return host in (socket.gethostname(), socket.getfqdn())
+
+
+def driver_host(spark, scheduler_host: str | None = None) -> tuple[str, str]:
+    """(address to listen on, address executors use to reach it) for the scheduler.
+
+    Classic: the Spark driver's address. Spark Connect: the scheduler runs in this
+    Python process, which is not the Spark driver: with a server on this machine
+    (``remote("local...")``, ``sc://localhost``) the driver's address is this machine's;
+    with a remote server, the address of the interface that routes to it.
+    ``scheduler_host`` (option ``scheduler_host=``) overrides both.
+    """
+    if scheduler_host:
+        return scheduler_host, scheduler_host
+    if is_connect(spark):
+        server = connect_server_host(spark)
+        if server is None or _is_this_machine(server) or os.environ.get("SPARK_LOCAL_REMOTE"):
+            host = conf(spark, "spark.driver.host") or socket.gethostname()
+            return host, host
+        host = route_ip(server) or socket.gethostbyname(socket.gethostname())
+        return host, host
     host = conf(spark, "spark.driver.host") or socket.gethostname()
     bind = conf(spark, "spark.driver.bindAddress") or host
     return bind, host

@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -29,8 +30,10 @@ from spark_dask.plan import (
     gang_shortfall,
     memory_problem,
     physical_gpu,
+    scheduler_endpoint,
     tail,
     version_problem,
+    unreachable_message,
     worker_command,
     worker_memory,
     worker_threads,
@@ -169,6 +172,45 @@ def _stop(procs, grace: float) -> None:
         p.wait()
 
 
+def reach_error(address: str, timeout: float, tls: dict | None = None) -> str | None:
+    """Open (and close) a connection to the scheduler; the error text, or None.
+
+    Run by every task before it starts a worker, so that a scheduler the executors
+    cannot reach (a client outside the cluster's network, a firewall) is reported
+    within seconds instead of as a worker that never connects. With ``tls`` (PEM
+    texts ``ca``, ``cert``, ``key``) the TLS handshake is done too, so the scheduler
+    sees a well-formed connection and logs no handshake warning.
+    """
+    try:
+        host, port = scheduler_endpoint(address)
+    except ValueError:  # inproc:// or a custom comm: nothing to check
+        return None
+    tmp = tempfile.mkdtemp(prefix="spark-dask-reach-") if tls else None
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            if tls:
+                import ssl
+
+                ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+                ctx.check_hostname = False  # Dask's TLS authenticates by certificate, not name
+                ctx.load_verify_locations(cadata=tls["ca"])
+                ctx.load_cert_chain(_write_private(tmp, "cert.pem", tls["cert"]), _write_private(tmp, "key.pem", tls["key"]))
+                with ctx.wrap_socket(sock):
+                    pass
+        return None
+    except socket.timeout:
+        return f"no answer within {timeout:g}s (timed out)"
+    except OSError as e:
+        return f"{type(e).__name__}: {e.strerror or e}"
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _where(t: dict) -> str:
+    return f"executor {t['executor_id'] or t['executor']} (host {t['host']}, partition {t['partition']})"
+
+
 def _context():
     from pyspark import BarrierTaskContext
 
@@ -210,8 +252,11 @@ def run_task(spec: dict) -> dict:
     """
     ctx = _context()
     me = task_facts(ctx, spec)
+    me["unreachable"] = reach_error(
+        spec["scheduler_address"], float(spec.get("connect_timeout", 5)), spec.get("tls")
+    )
     gang = [json.loads(m) for m in ctx.allGather(json.dumps(me))]
-    where = f"executor {me['executor_id'] or me['executor']} (host {me['host']}, partition {me['partition']})"
+    where = _where(me)
     row = {**me, "workers": [], "status": "ok"}
 
     # Environment problems are raised by the task that has them (its executor is named
@@ -228,6 +273,14 @@ def run_task(spec: dict) -> dict:
             raise WorkerStartError(f"spark-dask: on {where}: {problem}")
     if any(t["missing"] for t in gang):
         row["status"] = "skipped: another task lacks packages"
+        return row
+
+    cut_off = [t for t in gang if t.get("unreachable")]
+    if cut_off:
+        t = cut_off[0]
+        if t["partition"] == me["partition"]:
+            raise WorkerStartError(unreachable_message(_where(t), spec["scheduler_address"], t["unreachable"]))
+        row["status"] = "skipped: another task cannot reach the scheduler"
         return row
 
     assignment = assign_workers(gang, spec["pinned"])
@@ -355,6 +408,26 @@ def classic_partition(spec: dict):
 
     def fn(_rows):
         yield json.dumps(run_task(spec))
+
+    return fn
+
+
+def probe_partition(pause: float):
+    """``mapInArrow`` function of the Spark Connect executor probe: where did this task run.
+
+    Spark Connect cannot list executors; a short non-barrier job whose tasks overlap
+    in time (each sleeps ``pause`` seconds) lands on every executor with a free slot.
+    """
+
+    def fn(batches):
+        import pyarrow as pa
+
+        for _ in batches:
+            pass
+        time.sleep(pause)
+        ident = _executor_id() or f"{socket.gethostname()}:{os.getppid()}"
+        row = json.dumps({"executor_id": ident, "host": socket.gethostname()})
+        yield pa.RecordBatch.from_pydict({"info": [row]}, schema=pa.schema([("info", pa.string())]))
 
     return fn
 

@@ -1,0 +1,253 @@
+"""spark_dask.start on a Spark Connect session: ``remote("local-cluster[2,1,1024]")``.
+
+The same behaviour as tests/test_cluster.py, launched through the DataFrame API
+(``mapInArrow(..., barrier=True)``) instead of RDDs. A local remote starts an in-process
+Spark Connect server (and a classic SparkContext behind it), so this module needs the
+process free of classic sessions: the other modules stop theirs at module end, and this
+one stops its server at module end.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+
+import dask.array as da
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import pytest
+
+import spark_dask
+from spark_dask import PlanError, SparkCluster, SparkDaskError
+
+from .conftest import dask_processes, port_open, wait_until
+
+pytest.importorskip("grpc", reason="needs the connect extra (pyspark[connect])")
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(240)]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _fresh_jvm() -> None:
+    """Shut down the py4j gateway JVM left by an earlier session in this process.
+
+    spark-submit turns a session's confs into JVM system properties, and every later
+    ``SparkConf(loadDefaults=True)`` in that JVM reads them back: the fake GPUs of a
+    classic GPU test module would reach the Connect server, and the Connect plugin the
+    next classic module. A fresh JVM starts from the given confs only.
+    """
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return
+    proc = getattr(gateway, "proc", None)
+    try:
+        gateway.shutdown()
+    finally:
+        SparkContext._gateway = None
+        SparkContext._jvm = None
+    if proc is not None:
+        proc.stdin.close()  # the gateway JVM exits on EOF
+        try:
+            proc.wait(30)
+        except Exception:
+            proc.kill()
+            proc.wait(30)
+
+
+@pytest.fixture(scope="module")
+def spark():
+    """One in-process Spark Connect server for the module, on a free port."""
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+    from pyspark.sql.connect.client.core import DefaultChannelBuilder
+
+    if SparkContext._active_spark_context is not None or SparkSession._instantiatedSession is not None:
+        pytest.fail("a classic SparkSession is still active: a local Spark Connect server cannot start")
+    _fresh_jvm()
+    port = _free_port()
+    with pytest.MonkeyPatch.context() as mp:
+        # The client of a local remote connects to the default port (15002) unless
+        # SPARK_TESTING is set; use our own port so parallel runs cannot collide.
+        mp.setattr(DefaultChannelBuilder, "default_port", staticmethod(lambda: port))
+        s = (
+            SparkSession.builder.remote("local-cluster[2,1,1024]")
+            .appName("spark-dask-connect-tests")
+            .config("spark.connect.grpc.binding.port", str(port))
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
+            .config("spark.sql.shuffle.partitions", "4")
+            .getOrCreate()
+        )
+        try:
+            yield s
+        finally:
+            s.stop()
+            _fresh_jvm()
+    assert SparkContext._active_spark_context is None
+    assert "SPARK_CONNECT_MODE_ENABLED" not in os.environ
+
+
+def jvm_active_jobs() -> list[int]:
+    """Jobs of the in-process server's SparkContext (a local remote only)."""
+    from pyspark.sql import SparkSession
+
+    return list(SparkSession._instantiatedSession.sparkContext.statusTracker().getActiveJobsIds())
+
+
+def assert_no_leftovers(spark, cluster) -> None:
+    assert wait_until(lambda: not dask_processes(cluster.tag)), [p.info for p in dask_processes(cluster.tag)]
+    assert wait_until(lambda: not jvm_active_jobs()), jvm_active_jobs()
+    assert spark.interruptTag(cluster.tag) == []  # no operation carries the cluster's tag
+    assert cluster.tag not in spark.getTags()
+    assert not port_open(cluster.scheduler_address)
+
+
+def test_is_a_connect_session(spark):
+    from spark_dask.session import is_connect
+
+    assert is_connect(spark)
+    with pytest.raises(Exception):
+        spark.sparkContext  # noqa: B018 - what makes the classic path impossible
+
+
+def test_start_computes_and_leaves_nothing(spark):
+    t0 = time.monotonic()
+    with spark_dask.start(spark) as client:
+        cluster = client.cluster
+        up = time.monotonic() - t0
+        assert cluster.launcher.connect
+        info = client.scheduler_info()["workers"]
+        assert len(info) == 2
+        assert client.scheduler.address.startswith("tls://")
+        assert port_open(cluster.scheduler_address)
+        assert len(dask_processes(cluster.tag)) >= 2  # nanny + worker per task
+        assert jvm_active_jobs()  # the barrier stage holds the workers
+
+        pdf = pd.DataFrame({"k": np.arange(1000) % 7, "x": np.arange(1000, dtype=float)})
+        ddf = dd.from_pandas(pdf, npartitions=8)
+        got = ddf.groupby("k").x.sum().compute().sort_index()
+        pd.testing.assert_series_equal(got, pdf.groupby("k").x.sum().sort_index())
+
+        arr = np.random.default_rng(0).random((2000, 200))
+        assert np.isclose(da.from_array(arr, chunks=(250, 200)).sum().compute(), arr.sum())
+
+        pids = set(client.run(os.getpid).values())
+        assert os.getpid() not in pids and len(pids) == 2
+        t1 = time.monotonic()
+
+    down = time.monotonic() - t1
+    assert cluster.status.name == "closed"
+    assert_no_leftovers(spark, cluster)
+    rows = cluster.task_rows
+    assert sorted(r["partition"] for r in rows) == [0, 1]
+    assert all(w["exit_code"] == 0 for r in rows for w in r["workers"])
+    print(f"\nconnect first cluster: up {up:.2f}s (workers {cluster.timings['workers']:.2f}s), down {down:.2f}s")
+
+    t0 = time.monotonic()
+    with spark_dask.start(spark) as client:
+        up2 = time.monotonic() - t0
+        cluster = client.cluster
+        assert client.submit(lambda x: x + 1, 1).result() == 2
+        t1 = time.monotonic()
+    down2 = time.monotonic() - t1
+    assert_no_leftovers(spark, cluster)
+    print(f"connect second cluster: up {up2:.2f}s (workers {cluster.timings['workers']:.2f}s), down {down2:.2f}s")
+    assert up2 < 60 and down2 < 30  # generous: a shared machine
+
+
+def test_workers_carry_spark_facts_and_sizes(spark):
+    with spark_dask.start(spark, threads_per_worker=2, memory_limit="1GiB") as client:
+        workers = client.scheduler_info()["workers"].values()
+        assert sorted(w["name"] for w in workers) == ["spark-0", "spark-1"]
+        for w in workers:
+            assert w["nthreads"] == 2
+            assert w["memory_limit"] == 2**30
+            assert w["spark"]["cluster"] == client.cluster.tag
+        assert {w["spark"]["executor_id"] for w in workers} == {"0", "1"}
+
+
+def test_exception_in_block_propagates_and_tears_down(spark):
+    class Boom(Exception):
+        pass
+
+    with pytest.raises(Boom, match="inside"):
+        with spark_dask.start(spark) as client:
+            cluster = client.cluster
+            raise Boom("inside")
+    assert cluster.status.name == "closed"
+    assert_no_leftovers(spark, cluster)
+
+
+def test_cluster_contract_with_a_task_profile(spark):
+    # task_profile=True: the gang is submitted with mapInArrow(..., profile=...) (Spark >= 4.0)
+    cluster = SparkCluster(spark, n_workers=1, progress=False, task_profile=True)
+    try:
+        assert cluster.status.name == "running"
+        assert cluster.gang.uses_profile
+        client = cluster.get_client()
+        assert client.submit(lambda x: x * 2, 21).result() == 42
+        logs = cluster.get_logs()
+        assert {"Cluster", "Scheduler", "Spark tasks"} <= set(logs)
+        info = cluster.spark_info()
+        assert info["connect session"] == spark.session_id
+        assert info["application"].startswith("app-")
+        assert info["executors"] == "2 x 1 cores"
+        assert cluster.tag in cluster._repr_html_()
+        client.close()
+    finally:
+        cluster.close()
+    assert_no_leftovers(spark, cluster)
+    assert "task 0 on executor" in cluster.get_logs()["Spark tasks"]
+
+
+def test_scheduler_host_option(spark):
+    with spark_dask.start(spark, n_workers=1, scheduler_host="127.0.0.1") as client:
+        assert client.scheduler.address.startswith("tls://127.0.0.1:")
+        assert client.submit(lambda: 7).result() == 7
+        cluster = client.cluster
+    assert_no_leftovers(spark, cluster)
+
+
+def test_too_many_workers_fails_fast_without_a_job(spark):
+    t0 = time.monotonic()
+    with pytest.raises(PlanError, match="n_workers<=2"):
+        spark_dask.start(spark, n_workers=3)
+    assert time.monotonic() - t0 < 30
+    assert not jvm_active_jobs()
+
+
+def test_unreachable_scheduler_is_reported_quickly(spark, monkeypatch):
+    # What the tasks see from a laptop behind NAT: an address where nothing listens.
+    # A refused port on loopback: no traffic leaves this machine.
+    dead = f"tls://127.0.0.1:{_free_port()}"
+    original = SparkCluster._task_spec
+    tags = []
+
+    def spec_with_dead_address(self):
+        tags.append(self.tag)
+        return {**original(self), "scheduler_address": dead}
+
+    monkeypatch.setattr(SparkCluster, "_task_spec", spec_with_dead_address)
+    t0 = time.monotonic()
+    with pytest.raises(SparkDaskError) as e:
+        spark_dask.start(spark, timeout=120)
+    elapsed = time.monotonic() - t0
+    msg = str(e.value)
+    assert f"cannot reach the Dask scheduler at {dead}" in msg, msg
+    assert "executor" in msg and "host" in msg and "scheduler_host" in msg, msg
+    assert "Connection refused" in msg or "ConnectionRefusedError" in msg, msg
+    assert elapsed < 30, elapsed
+    assert wait_until(lambda: not jvm_active_jobs())
+    assert tags and not dask_processes(tags[0])
+
