@@ -53,8 +53,8 @@ print("sum per k:", result.tolist())
 
 # COMMAND ----------
 
-# Closing the cluster ends the Spark barrier job. Detaching the notebook or cancelling
-# a cell that runs a Dask computation tears the cluster down too (docs/databricks.md).
+# Closing the cluster ends the Spark barrier job. Cancelling the cell that starts it, or
+# detaching the notebook, tears it down too (docs/databricks.md says how and how fast).
 client.close()
 cluster.close()
 print("closed; Spark jobs still active:", list(spark.sparkContext.statusTracker().getActiveJobsIds()))
