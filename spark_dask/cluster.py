@@ -380,10 +380,12 @@ class SparkCluster(Cluster):
             warnings.warn(msg, stacklevel=2)
             self._log(msg)
         pool = config.get("rapids.rmm-pool-size")
-        if pool not in (None, False, "auto"):
+        if pool is False:
+            pool = None
+        elif pool not in (None, "auto"):
             pool = parse_bytes(pool) if isinstance(pool, str) else int(pool)
         return {
-            "pool": pool if pool not in (False,) else None,
+            "pool": pool,
             "reserve": parse_bytes(str(config.get("rapids.rmm-reserve"))),
             "fraction": float(config.get("rapids.rmm-fraction")),
         }

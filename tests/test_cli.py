@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -15,7 +16,15 @@ from click.testing import CliRunner
 
 from spark_dask import cli
 
-from .conftest import active_jobs, dask_processes, make_spark, stop_spark
+from .conftest import active_jobs, dask_processes, make_spark, stop_spark, wait_until
+
+
+def no_workers_left(output: str) -> bool:
+    """No worker process of the clusters named in ``output`` is left (other test runs on
+    this machine may have their own)."""
+    tags = set(re.findall(r"spark-dask-[0-9a-f]{10}", output))
+    assert tags, output[-2000:]
+    return wait_until(lambda: not any(dask_processes(t) for t in tags), timeout=20)
 
 HERE = os.path.dirname(__file__)
 ROOT = os.path.dirname(HERE)
@@ -109,7 +118,7 @@ def test_info_plans_without_starting_anything(spark):
     assert out["workers"] == 2 and out["worker kind"] == "cpu" and out["threads per worker"] == 1
     assert out["memory per worker"].endswith("(auto)")
     assert spark.sparkContext.statusTracker().getJobIdsForGroup(None) == before
-    assert not active_jobs(spark) and not dask_processes()
+    assert not active_jobs(spark)
     bad = CliRunner().invoke(cli.main, ["info", "--n-workers", "5"])
     assert bad.exit_code == 1 and "needs 5 Spark task slots" in bad.output
 
@@ -128,7 +137,7 @@ def test_run_in_process_shares_session_and_config(spark, tmp_path, capfd):
     assert "RESULT 6" in out.out and "SPARK 50" in out.out and "ARGS ['4', '--spark']" in out.out
     assert "Spark barrier job ended: yes" in out.err
     assert dask.config.get("scheduler-address", None) is None  # restored
-    assert not active_jobs(spark) and not dask_processes()
+    assert not active_jobs(spark) and no_workers_left(out.err)
     assert not spark.sparkContext._jsc.sc().isStopped()  # not ours to stop
 
 
@@ -152,8 +161,9 @@ def _spark_submit(tmp_path, exit_status: int) -> tuple[subprocess.CompletedProce
 @pytest.mark.parametrize("status", [0, 3])
 def test_run_under_spark_submit(tmp_path, status):
     proc, _ = _spark_submit(tmp_path, status)
-    assert proc.returncode == status, proc.stderr[-3000:]
-    assert "CLIENT tls://" in proc.stdout and "GET_CLIENT tls://" in proc.stdout, proc.stderr[-3000:]
-    assert "RESULT 6" in proc.stdout and "SPARK 50" in proc.stdout
-    assert f"Spark barrier job ended: yes); exit status {status}" in proc.stderr
-    assert not dask_processes()
+    output = proc.stdout + proc.stderr  # spark-submit merges the Python driver's stderr
+    assert proc.returncode == status, output[-3000:]
+    assert "CLIENT tls://" in output and "GET_CLIENT tls://" in output, output[-3000:]
+    assert "RESULT 6" in output and "SPARK 50" in output
+    assert f"Spark barrier job ended: yes); exit status {status}" in output
+    assert no_workers_left(output)

@@ -11,7 +11,7 @@ import pytest
 
 from spark_dask import cli
 
-from .conftest import dask_processes
+from .test_cli import no_workers_left
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "examples")
@@ -67,4 +67,4 @@ def test_example_runs(name, tmp_path):
     assert proc.returncode == 0, output[-4000:]
     for line in expected:
         assert line in output, (line, output[-4000:])
-    assert not dask_processes()
+    assert no_workers_left(output)
