@@ -25,7 +25,8 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 from distributed.security import Security
 from distributed.utils import Log, Logs, silence_logging_cmgr
 
-from spark_dask import config
+from spark_dask import config, rapids
+from spark_dask.databricks import DashboardSettings, dashboard_settings
 from spark_dask.launcher import GangLauncher, summarize_spark_error
 from spark_dask.plan import (
     PlanError,
@@ -177,6 +178,8 @@ class SparkCluster(Cluster):
     """
 
     _supports_scaling = False
+    # How the dashboard is served and linked (Databricks driver proxy); set in _start.
+    _dashboard: DashboardSettings | None = None
 
     def __init__(
         self,
@@ -327,13 +330,15 @@ class SparkCluster(Cluster):
                 raise PlanError("spark-dask: " + problem)
             self.security = Security.temporary() if opts["tls"] else Security()
             bind, host = await asyncio.to_thread(driver_host, self.spark, opts["scheduler_host"])
+            self._dashboard = dashboard_settings(self.spark, host, config.get("dashboard-prefix"))
             self.scheduler = Scheduler(
                 host=host,
                 port=0,
                 protocol="tls" if opts["tls"] else "tcp",
                 security=self.security,
                 dashboard=bool(opts["dashboard"]),
-                dashboard_address=f"{host}:0",
+                dashboard_address=self._dashboard.address,
+                http_prefix=self._dashboard.http_prefix,
                 plugins=[_WorkerWatch(self._changed)],
                 validate=False,
             )
@@ -407,6 +412,28 @@ class SparkCluster(Cluster):
             "connect_timeout": opts["connect_timeout"],
             "env": self.env,
             "log_lines": 30,
+            "rmm": self._rmm_spec() if plan.kind == "cuda" else None,
+        }
+
+    def _rmm_spec(self) -> dict:
+        """RMM pool sizing for dask-cuda workers (``spark-dask.rapids.*``); warns when the
+        Spark RAPIDS plugin's own pool would leave too little GPU memory for them."""
+        from spark_dask.session import conf as spark_conf
+
+        for msg in rapids.check_rapids(
+            lambda key: spark_conf(self.spark, key), float(config.get("rapids.dask-fraction"))
+        ):
+            warnings.warn(msg, stacklevel=2)
+            self._log(msg)
+        pool = config.get("rapids.rmm-pool-size")
+        if pool is False:
+            pool = None
+        elif pool not in (None, "auto"):
+            pool = parse_bytes(pool) if isinstance(pool, str) else int(pool)
+        return {
+            "pool": pool,
+            "reserve": parse_bytes(str(config.get("rapids.rmm-reserve"))),
+            "fraction": float(config.get("rapids.rmm-fraction")),
         }
 
     def _watch_worker_status_changes(self) -> None:
@@ -695,6 +722,19 @@ class SparkCluster(Cluster):
                 out += ["    " + ln for ln in (w["log_tail"] or "").splitlines()]
         return "\n".join(out)
 
+    @property
+    def dashboard_link(self) -> str:
+        """The dashboard's status page; on Databricks the driver-proxy URL."""
+        settings = self._dashboard
+        if settings is None or (settings.databricks is None and not settings.prefix):
+            return super().dashboard_link
+        try:
+            port = self.scheduler_info["services"]["dashboard"]
+        except (KeyError, TypeError):
+            return ""
+        host = self.scheduler_address.split("://")[1].split("/")[0].rsplit(":", 1)[0].strip("[]")
+        return settings.link(host, port)
+
     def spark_info(self) -> dict:
         """Spark-side facts of this cluster (for the widget, logs and the CLI)."""
         plan, facts = self.gang, self.facts
@@ -721,6 +761,16 @@ class SparkCluster(Cluster):
             info["executors"] = f"{facts.executors} x {facts.executor_cores} cores" + (
                 f", {facts.executor_gpus:g} GPUs" if facts.executor_gpus else ""
             )
+        gpus = sorted(
+            str(w["spark"]["gpu"])
+            for w in (self.scheduler_info or {}).get("workers", {}).values()
+            if isinstance(w.get("spark"), dict) and w["spark"].get("gpu") is not None
+        )
+        if gpus or (plan is not None and plan.pinned):
+            info["GPUs"] = f"{len(gpus)} ({', '.join(gpus)})" if gpus else str(plan.n_workers)
+        db = self._dashboard.databricks if self._dashboard is not None else None
+        if db is not None:
+            info["Databricks"] = f"runtime {db.runtime_version}, cluster {db.cluster_id}, {db.cloud}"
         if "start" in self.timings:
             info["start-up"] = f"{self.timings['start']:.1f} s"
         return info

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable
 
 from spark_dask import plan as plan_module
+from spark_dask import rapids as rapids_module
 from spark_dask import task as task_module
 from spark_dask.plan import GangPlan
 from spark_dask.session import is_connect
@@ -31,7 +32,7 @@ def _ship_task_code_by_value() -> None:
         return
     from pyspark import cloudpickle
 
-    for module in (plan_module, task_module):
+    for module in (plan_module, rapids_module, task_module):
         cloudpickle.register_pickle_by_value(module)
     _by_value_registered = True
 

@@ -38,6 +38,7 @@ from spark_dask.plan import (
     worker_memory,
     worker_threads,
 )
+from spark_dask.rapids import rmm_option
 
 # Loaded by every Dask worker process we start (``--preload <file>``).
 # 1. Tags the worker with Spark facts: they appear in ``client.scheduler_info()``.
@@ -333,11 +334,15 @@ def run_task(spec: dict) -> dict:
         for w in mine:
             local = os.path.join(workdir, w["name"])
             os.mkdir(local)
+            options = spec.get("worker_options")
+            if spec["kind"] == "cuda" and not spec.get("worker_command"):
+                options, note = rmm_option(spec.get("rmm"), w["gpu"], options)
+                row.setdefault("notes", []).append(f"{w['name']}: {note}")
             cmd = worker_command(
                 {**fields, "name": w["name"], "local_directory": local},
                 spec["kind"],
                 spec.get("worker_command"),
-                spec.get("worker_options"),
+                options,
             )
             env = dict(os.environ)
             env.update(spec.get("env") or {})

@@ -1,0 +1,542 @@
+"""``spark-dask`` command line (also ``dask spark ...``): run a script on a Dask cluster
+inside the Spark application, or show what that cluster would look like.
+
+::
+
+    spark-dask run [OPTIONS] SCRIPT [ARGS]...     # or: spark-dask run -m MODULE [ARGS]...
+    spark-dask info [OPTIONS]
+
+Under ``spark-submit`` (which needs a ``.py`` file) submit this module's file::
+
+    spark-submit --master ... "$(python -c 'import spark_dask.cli as m; print(m.__file__)')" run job.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import signal
+import sys
+import time
+import traceback
+from contextlib import contextmanager, suppress
+
+import click
+import yaml
+
+# --------------------------------------------------------------------------------------
+# Options shared by the commands; they mirror spark_dask.start()'s keyword arguments.
+# --------------------------------------------------------------------------------------
+
+
+def _key_values(ctx, param, values) -> dict:
+    out = {}
+    for item in values or ():
+        if "=" not in item:
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", ctx=ctx, param=param)
+        key, value = item.split("=", 1)
+        out[key.strip()] = value
+    return out
+
+
+def _typed_key_values(ctx, param, values) -> dict:
+    """KEY=VALUE with YAML-typed values: ``nanny=false`` is False, ``n=2`` is 2."""
+    return {k: yaml.safe_load(v) if v != "" else "" for k, v in _key_values(ctx, param, values).items()}
+
+
+def _task_profile(ctx, param, value):
+    if value is None:
+        return None
+    return {"auto": "auto", "true": True, "false": False}[value.lower()]
+
+
+def session_options(f):
+    """--master, --conf, --app-name: how to get or create the SparkSession."""
+    f = click.option(
+        "--app-name", default=None, help="Application name when a new SparkSession is created."
+    )(f)
+    f = click.option(
+        "--conf",
+        "spark_conf",
+        multiple=True,
+        metavar="KEY=VALUE",
+        callback=_key_values,
+        help="Spark conf for a new SparkSession (repeatable). Ignored by an existing one "
+        "for static confs.",
+    )(f)
+    f = click.option(
+        "--master",
+        default=None,
+        help="Spark master for a new SparkSession, e.g. 'local-cluster[2,1,1024]'. Default: "
+        "the active session, or what spark-submit / the Databricks cluster provides.",
+    )(f)
+    return f
+
+
+def plan_options(f):
+    """The options that decide the size and shape of the cluster (used by run and info)."""
+    f = click.option(
+        "--task-profile",
+        type=click.Choice(["auto", "true", "false"], case_sensitive=False),
+        default=None,
+        callback=_task_profile,
+        help="Ask Spark for a stage-level task resource profile for the gang "
+        "[default: spark-dask.task-profile, auto].",
+    )(f)
+    f = click.option(
+        "--memory-limit",
+        default=None,
+        help="Memory per worker: 'auto' or a size such as '8GiB' [default: auto].",
+    )(f)
+    f = click.option(
+        "--threads-per-worker",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Threads per worker [default: the Spark task's CPUs].",
+    )(f)
+    f = click.option(
+        "--worker",
+        type=click.Choice(["auto", "cuda", "cpu"]),
+        default=None,
+        help="Worker program: dask-cuda ('cuda'), plain ('cpu'); auto: cuda when Spark tasks "
+        "own GPUs [default: auto].",
+    )(f)
+    f = click.option(
+        "--n-workers",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Number of Dask workers [default: one per executor GPU, else one per executor].",
+    )(f)
+    return f
+
+
+def run_options(f):
+    """The remaining start() options (only meaningful when a cluster starts)."""
+    f = click.option(
+        "--silence-logs",
+        default=None,
+        help="Log level below which the scheduler's log lines are not printed; 'false' "
+        "prints all [default: warning].",
+    )(f)
+    f = click.option(
+        "--env",
+        multiple=True,
+        metavar="KEY=VALUE",
+        callback=_key_values,
+        help="Environment variable for the worker processes (repeatable).",
+    )(f)
+    f = click.option(
+        "--progress/--no-progress",
+        default=None,
+        help="Show 'n/N Dask workers connected' while starting [default: on].",
+    )(f)
+    f = click.option(
+        "--dashboard/--no-dashboard",
+        default=None,
+        help="Serve the scheduler dashboard (Databricks: through the driver proxy) [default: on].",
+    )(f)
+    f = click.option(
+        "--tls/--no-tls",
+        default=None,
+        help="Per-cluster TLS credentials; --no-tls is plain TCP [default: on].",
+    )(f)
+    f = click.option(
+        "--timeout",
+        default=None,
+        help="How long to wait for every worker, e.g. '5m' [default: 180s].",
+    )(f)
+    f = click.option(
+        "--worker-command",
+        default=None,
+        help="Command template replacing the default worker command (see docs/configuration.md).",
+    )(f)
+    f = click.option(
+        "--worker-option",
+        "worker_options",
+        multiple=True,
+        metavar="KEY=VALUE",
+        callback=_typed_key_values,
+        help="Extra worker command-line option, e.g. rmm_pool_size=10GB or nanny=false "
+        "(repeatable).",
+    )(f)
+    return f
+
+
+def _start_kwargs(options: dict) -> dict:
+    """start() keyword arguments from the parsed options (None: the configured default)."""
+    kwargs = {k: v for k, v in options.items() if v is not None and v != {}}
+    silence = kwargs.get("silence_logs")
+    if isinstance(silence, str) and silence.lower() in ("false", "no", "off"):
+        kwargs["silence_logs"] = False
+    return kwargs
+
+
+# --------------------------------------------------------------------------------------
+# Session, client configuration, script execution.
+# --------------------------------------------------------------------------------------
+
+
+def get_or_create_session(master: str | None = None, conf: dict | None = None, app_name: str | None = None):
+    """(session, created): the active SparkSession, or a new one from the options.
+
+    ``created`` is True when this call started the SparkContext (so the caller may stop it).
+    """
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    existing = SparkSession.getActiveSession()
+    if existing is not None and not master and not conf:
+        return existing, False
+    had_context = SparkContext._active_spark_context is not None
+    builder = SparkSession.builder
+    if master:
+        builder = builder.master(master)
+    if app_name:
+        builder = builder.appName(app_name)
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    return spark, not had_context and existing is None
+
+
+def client_config(cluster) -> dict:
+    """``dask.config`` values that make a plain ``Client()`` connect to ``cluster``.
+
+    The scheduler address, and with TLS the cluster's client credentials (in-memory
+    PEM text, which :class:`distributed.security.Security` accepts in these keys: no
+    key material is written to disk). On Databricks the dashboard link is the proxy URL.
+    """
+    cfg = {"scheduler-address": cluster.scheduler_address}
+    sec = cluster.security
+    if sec is not None and sec.require_encryption:
+        cfg.update(
+            {
+                "distributed.comm.require-encryption": True,
+                "distributed.comm.tls.ca-file": sec.tls_ca_file,
+                "distributed.comm.tls.client.cert": sec.tls_client_cert,
+                "distributed.comm.tls.client.key": sec.tls_client_key,
+            }
+        )
+    settings = getattr(cluster, "_dashboard", None)
+    link = cluster.dashboard_link
+    if settings is not None and settings.databricks is not None and link:
+        # A format template in distributed: braces would be placeholders.
+        cfg["distributed.dashboard.link"] = link.replace("{", "{{").replace("}", "}}")
+    return cfg
+
+
+def exit_code(code) -> int:
+    """The process exit status for ``SystemExit(code)``, as Python itself maps it."""
+    if code is None:
+        return 0
+    if isinstance(code, bool):
+        return int(code)
+    if isinstance(code, int):
+        return code & 0xFF if code >= 0 else code % 256
+    print(code, file=sys.stderr)
+    return 1
+
+
+def exec_target(target: str, args, module: bool = False) -> int:
+    """Run a script (or ``-m`` module) as ``__main__`` in this process; its exit status.
+
+    ``sys.argv`` is ``[target, *args]`` while it runs, and a script's directory comes
+    first on ``sys.path``, as with ``python SCRIPT``. An exception is printed and gives 1.
+    """
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    try:
+        if module:
+            sys.argv = [target, *args]
+            runpy.run_module(target, run_name="__main__", alter_sys=True)
+        else:
+            path = os.path.abspath(target)
+            if not os.path.exists(path):
+                print(f"spark-dask: no such script: {target}", file=sys.stderr)
+                return 2
+            sys.argv = [target, *args]
+            sys.path.insert(0, os.path.dirname(path))
+            runpy.run_path(path, run_name="__main__")
+        return 0
+    except SystemExit as e:
+        return exit_code(e.code)
+    except KeyboardInterrupt:
+        traceback.print_exc()
+        return 130
+    except BaseException:  # noqa: BLE001 - the script's error, reported like python does
+        traceback.print_exc()
+        return 1
+    finally:
+        sys.argv[:] = saved_argv
+        sys.path[:] = saved_path
+
+
+@contextmanager
+def _sigterm_as_exit():
+    """SIGTERM (a cancelled job run, spark-submit killed) raises SystemExit(143) in the
+    main thread, so the cluster is torn down in ``finally`` instead of left behind."""
+
+    def handler(signum, frame):
+        raise SystemExit(128 + signum)
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run_script(
+    target: str,
+    args=(),
+    *,
+    module: bool = False,
+    spark=None,
+    master: str | None = None,
+    conf: dict | None = None,
+    app_name: str | None = None,
+    **start_kwargs,
+) -> int:
+    """Start a cluster, run ``target`` against it, tear everything down; the exit status.
+
+    Inside the script a plain ``distributed.Client()`` and
+    ``dask.distributed.get_client()`` connect to the cluster (``dask.config`` holds
+    its address and credentials, and a default client exists), and
+    ``SparkSession.builder.getOrCreate()`` returns the same SparkSession. A
+    SparkSession this call created is stopped at the end, except on Databricks, where
+    the session belongs to the cluster.
+
+    Parameters
+    ----------
+    target : str
+        Path of a Python script, or a module name with ``module=True``.
+    args : sequence of str
+        The script's arguments (``sys.argv[1:]``).
+    spark : SparkSession, optional
+        Use this session instead of getting or creating one.
+    master, conf, app_name
+        For a new SparkSession (see :func:`get_or_create_session`).
+    **start_kwargs
+        :class:`spark_dask.SparkCluster` keyword arguments.
+    """
+    import dask.config
+    from distributed import Client
+
+    from spark_dask import databricks
+    from spark_dask.cluster import SparkCluster
+
+    created = False
+    if spark is None:
+        spark, created = get_or_create_session(master, conf, app_name)
+    stop_session = created and databricks.detect(spark) is None
+    cluster = client = None
+    code = 1
+    with _sigterm_as_exit():
+        try:
+            try:
+                cluster = SparkCluster(spark, **start_kwargs)
+            except Exception as e:  # noqa: BLE001 - reported, exit status 1
+                print(f"spark-dask: the Dask cluster did not start: {e}", file=sys.stderr)
+                return 1
+            print(
+                f"spark-dask: {len(cluster.scheduler.workers)} workers at "
+                f"{cluster.scheduler_address}; dashboard {cluster.dashboard_link or '(off)'}",
+                file=sys.stderr,
+                flush=True,
+            )
+            with dask.config.set(client_config(cluster)):
+                client = Client(cluster, set_as_default=True)
+                code = exec_target(target, args, module)
+        finally:
+            t0 = time.monotonic()
+            if client is not None:
+                with suppress(Exception):
+                    client.close()
+            if cluster is not None:
+                cluster.close()
+                ended = cluster.launcher is None or cluster.launcher.done.is_set()
+                print(
+                    f"spark-dask: cluster {cluster.tag} closed in {time.monotonic() - t0:.1f}s "
+                    f"(Spark barrier job ended: {'yes' if ended else 'NO'}); exit status {code}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            if stop_session:
+                with suppress(Exception):
+                    spark.stop()
+    return code
+
+
+# --------------------------------------------------------------------------------------
+# info
+# --------------------------------------------------------------------------------------
+
+
+def describe(spark, n_workers=None, worker=None, task_profile=None, threads_per_worker=None, memory_limit=None) -> dict:
+    """What a cluster would look like on this Spark application; starts nothing.
+
+    Reads the session (executors, slots, GPUs) and plans the gang exactly as
+    :class:`~spark_dask.SparkCluster` does, without submitting a Spark job.
+    """
+    from dask.utils import format_bytes, parse_bytes, parse_timedelta
+
+    from spark_dask import config, databricks, rapids
+    from spark_dask.plan import PlanError, plan_gang, worker_memory, worker_threads
+    from spark_dask.session import cluster_facts
+    from spark_dask.session import conf as spark_conf
+
+    facts = cluster_facts(spark, parse_timedelta(config.get("executor-wait")))
+    out: dict = {
+        "master": facts.master,
+        "executors": facts.executors,
+        "executor cores": facts.executor_cores,
+        "executor memory": format_bytes(facts.executor_memory),
+        "executor GPUs": facts.executor_gpus,
+        "task cpus": facts.task_cpus,
+        "task GPUs": facts.task_gpus,
+        "task slots": facts.slots,
+    }
+    try:
+        plan = plan_gang(
+            facts,
+            config.get("n-workers", n_workers),
+            config.get("worker", worker),
+            config.get("task-profile", task_profile),
+        )
+    except PlanError as e:
+        out["error"] = str(e)
+        return out
+    out.update(
+        {
+            "workers": plan.n_workers,
+            "worker kind": plan.kind,
+            "one worker per GPU": plan.pinned,
+            "barrier tasks": plan.n_tasks,
+            "task request": (
+                {"cpus": plan.task_cpus or facts.task_cpus, "gpus": plan.task_gpus}
+                if plan.uses_profile
+                else "default resource profile"
+            ),
+            "free slots while running": (facts.slots - plan.n_tasks if facts.slots is not None else None),
+        }
+    )
+    tpw = config.get("threads-per-worker", threads_per_worker)
+    tasks_per_executor = max(1, plan.n_tasks // max(facts.executors, 1))
+    out["threads per worker"] = worker_threads(
+        tpw, plan.task_cpus or facts.task_cpus, facts.executor_cores, tasks_per_executor, plan.workers_per_task
+    )
+    mem = config.get("memory-limit", memory_limit)
+    if mem != "auto":
+        out["memory per worker"] = format_bytes(parse_bytes(mem) if isinstance(mem, str) else int(mem))
+    elif facts.master.startswith("local"):
+        from spark_dask.task import _host_memory
+
+        # Every executor runs on this host.
+        size = worker_memory("auto", _host_memory(), facts.executor_memory, facts.executors, plan.n_workers)
+        out["memory per worker"] = format_bytes(size) + " (auto)"
+    else:
+        out["memory per worker"] = (
+            "auto: each host's memory less its executors' "
+            f"({format_bytes(facts.executor_memory)} each), split over its workers"
+        )
+    db = databricks.detect(spark)
+    if db is not None:
+        out["databricks"] = {
+            "runtime": db.runtime_version,
+            "workspace": db.workspace,
+            "cloud": db.cloud,
+            "cluster": db.cluster_id,
+            "dashboard": (
+                databricks.proxy_url(db, 0).replace("/0/", "/<port>/") if db.has_proxy else None
+            ),
+        }
+    if plan.kind == "cuda":
+        warnings_ = rapids.check_rapids(
+            lambda key: spark_conf(spark, key), float(config.get("rapids.dask-fraction"))
+        )
+        out["rapids"] = warnings_ or "ok"
+    return out
+
+
+@click.group(name="spark", context_settings={"help_option_names": ["-h", "--help"]})
+def main():
+    """Dask clusters inside a Spark application: scheduler on the driver, workers in
+    one Spark barrier stage (spark-dask). Also available as ``dask spark``."""
+
+
+@main.command(
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+)
+@session_options
+@plan_options
+@run_options
+@click.option(
+    "-m",
+    "--module",
+    "as_module",
+    is_flag=True,
+    help="Run TARGET as a module, like 'python -m TARGET'.",
+)
+@click.argument("target")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def run(target, args, as_module, master, spark_conf, app_name, **options):
+    """Run a Python script (or -m module) with a Dask cluster in this Spark application.
+
+    Gets or creates the SparkSession, starts the cluster, runs TARGET in this process
+    with ARGS as its arguments, then tears the cluster down and exits with the
+    script's exit status. Inside the script a plain distributed.Client() or
+    dask.distributed.get_client() connects to the cluster, and
+    SparkSession.builder.getOrCreate() returns the same session. Options after TARGET
+    belong to the script.
+
+    Exit status: the script's; 1 when the cluster cannot start or the script raises;
+    143 on SIGTERM (after teardown).
+    """
+    code = run_script(
+        target,
+        args,
+        module=as_module,
+        master=master,
+        conf=spark_conf,
+        app_name=app_name,
+        **_start_kwargs(options),
+    )
+    sys.exit(code)
+
+
+@main.command()
+@session_options
+@plan_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+def info(master, spark_conf, app_name, as_json, **options):
+    """Show the cluster that 'run' (or spark_dask.start()) would start here.
+
+    Executors, task slots, GPUs, planned workers, threads and memory per worker, and on
+    Databricks the dashboard URL pattern. Starts no Spark job and no Dask process.
+    Exit status 1 when no cluster could start with these options.
+    """
+    spark, created = get_or_create_session(master, spark_conf, app_name)
+    try:
+        out = describe(spark, **options)
+    finally:
+        from spark_dask import databricks
+
+        if created and databricks.detect(spark) is None:
+            spark.stop()
+    if as_json:
+        click.echo(json.dumps(out, indent=2, default=str))
+    else:
+        width = max(len(k) for k in out)
+        for key, value in out.items():
+            if isinstance(value, list):
+                value = "\n".join(value)
+            click.echo(f"{key:<{width}}  {value}")
+    sys.exit(1 if "error" in out else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,230 @@
+"""Spark RAPIDS and dask-cuda on the same GPUs.
+
+The RAPIDS Accelerator for Apache Spark (``com.nvidia.spark.SQLPlugin`` in
+``spark.plugins``) gives each executor an RMM memory pool on its GPU when the executor
+starts. A dask-cuda worker that spark-dask starts in a barrier task of that executor
+uses the same GPU, so it only gets what the Spark pool left free. This module
+
+* reads the plugin's GPU memory confs and says, with the exact confs to set, when the
+  Spark pool would leave too little for Dask (:func:`check_rapids`);
+* sizes the dask-cuda worker's RMM pool from the GPU memory actually free inside the
+  Spark task, minus a reserve (:func:`rmm_pool_size`, :func:`gpu_free_memory`).
+
+Standard library only at module level: the driver ships this module by value to the
+executors with :mod:`spark_dask.task`; ``pynvml`` is imported inside the task only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+SQL_PLUGIN = "com.nvidia.spark.SQLPlugin"
+POOL = "spark.rapids.memory.gpu.pool"
+POOLING_ENABLED = "spark.rapids.memory.gpu.pooling.enabled"  # deprecated switch
+ALLOC_FRACTION = "spark.rapids.memory.gpu.allocFraction"
+MAX_ALLOC_FRACTION = "spark.rapids.memory.gpu.maxAllocFraction"
+MIN_ALLOC_FRACTION = "spark.rapids.memory.gpu.minAllocFraction"
+RESERVE = "spark.rapids.memory.gpu.reserve"
+
+# The plugin's defaults (spark-rapids 23.x and later).
+DEFAULT_POOL = "ASYNC"
+DEFAULT_ALLOC_FRACTION = 1.0
+DEFAULT_MAX_ALLOC_FRACTION = 1.0
+DEFAULT_MIN_ALLOC_FRACTION = 0.25
+DEFAULT_RESERVE = 640 * 2**20
+
+POOL_ALIGN = 256 * 2**20  # RMM pool sizes are rounded down to this
+MIN_POOL = 2**30  # below this an RMM pool is not worth making
+
+
+def _bytes(text: str | None, default: int) -> int:
+    """A JVM-style size ("640m", "1g", "1024") to bytes; bare numbers are bytes here."""
+    if text is None or not str(text).strip():
+        return default
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*", str(text).lower())
+    if not m:
+        return default
+    number, unit = m.groups()
+    return int(float(number) * 1024 ** ("_kmgt".index(unit) if unit else 0))
+
+
+def _fraction(text: str | None, default: float) -> float:
+    try:
+        return float(text) if text is not None and str(text).strip() else default
+    except ValueError:
+        return default
+
+
+def plugin_enabled(plugins: str | None) -> bool:
+    """Whether ``spark.plugins`` holds the RAPIDS SQL plugin."""
+    return SQL_PLUGIN in [p.strip() for p in (plugins or "").split(",")]
+
+
+@dataclass(frozen=True)
+class RapidsMemory:
+    """The RAPIDS plugin's GPU memory settings, defaults filled in."""
+
+    enabled: bool
+    pool: str
+    alloc_fraction: float
+    max_alloc_fraction: float
+    min_alloc_fraction: float
+    reserve: int
+
+    @property
+    def pooled(self) -> bool:
+        """Whether the plugin keeps an RMM pool (it does unless the pool is NONE)."""
+        return self.enabled and self.pool != "NONE"
+
+    @property
+    def spark_fraction(self) -> float:
+        """Share of the GPU's free memory the plugin takes at executor start."""
+        if not self.pooled:
+            return 0.0
+        return min(self.alloc_fraction, self.max_alloc_fraction)
+
+
+def read_rapids(conf: Callable[[str], str | None]) -> RapidsMemory:
+    """The plugin's GPU memory confs from a conf reader (``conf(key)`` -> str or None)."""
+    pool = (conf(POOL) or "").strip().upper() or DEFAULT_POOL
+    if (conf(POOLING_ENABLED) or "").strip().lower() == "false" and conf(POOL) is None:
+        pool = "NONE"
+    return RapidsMemory(
+        enabled=plugin_enabled(conf("spark.plugins")),
+        pool=pool,
+        alloc_fraction=_fraction(conf(ALLOC_FRACTION), DEFAULT_ALLOC_FRACTION),
+        max_alloc_fraction=_fraction(conf(MAX_ALLOC_FRACTION), DEFAULT_MAX_ALLOC_FRACTION),
+        min_alloc_fraction=_fraction(conf(MIN_ALLOC_FRACTION), DEFAULT_MIN_ALLOC_FRACTION),
+        reserve=_bytes(conf(RESERVE), DEFAULT_RESERVE),
+    )
+
+
+def check_rapids(conf: Callable[[str], str | None], dask_fraction: float = 0.4) -> list[str]:
+    """Warnings (with the confs to set) when the RAPIDS pool would starve Dask workers.
+
+    Parameters
+    ----------
+    conf : callable
+        ``conf(key)`` returns the Spark conf value or None.
+    dask_fraction : float
+        Share of each GPU the dask-cuda workers need (``spark-dask.rapids.dask-fraction``).
+
+    Returns
+    -------
+    list of str
+        Empty when the plugin is off or leaves at least ``dask_fraction`` free.
+    """
+    mem = read_rapids(conf)
+    if not mem.pooled or mem.spark_fraction + dask_fraction <= 1.0 + 1e-9:
+        return []
+    keep = max(0.05, round(1.0 - dask_fraction, 2))
+    sets = [f"{ALLOC_FRACTION}={keep:g}", f"{MAX_ALLOC_FRACTION}={keep:g}"]
+    if mem.min_alloc_fraction > keep:
+        sets.append(f"{MIN_ALLOC_FRACTION}={keep:g}")
+    return [
+        f"spark-dask: the RAPIDS Accelerator ({SQL_PLUGIN}) keeps a {mem.pool} GPU memory "
+        f"pool of {mem.spark_fraction:.0%} of each GPU ({ALLOC_FRACTION}="
+        f"{mem.alloc_fraction:g}, {MAX_ALLOC_FRACTION}={mem.max_alloc_fraction:g}), leaving "
+        f"less than the {dask_fraction:.0%} the dask-cuda workers need "
+        f"(spark-dask.rapids.dask-fraction). Start the Spark application (on Databricks: "
+        f"the cluster's Spark config, then restart it) with "
+        + " ".join(f"--conf {s}" for s in sets)
+        + f", or with --conf {POOL}=NONE to give up the Spark pool. These confs are read "
+        f"when executors start."
+    ]
+
+
+def rmm_pool_size(free: int, reserve: int, fraction: float = 1.0, align: int = POOL_ALIGN) -> int | None:
+    """The RMM pool for a dask-cuda worker, from the GPU memory free in its task.
+
+    ``(free - reserve) * fraction``, rounded down to ``align``; None when that is
+    below 1 GiB (then the worker runs without a pool rather than with a useless one).
+
+    >>> rmm_pool_size(40 * 2**30, 2**30, 0.9) / 2**30
+    35.0
+    >>> rmm_pool_size(2**30, 2**30) is None
+    True
+    """
+    usable = int((int(free) - int(reserve)) * float(fraction))
+    size = usable // align * align
+    return size if size >= MIN_POOL else None
+
+
+def gpu_free_memory(gpu: str) -> tuple[int, int] | None:
+    """(free, total) bytes of one physical GPU (index or UUID) through NVML, or None.
+
+    Runs in the Spark task. ``pynvml`` (package ``nvidia-ml-py``, installed with
+    dask-cuda) is imported here only; without it, or without a driver, None.
+    """
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+    except Exception:  # no NVIDIA driver here
+        return None
+    try:
+        if str(gpu).isdigit():
+            handle = pynvml.nvmlDeviceGetHandleByIndex(int(gpu))
+        else:
+            handle = pynvml.nvmlDeviceGetHandleByUUID(str(gpu))
+        info = pynvml.nvmlDeviceGetMemoryInfo(handle)
+        return int(info.free), int(info.total)
+    except Exception:
+        return None
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:
+            pass
+
+
+def rmm_option(spec: dict | None, gpu: str | None, options: dict | None) -> tuple[dict, str]:
+    """Worker options with ``rmm_pool_size`` filled in for a dask-cuda worker, and a note.
+
+    Parameters
+    ----------
+    spec : dict or None
+        ``{"pool": "auto" | bytes | None, "reserve": bytes, "fraction": float}``.
+    gpu : str or None
+        The worker's physical GPU.
+    options : dict or None
+        The user's worker options; an ``rmm_pool_size`` there always wins.
+
+    Returns
+    -------
+    (dict, str)
+        The options to use and what was decided (for the task's status row).
+    """
+    options = dict(options or {})
+    if any(k.replace("-", "_") == "rmm_pool_size" for k in options):
+        return options, "rmm pool: worker_options"
+    if not spec or spec.get("pool") in (None, False, "none", "None"):
+        return options, "rmm pool: off"
+    if spec["pool"] != "auto":
+        options["rmm_pool_size"] = int(spec["pool"])
+        return options, f"rmm pool: {int(spec['pool'])} bytes (configured)"
+    if gpu is None:
+        return options, "rmm pool: no GPU"
+    mem = gpu_free_memory(gpu)
+    if mem is None:
+        return options, "rmm pool: dask-cuda default (pynvml or the GPU driver unavailable)"
+    size = rmm_pool_size(mem[0], int(spec.get("reserve", 0)), float(spec.get("fraction", 1.0)))
+    if size is None:
+        return options, f"rmm pool: none, only {mem[0] / 2**30:.1f} GiB free on GPU {gpu}"
+    options["rmm_pool_size"] = size
+    return options, f"rmm pool: {size / 2**30:.2f} GiB of {mem[0] / 2**30:.1f} GiB free on GPU {gpu}"
+
+
+__all__ = [
+    "RapidsMemory",
+    "check_rapids",
+    "gpu_free_memory",
+    "plugin_enabled",
+    "read_rapids",
+    "rmm_option",
+    "rmm_pool_size",
+]

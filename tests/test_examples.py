@@ -1,0 +1,70 @@
+"""Every example in examples/ runs to completion on local-cluster (CPU)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+
+import pytest
+
+from spark_dask import cli
+
+from .test_cli import no_workers_left
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLES = os.path.join(ROOT, "examples")
+SPARK_SUBMIT = os.path.join(os.path.dirname(sys.executable), "spark-submit")
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
+
+# example: (command after the interpreter, modules it needs, lines its output must have)
+CASES = {
+    "quickstart.py": (["quickstart.py"], [], ["groupby mean per k:", "Spark jobs still active: []"]),
+    "notebook_quickstart.py": (
+        ["notebook_quickstart.py"], [], ["dashboard: http", "Spark job tag: spark-dask-", "sum per k:",
+                                         "closed; Spark jobs still active: []"]),
+    "job_task.py": (None, [], ["connected to tls://", "dask rows: 50000", "spark rows: 50000",
+                               "Spark barrier job ended: yes); exit status 0"]),
+    "spark_dask_xgboost.py": (
+        ["spark_dask_xgboost.py", "--rows", "50000"], ["xgboost"],
+        ["spark wrote 50000 rows", "xgboost on 2 Dask workers: test rmse", "Spark jobs still active: []"]),
+    "delta_lake.py": (
+        ["delta_lake.py"], ["deltalake", "dask_deltatable"],
+        ["latest version: 1500 rows", "version 0 (time travel): 1000 rows", "read by 2 Dask workers"]),
+}  # fmt: skip
+
+
+def test_every_example_is_covered():
+    assert sorted(f for f in os.listdir(EXAMPLES) if f.endswith(".py")) == sorted(CASES)
+
+
+def _needs(modules):
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must install the examples extra (missing {missing})")
+        pytest.skip(f"pip install -e '.[examples]' to run this example (missing {missing})")
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_example_runs(name, tmp_path):
+    args, modules, expected = CASES[name]
+    _needs(modules)
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    env.pop("DATABRICKS_RUNTIME_VERSION", None)
+    if args is None:  # the job-task script, driven by `spark-dask run` under spark-submit
+        cmd = [
+            SPARK_SUBMIT, "--master", "local-cluster[2,1,1024]", "--conf", "spark.ui.enabled=false",
+            "--conf", "spark.log.level=WARN", cli.__file__, "run", "--n-workers", "1",
+            os.path.join(EXAMPLES, "job_task.py"), "--rows", "50000",
+        ]  # fmt: skip
+    else:
+        cmd = [sys.executable, os.path.join(EXAMPLES, args[0]), *args[1:]]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=280, env=env, cwd=str(tmp_path))
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-4000:]
+    for line in expected:
+        assert line in output, (line, output[-4000:])
+    assert no_workers_left(output)
