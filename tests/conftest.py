@@ -16,9 +16,40 @@ import pytest
 HERE = os.path.dirname(__file__)
 
 
+def fresh_jvm() -> None:
+    """Shut down the py4j gateway JVM left by an earlier session in this process.
+
+    spark-submit turns a session's confs into JVM system properties, and every later
+    ``SparkConf(loadDefaults=True)`` in that JVM reads them back: the fake GPUs of a
+    classic GPU test module would reach the Connect server, and the Connect plugin the
+    next classic module. A fresh JVM starts from the given confs only.
+    """
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return
+    proc = getattr(gateway, "proc", None)
+    try:
+        gateway.shutdown()
+    finally:
+        SparkContext._gateway = None
+        SparkContext._jvm = None
+    if proc is not None:
+        proc.stdin.close()  # the gateway JVM exits on EOF
+        try:
+            proc.wait(30)
+        except Exception:
+            proc.kill()
+            proc.wait(30)
+
+
 def make_spark(master: str, **conf):
-    """A classic SparkSession on a local-cluster master, quiet and UI-less."""
+    """A classic SparkSession on a local-cluster master, quiet and UI-less, in a fresh
+    JVM (so no conf of an earlier test module's session leaks into it)."""
     from pyspark.sql import SparkSession
+
+    fresh_jvm()
 
     builder = (
         SparkSession.builder.master(master)
@@ -42,6 +73,7 @@ def stop_spark(spark) -> None:
 
     SparkSession._instantiatedSession = None
     SparkSession._activeSession = None
+    fresh_jvm()
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ import pytest
 import spark_dask
 from spark_dask import PlanError, SparkCluster, SparkDaskError
 
-from .conftest import dask_processes, port_open, wait_until
+from .conftest import dask_processes, fresh_jvm, port_open, wait_until
 
 pytest.importorskip("grpc", reason="needs the connect extra (pyspark[connect])")
 
@@ -36,34 +36,6 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _fresh_jvm() -> None:
-    """Shut down the py4j gateway JVM left by an earlier session in this process.
-
-    spark-submit turns a session's confs into JVM system properties, and every later
-    ``SparkConf(loadDefaults=True)`` in that JVM reads them back: the fake GPUs of a
-    classic GPU test module would reach the Connect server, and the Connect plugin the
-    next classic module. A fresh JVM starts from the given confs only.
-    """
-    from pyspark import SparkContext
-
-    gateway = SparkContext._gateway
-    if gateway is None:
-        return
-    proc = getattr(gateway, "proc", None)
-    try:
-        gateway.shutdown()
-    finally:
-        SparkContext._gateway = None
-        SparkContext._jvm = None
-    if proc is not None:
-        proc.stdin.close()  # the gateway JVM exits on EOF
-        try:
-            proc.wait(30)
-        except Exception:
-            proc.kill()
-            proc.wait(30)
-
-
 @pytest.fixture(scope="module")
 def spark():
     """One in-process Spark Connect server for the module, on a free port."""
@@ -73,7 +45,7 @@ def spark():
 
     if SparkContext._active_spark_context is not None or SparkSession._instantiatedSession is not None:
         pytest.fail("a classic SparkSession is still active: a local Spark Connect server cannot start")
-    _fresh_jvm()
+    fresh_jvm()
     port = _free_port()
     with pytest.MonkeyPatch.context() as mp:
         # The client of a local remote connects to the default port (15002) unless
@@ -93,7 +65,7 @@ def spark():
             yield s
         finally:
             s.stop()
-            _fresh_jvm()
+            fresh_jvm()
     assert SparkContext._active_spark_context is None
     assert "SPARK_CONNECT_MODE_ENABLED" not in os.environ
 
