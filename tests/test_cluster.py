@@ -51,12 +51,12 @@ def test_start_computes_and_leaves_nothing(spark):
 
 
 def test_workers_carry_spark_facts_and_sizes(spark):
-    with spark_dask.start(spark, threads_per_worker=2, memory_limit="1GiB") as client:
+    with spark_dask.start(spark, threads_per_worker=1, memory_limit="1GiB") as client:
         workers = client.scheduler_info()["workers"].values()
         names = sorted(w["name"] for w in workers)
         assert names == ["spark-0", "spark-1"]
         for w in workers:
-            assert w["nthreads"] == 2
+            assert w["nthreads"] == 1  # threads above the executor cores are refused
             assert w["memory_limit"] == 2**30
             facts = w["spark"]
             assert facts["partition"] == int(w["name"].split("-")[1])

@@ -139,11 +139,11 @@ def test_start_computes_and_leaves_nothing(spark):
 
 
 def test_workers_carry_spark_facts_and_sizes(spark):
-    with spark_dask.start(spark, threads_per_worker=2, memory_limit="1GiB") as client:
+    with spark_dask.start(spark, threads_per_worker=1, memory_limit="1GiB") as client:
         workers = client.scheduler_info()["workers"].values()
         assert sorted(w["name"] for w in workers) == ["spark-0", "spark-1"]
         for w in workers:
-            assert w["nthreads"] == 2
+            assert w["nthreads"] == 1  # threads above the executor cores are refused
             assert w["memory_limit"] == 2**30
             assert w["spark"]["cluster"] == client.cluster.tag
         assert {w["spark"]["executor_id"] for w in workers} == {"0", "1"}

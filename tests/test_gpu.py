@@ -26,7 +26,7 @@ def spark():
 
 
 def test_one_plain_worker_per_gpu_each_with_its_own_device(spark):
-    with spark_dask.start(spark, worker="cpu") as client:
+    with spark_dask.start(spark, worker="cpu", threads_per_worker=2) as client:
         cluster = client.cluster
         assert cluster.gang.pinned and cluster.gang.n_workers == 2 and not cluster.gang.uses_profile
         seen = client.run(lambda: os.environ.get("CUDA_VISIBLE_DEVICES"))
@@ -35,6 +35,7 @@ def test_one_plain_worker_per_gpu_each_with_its_own_device(spark):
             gpu = seen[addr]
             assert w["name"].endswith(f"-gpu{gpu}")
             assert w["spark"]["gpu"] == gpu
+            assert w["nthreads"] == 2  # the executor has 2 cores: the override is honoured
     assert_no_leftovers(spark, cluster)
 
 
