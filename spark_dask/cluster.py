@@ -398,6 +398,10 @@ class SparkCluster(Cluster):
             "tls": tls,
             "kind": plan.kind,
             "pinned": plan.pinned,
+            # allGather only when tasks may share a GPU (fractional amounts, no profile)
+            "gather": plan.pinned and not plan.uses_profile and self.facts.task_gpus < 1,
+            "workers_per_task": plan.workers_per_task,
+            "multiprocessing_method": config.get("multiprocessing-method"),
             "n_workers": plan.n_workers,
             "requires": requires,
             "threads_per_worker": opts["threads_per_worker"],
