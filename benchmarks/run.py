@@ -27,6 +27,10 @@ import sys
 import time
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+# Ray-on-Spark runs the `ray` script found on PATH, on the driver and in the executors.
+_BIN = os.path.dirname(sys.executable)
+if _BIN not in os.environ.get("PATH", "").split(os.pathsep):
+    os.environ["PATH"] = _BIN + os.pathsep + os.environ.get("PATH", "")
 
 import psutil  # noqa: E402
 
@@ -42,6 +46,7 @@ def new_spark(master: str = MASTER):
         .appName("spark-dask-bench")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.executorEnv.PATH", os.environ["PATH"])
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
@@ -180,14 +185,17 @@ def ours(spark, n: int, **kw) -> dict:
     return {"start": start, "close": close, "launcher_rss": footprint, "timings": cluster.timings}
 
 
-def launcher_rss(tag: str) -> list[int]:
-    """RSS of each Spark task process that runs workers (what runs besides the worker)."""
+def launcher_rss(tag: str) -> list[tuple[int, int]]:
+    """(RSS, USS) of each Spark task process that runs workers: what runs in the task
+    besides the Dask worker. USS counts only the process's own pages; RSS also counts
+    the pages it shares with the PySpark daemon it was forked from."""
     parents = {}
     for p in gang_processes(tag):
         try:
             parent = p.parent()
             if parent is not None and "SPARK_DASK_FACTS" not in parent.environ():
-                parents[parent.pid] = parent.memory_info().rss
+                info = parent.memory_full_info()
+                parents[parent.pid] = (info.rss, info.uss)
         except psutil.Error:
             pass
     return list(parents.values())
@@ -205,6 +213,7 @@ def ray_on_spark(spark, n: int) -> dict | None:
     setup_ray_cluster(
         max_worker_nodes=n,
         num_cpus_worker_node=1,
+        num_gpus_worker_node=0,
         head_node_options={"include_dashboard": False},
         collect_log_to_path=None,
     )
@@ -357,7 +366,8 @@ def main(argv=None) -> dict:
             "stage_floor": stage,
             "worker_floor": wf,
             "floor": stage + wf,
-            "launcher_rss_mb": median([median(r["launcher_rss"]) / 2**20 for r in runs if r["launcher_rss"]]),
+            "launcher_rss_mb": median([median([x[0] for x in r["launcher_rss"]]) / 2**20 for r in runs if r["launcher_rss"]]),
+            "launcher_uss_mb": median([median([x[1] for x in r["launcher_rss"]]) / 2**20 for r in runs if r["launcher_rss"]]),
         }
         print(f"warm n={n} done ({time.perf_counter() - t_all:.0f}s)", file=sys.stderr)
     R["warm"] = warm
@@ -441,8 +451,10 @@ def render(R: dict) -> str:
     lines.append("(ratio = LocalCluster time / spark-dask time; target ≥ 0.95)")
     lines.append("")
     rss = [w["launcher_rss_mb"] for w in R["warm"].values()]
+    uss = [w["launcher_uss_mb"] for w in R["warm"].values()]
     lines.append(
-        f"footprint: launcher (Spark task process) RSS {median(rss):.0f} MB per task (target ≤ 50 MB); "
+        f"footprint: launcher (Spark task process) {median(uss):.0f} MB own memory (USS) per task, "
+        f"{median(rss):.0f} MB RSS with the pages shared with the PySpark daemon (target ≤ 50 MB); "
         f"driver RSS growth with a 2-worker cluster {R['driver_rss_mb']:.0f} MB"
     )
     lines.append("")
