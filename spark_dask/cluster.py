@@ -27,7 +27,7 @@ from distributed.utils import Log, Logs, silence_logging_cmgr
 
 from spark_dask import config, rapids
 from spark_dask.databricks import DashboardSettings, dashboard_settings
-from spark_dask.launcher import GangLauncher, summarize_spark_error
+from spark_dask.launcher import GangLauncher, session_closed, summarize_spark_error
 from spark_dask.plan import (
     PlanError,
     check_request,
@@ -363,6 +363,10 @@ class SparkCluster(Cluster):
             self.status = Status.running
             if not self.launcher.connect:
                 self._slot_watch_task = asyncio.ensure_future(self._watch_starved_stages())
+            else:
+                # Connect: a stopped session does not end the collecting thread (the client
+                # keeps retrying), so watch the session itself.
+                self._slot_watch_task = asyncio.ensure_future(self._watch_session_stop())
             self._log(
                 f"spark-dask: {self.gang.n_workers} {self.gang.kind} workers connected to "
                 f"{self.scheduler.address} in {self.timings['start']:.1f}s (Spark job tag {self.tag})"
@@ -548,6 +552,15 @@ class SparkCluster(Cluster):
                     self._log(msg)
             await asyncio.sleep(every)
 
+    async def _watch_session_stop(self, every: float = 1.0) -> None:
+        """Close the cluster when its (Spark Connect) session is stopped."""
+        while self.status == Status.running:
+            if await asyncio.to_thread(is_stopped, self.spark):
+                self._log("spark-dask: the SparkSession was stopped; closing the Dask cluster")
+                asyncio.ensure_future(self._close())  # not awaited here: _teardown cancels us
+                return
+            await asyncio.sleep(every)
+
     def _gang_error(self, what: str) -> SparkDaskError:
         err = self.launcher.error
         if err is None:
@@ -568,8 +581,8 @@ class SparkCluster(Cluster):
             return
         if launcher is not self.launcher:  # an earlier attempt, already replaced
             return
-        if await asyncio.to_thread(is_stopped, self.spark):
-            self._log("spark-dask: the SparkContext was stopped; closing the Dask cluster")
+        if session_closed(launcher.error) or await asyncio.to_thread(is_stopped, self.spark):
+            self._log("spark-dask: the SparkSession was stopped; closing the Dask cluster")
             await self._close()
             return
         if launcher.error is None:
@@ -646,12 +659,18 @@ class SparkCluster(Cluster):
         launcher = self.launcher
         if launcher is not None:
             ended = launcher.done.is_set()
-            if not ended and graceful:
-                ended = await asyncio.to_thread(launcher.join, self.options["close_timeout"])
-            if not ended:
-                await asyncio.to_thread(launcher.cancel)
-                ended = await asyncio.to_thread(launcher.join, 60)
-            if not ended:  # pragma: no cover - Spark did not end its own job
+            stopped = not ended and await asyncio.to_thread(is_stopped, self.spark)
+            if stopped:
+                # No Spark to wait for or to cancel through: the workers were terminated
+                # above; the daemon thread of the collect ends with the client.
+                ended = await asyncio.to_thread(launcher.join, 2)
+            else:
+                if not ended and graceful:
+                    ended = await asyncio.to_thread(launcher.join, self.options["close_timeout"])
+                if not ended:
+                    await asyncio.to_thread(launcher.cancel)
+                    ended = await asyncio.to_thread(launcher.join, 60)
+            if not ended and not stopped:  # pragma: no cover - Spark did not end its own job
                 logger.error("spark-dask: the Spark barrier job %s did not end after cancel", self.tag)
             self.task_rows = launcher.rows
         self.timings["close"] = time.monotonic() - t0

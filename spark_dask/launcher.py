@@ -65,6 +65,21 @@ def summarize_spark_error(exc: BaseException) -> str:
     return "\n".join(keep[:6])
 
 
+def session_closed(exc: BaseException | None) -> bool:
+    """Whether a failed collect means the session itself is gone (``spark.stop()``).
+
+    Under Spark Connect the client may learn that from the server's error before
+    ``spark.is_stopped`` says so.
+    """
+    if exc is None:
+        return False
+    text = str(exc)
+    return any(
+        marker in text
+        for marker in ("SESSION_CLOSED", "SparkContext was shut down", "Cannot call methods on a stopped SparkContext")
+    )
+
+
 class GangLauncher:
     """Run one barrier stage of Dask-worker tasks in a background thread.
 

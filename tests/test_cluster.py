@@ -256,5 +256,5 @@ def test_spark_stop_tears_the_cluster_down(spark):
     assert wait_until(lambda: not dask_processes(cluster.tag), 30)
     assert not port_open(cluster.scheduler_address)
     assert time.monotonic() - t0 < 30
-    assert "SparkContext was stopped" in cluster.get_logs()["Cluster"]
+    assert "SparkSession was stopped" in cluster.get_logs()["Cluster"]
     client.close()

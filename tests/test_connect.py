@@ -223,3 +223,17 @@ def test_unreachable_scheduler_is_reported_quickly(spark, monkeypatch):
     assert wait_until(lambda: not jvm_active_jobs())
     assert tags and not dask_processes(tags[0])
 
+
+
+def test_spark_stop_tears_the_cluster_down(spark):
+    """Last in this module: it stops the module's Connect session."""
+    client = spark_dask.start(spark, n_workers=2, progress=False)
+    cluster = client.cluster
+    t0 = time.monotonic()
+    spark.stop()
+    assert wait_until(lambda: cluster.status.name == "closed", 30)
+    assert wait_until(lambda: not dask_processes(cluster.tag), 30)
+    assert not port_open(cluster.scheduler_address)
+    print(f"connect spark.stop(): cluster closed in {time.monotonic() - t0:.1f}s")
+    assert "SparkSession was stopped" in cluster.get_logs()["Cluster"]
+    client.close()

@@ -248,3 +248,12 @@ def test_starved_stages():
     stages = [st(1, 2, 2, 0), st(2, 4, 0, 0), st(3, 4, 1, 2), st(4, 4, 0, 4)]
     assert [s["stageId"] for s in starved_stages(stages, gang_stages={1})] == [2]
     assert starved_stages(stages, gang_stages={2}) == []
+
+
+def test_session_closed_errors():
+    from spark_dask.launcher import session_closed
+
+    assert session_closed(RuntimeError("[INVALID_HANDLE.SESSION_CLOSED] The handle x is invalid"))
+    assert session_closed(RuntimeError("Job 3 cancelled because SparkContext was shut down"))
+    assert not session_closed(RuntimeError("Could not recover from a failed barrier ResultStage"))
+    assert not session_closed(None)
