@@ -225,6 +225,38 @@ def test_killed_driver_leaves_no_worker_behind(tmp_path):
                                 if "driver.py" in " ".join(p.info["cmdline"] or [])], 30)
 
 
+EXITING = textwrap.dedent(
+    """
+    import os, sys
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+    import spark_dask
+    spark = (SparkSession.builder.master("local-cluster[2,1,1024]")
+             .config("spark.ui.enabled", "false").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    import atexit
+    # registered before spark-dask's own hook, so it runs after it (last in, first out)
+    atexit.register(lambda: print("STATUS", cluster.status.name, flush=True))
+    cluster = spark_dask.SparkCluster(spark, progress=False)
+    print("TAG", cluster.tag, flush=True)
+    # no close(), no spark.stop(): the interpreter exits, atexit must clean up
+    """
+)
+
+
+@pytest.mark.timeout(300)
+def test_interpreter_exit_closes_the_cluster(tmp_path):
+    import subprocess
+
+    script = tmp_path / "exiting.py"
+    script.write_text(EXITING)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    tag = next(line.split()[1] for line in proc.stdout.splitlines() if line.startswith("TAG "))
+    assert "STATUS closed" in proc.stdout  # closed by spark-dask's atexit hook
+    assert wait_until(lambda: not dask_processes(tag), 30), [p.info for p in dask_processes(tag)]
+
+
 def test_start_on_a_stopped_session_is_refused(spark):
     """Last in this module: it stops the module's SparkSession."""
     spark.stop()
