@@ -9,6 +9,7 @@ import html
 import json
 import logging
 import sys
+import threading
 import time
 import uuid
 import warnings
@@ -49,6 +50,28 @@ logger = logging.getLogger("spark_dask")
 
 _live_clusters: weakref.WeakSet = weakref.WeakSet()
 _atexit_registered = False
+
+
+async def _blocking(fn, *args):
+    """Run a blocking call (py4j, thread joins) in a thread of its own.
+
+    Not ``asyncio.to_thread``: its executor refuses work once the interpreter is
+    shutting down, which is exactly when the atexit hook has to close clusters.
+    """
+    loop = asyncio.get_running_loop()
+    future = loop.create_future()
+
+    def run():
+        try:
+            result = fn(*args)
+        except BaseException as e:  # noqa: BLE001 - handed to the awaiting coroutine
+            error = e  # `e` is unbound when the except clause ends; the callback runs later
+            loop.call_soon_threadsafe(lambda: future.done() or future.set_exception(error))
+        else:
+            loop.call_soon_threadsafe(lambda: future.done() or future.set_result(result))
+
+    threading.Thread(target=run, name="spark-dask-blocking", daemon=True).start()
+    return await future
 
 
 class SparkDaskError(RuntimeError):
@@ -314,7 +337,7 @@ class SparkCluster(Cluster):
         opts = self.options
         t0 = time.monotonic()
         try:
-            self.facts = await asyncio.to_thread(
+            self.facts = await _blocking(
                 cluster_facts, self.spark, opts["executor_wait"], opts["n_workers"]
             )
             self.timings["facts"] = time.monotonic() - t0
@@ -324,12 +347,12 @@ class SparkCluster(Cluster):
             problem = encryption_problem(
                 bool(opts["require_encryption"]),
                 bool(opts["tls"]),
-                await asyncio.to_thread(spark_encrypted, self.spark),
+                await _blocking(spark_encrypted, self.spark),
             )
             if problem:
                 raise PlanError("spark-dask: " + problem)
             self.security = Security.temporary() if opts["tls"] else Security()
-            bind, host = await asyncio.to_thread(driver_host, self.spark, opts["scheduler_host"])
+            bind, host = await _blocking(driver_host, self.spark, opts["scheduler_host"])
             self._dashboard = dashboard_settings(self.spark, host, config.get("dashboard-prefix"))
             self.scheduler = Scheduler(
                 host=host,
@@ -498,7 +521,7 @@ class SparkCluster(Cluster):
         stage waits silently. Fail now instead, saying who holds the slots.
         """
         try:
-            stages, ours = await asyncio.to_thread(self.launcher.stage_snapshot)
+            stages, ours = await _blocking(self.launcher.stage_snapshot)
         except Exception:
             return True
         if any(st["stageId"] in ours and st["numActiveTasks"] > 0 for st in stages) or self._running_workers():
@@ -528,7 +551,7 @@ class SparkCluster(Cluster):
         warned: set[int] = set()
         while self.status == Status.running:
             try:
-                stages, ours = await asyncio.to_thread(self.launcher.stage_snapshot)
+                stages, ours = await _blocking(self.launcher.stage_snapshot)
             except Exception:  # the context is stopping
                 return
             now = time.monotonic()
@@ -555,7 +578,7 @@ class SparkCluster(Cluster):
     async def _watch_session_stop(self, every: float = 1.0) -> None:
         """Close the cluster when its (Spark Connect) session is stopped."""
         while self.status == Status.running:
-            if await asyncio.to_thread(is_stopped, self.spark):
+            if await _blocking(is_stopped, self.spark):
                 self._log("spark-dask: the SparkSession was stopped; closing the Dask cluster")
                 asyncio.ensure_future(self._close())  # not awaited here: _teardown cancels us
                 return
@@ -581,7 +604,7 @@ class SparkCluster(Cluster):
             return
         if launcher is not self.launcher:  # an earlier attempt, already replaced
             return
-        if session_closed(launcher.error) or await asyncio.to_thread(is_stopped, self.spark):
+        if session_closed(launcher.error) or await _blocking(is_stopped, self.spark):
             self._log("spark-dask: the SparkSession was stopped; closing the Dask cluster")
             await self._close()
             return
@@ -659,17 +682,17 @@ class SparkCluster(Cluster):
         launcher = self.launcher
         if launcher is not None:
             ended = launcher.done.is_set()
-            stopped = not ended and await asyncio.to_thread(is_stopped, self.spark)
+            stopped = not ended and await _blocking(is_stopped, self.spark)
             if stopped:
                 # No Spark to wait for or to cancel through: the workers were terminated
                 # above; the daemon thread of the collect ends with the client.
-                ended = await asyncio.to_thread(launcher.join, 2)
+                ended = await _blocking(launcher.join, 2)
             else:
                 if not ended and graceful:
-                    ended = await asyncio.to_thread(launcher.join, self.options["close_timeout"])
+                    ended = await _blocking(launcher.join, self.options["close_timeout"])
                 if not ended:
-                    await asyncio.to_thread(launcher.cancel)
-                    ended = await asyncio.to_thread(launcher.join, 60)
+                    await _blocking(launcher.cancel)
+                    ended = await _blocking(launcher.join, 60)
             if not ended and not stopped:  # pragma: no cover - Spark did not end its own job
                 logger.error("spark-dask: the Spark barrier job %s did not end after cancel", self.tag)
             self.task_rows = launcher.rows
