@@ -181,17 +181,26 @@ def cluster_facts(spark, executor_wait: float = 30.0, n_workers: int | None = No
         executor_cores = max(task_cpus, slots * task_cpus // max(len(ids), 1))
     major_minor = spark_version(spark)
     local_mode = master.startswith("local") and not master.startswith("local-cluster")
-    return ClusterFacts(
+    return _facts(
+        spark,
+        master,
         executors=len(ids),
         executor_cores=executor_cores,
-        executor_memory=executor_memory(spark, master),
-        executor_gpus=_float(conf(spark, "spark.executor.resource.gpu.amount")),
         task_cpus=task_cpus,
-        task_gpus=_float(conf(spark, "spark.task.resource.gpu.amount")),
         slots=slots,
         dynamic_allocation=dyn,
         task_profiles=major_minor >= (3, 4) and not local_mode and not dyn,
-        master=master,
+    )
+
+
+def _facts(spark, master: str, **known) -> ClusterFacts:
+    """ClusterFacts from what the caller counted plus the confs both paths read alike."""
+    return ClusterFacts(
+        executor_memory=executor_memory(spark, master),
+        executor_gpus=_float(conf(spark, "spark.executor.resource.gpu.amount")),
+        task_gpus=_float(conf(spark, "spark.task.resource.gpu.amount")),
+        master=master or "spark connect",
+        **known,
     )
 
 
@@ -275,18 +284,16 @@ def connect_facts(spark, executor_wait: float = 30.0, n_workers: int | None = No
                         _probed_sessions.add(sid)
     known = want is not None and executor_cores > 0
     slots = executors * (executor_cores // task_cpus) if known else None
-    return ClusterFacts(
+    return _facts(
+        spark,
+        master,
         executors=executors,
         executor_cores=executor_cores,
-        executor_memory=executor_memory(spark, master),
-        executor_gpus=_float(conf(spark, "spark.executor.resource.gpu.amount")),
         task_cpus=task_cpus,
-        task_gpus=_float(conf(spark, "spark.task.resource.gpu.amount")),
         slots=slots,
         dynamic_allocation=dyn,
         # mapInArrow(profile=...) exists since Spark 4.0
         task_profiles=spark_version(spark) >= (4, 0) and known and not local and not dyn,
-        master=master or "spark connect",
     )
 
 
