@@ -32,7 +32,6 @@ from spark_dask.launcher import GangLauncher, session_closed, summarize_spark_er
 from spark_dask.plan import (
     PlanError,
     check_request,
-    check_slots,
     encryption_problem,
     plan_gang,
     starved_stages,
@@ -266,7 +265,8 @@ class SparkCluster(Cluster):
         self.timings: dict[str, float] = {}
         self._changed = asyncio.Event()
         self._start_task: asyncio.Task | None = None
-        self._slot_watch_task: asyncio.Task | None = None
+        self._watch_task: asyncio.Task | None = None  # stage starvation / session stop
+        self._spec: dict | None = None
         self.relaunches = 0
         self.gang_status = "not started"
         self._torn_down = False
@@ -342,7 +342,6 @@ class SparkCluster(Cluster):
             )
             self.timings["facts"] = time.monotonic() - t0
             self.gang = plan_gang(self.facts, opts["n_workers"], opts["worker"], opts["task_profile"])
-            check_slots(self.gang, self.facts)
             check_request(self.facts, opts["threads_per_worker"])
             problem = encryption_problem(
                 bool(opts["require_encryption"]),
@@ -385,11 +384,11 @@ class SparkCluster(Cluster):
             self.gang_status = "running"
             self.status = Status.running
             if not self.launcher.connect:
-                self._slot_watch_task = asyncio.ensure_future(self._watch_starved_stages())
+                self._watch_task = asyncio.ensure_future(self._watch_starved_stages())
             else:
                 # Connect: a stopped session does not end the collecting thread (the client
                 # keeps retrying), so watch the session itself.
-                self._slot_watch_task = asyncio.ensure_future(self._watch_session_stop())
+                self._watch_task = asyncio.ensure_future(self._watch_session_stop())
             self._log(
                 f"spark-dask: {self.gang.n_workers} {self.gang.kind} workers connected to "
                 f"{self.scheduler.address} in {self.timings['start']:.1f}s (Spark job tag {self.tag})"
@@ -400,10 +399,12 @@ class SparkCluster(Cluster):
 
     def _launch(self, tag: str) -> None:
         """Submit a barrier stage running the planned workers (first launch or relaunch)."""
+        if self._spec is None:  # the same for every relaunch: built (and checked) once
+            self._spec = self._task_spec()
         self.launcher = GangLauncher(
             self.spark,
             self.gang,
-            self._task_spec(),
+            self._spec,
             tag=tag,
             description=f"spark-dask: {self.gang.n_workers} Dask workers for {self.scheduler.address}",
             on_done=self._gang_ended_threadsafe,
@@ -662,8 +663,8 @@ class SparkCluster(Cluster):
         self._torn_down = True
         t0 = time.monotonic()
         self.status = Status.closing
-        if self._slot_watch_task is not None:
-            self._slot_watch_task.cancel()
+        if self._watch_task is not None:
+            self._watch_task.cancel()
         with suppress(Exception):
             await Cluster._close(self)
         self.status = Status.closing
