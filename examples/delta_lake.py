@@ -42,7 +42,9 @@ def main() -> None:
     parser.add_argument("--master", default="local-cluster[2,1,1024]")
     parser.add_argument("--path", default=None, help="Delta table location (written if absent)")
     args = parser.parse_args()
-    path = args.path or os.path.join(tempfile.mkdtemp(prefix="spark-dask-delta-"), "events")
+    # without --path: a scratch directory, removed at the end
+    scratch = None if args.path else tempfile.TemporaryDirectory(prefix="spark-dask-delta-")
+    path = args.path or os.path.join(scratch.name, "events")
     if not os.path.exists(os.path.join(path, "_delta_log")):
         expected = write_table(path)
     else:
@@ -70,6 +72,8 @@ def main() -> None:
     finally:
         if not os.environ.get("DATABRICKS_RUNTIME_VERSION"):
             spark.stop()
+        if scratch is not None:
+            scratch.cleanup()
 
 
 if __name__ == "__main__":

@@ -53,7 +53,9 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--path", default=None, help="Parquet directory both engines can read")
     args = parser.parse_args()
-    path = args.path or os.path.join(tempfile.mkdtemp(prefix="spark-dask-xgb-"), "features")
+    # without --path: a scratch directory, removed at the end
+    scratch = None if args.path else tempfile.TemporaryDirectory(prefix="spark-dask-xgb-")
+    path = args.path or os.path.join(scratch.name, "features")
 
     spark = SparkSession.getActiveSession() or (
         SparkSession.builder.master(args.master)
@@ -98,6 +100,8 @@ def main() -> None:
     finally:
         if not os.environ.get("DATABRICKS_RUNTIME_VERSION"):
             spark.stop()
+        if scratch is not None:
+            scratch.cleanup()
 
 
 if __name__ == "__main__":

@@ -77,6 +77,14 @@ def session_options(f):
 def plan_options(f):
     """The options that decide the size and shape of the cluster (used by run and info)."""
     f = click.option(
+        "--gpu-mode",
+        type=click.Choice(["auto", "shared", "exclusive"]),
+        default=None,
+        help="GPU executors: run the Dask workers beside Spark's GPU tasks ('shared') or hold "
+        "their GPUs whole ('exclusive') [default: auto: shared when Spark's task GPU amount is "
+        "fractional or the RAPIDS SQL plugin is on].",
+    )(f)
+    f = click.option(
         "--task-profile",
         type=click.Choice(["auto", "true", "false"], case_sensitive=False),
         default=None,
@@ -177,6 +185,16 @@ def _start_kwargs(options: dict) -> dict:
 # --------------------------------------------------------------------------------------
 
 
+def _conf_given(key: str) -> bool:
+    """Whether ``spark-submit --conf`` / ``spark-defaults.conf`` set ``key``."""
+    from pyspark import SparkConf
+
+    try:
+        return bool(SparkConf().contains(key))
+    except Exception:
+        return False
+
+
 def get_or_create_session(master: str | None = None, conf: dict | None = None, app_name: str | None = None):
     """(session, created): the active SparkSession, or a new one from the options.
 
@@ -194,6 +212,12 @@ def get_or_create_session(master: str | None = None, conf: dict | None = None, a
         builder = builder.master(master)
     if app_name:
         builder = builder.appName(app_name)
+    if not had_context and "spark.ui.showConsoleProgress" not in (conf or {}) and not _conf_given(
+        "spark.ui.showConsoleProgress"
+    ):
+        # The barrier stage runs as long as the cluster: Spark's console progress bar
+        # would redraw "[Stage 0:> (0 + 2) / 2]" over the script's output all the while.
+        builder = builder.config("spark.ui.showConsoleProgress", "false")
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
@@ -353,6 +377,12 @@ def run_script(
                 code = exec_target(target, args, module)
         finally:
             t0 = time.monotonic()
+            # The script's own clients first (a plain Client() that it did not close):
+            # closed after the scheduler they would print reconnect tracebacks.
+            for other in list(Client._instances):
+                if other is not client and other.status not in ("closed", "closing"):
+                    with suppress(Exception):
+                        other.close()
             if client is not None:
                 with suppress(Exception):
                     client.close()
@@ -376,7 +406,15 @@ def run_script(
 # --------------------------------------------------------------------------------------
 
 
-def describe(spark, n_workers=None, worker=None, task_profile=None, threads_per_worker=None, memory_limit=None) -> dict:
+def describe(
+    spark,
+    n_workers=None,
+    worker=None,
+    task_profile=None,
+    threads_per_worker=None,
+    memory_limit=None,
+    gpu_mode=None,
+) -> dict:
     """What a cluster would look like on this Spark application; starts nothing.
 
     Reads the session (executors, slots, GPUs) and plans the gang exactly as
@@ -385,7 +423,7 @@ def describe(spark, n_workers=None, worker=None, task_profile=None, threads_per_
     from dask.utils import format_bytes, parse_bytes, parse_timedelta
 
     from spark_dask import config, databricks, rapids
-    from spark_dask.plan import PlanError, plan_gang, worker_memory, worker_threads
+    from spark_dask.plan import PlanError, hog_warning, plan_gang, spare_slots, worker_memory, worker_threads
     from spark_dask.session import cluster_facts
     from spark_dask.session import conf as spark_conf
 
@@ -406,6 +444,7 @@ def describe(spark, n_workers=None, worker=None, task_profile=None, threads_per_
             config.get("n-workers", n_workers),
             config.get("worker", worker),
             config.get("task-profile", task_profile),
+            config.get("gpu-mode", gpu_mode),
         )
     except PlanError as e:
         out["error"] = str(e)
@@ -421,9 +460,14 @@ def describe(spark, n_workers=None, worker=None, task_profile=None, threads_per_
                 if plan.uses_profile
                 else "default resource profile"
             ),
-            "free slots while running": (facts.slots - plan.n_tasks if facts.slots is not None else None),
+            "free slots while running": spare_slots(facts, plan),
         }
     )
+    if plan.gpu_mode:
+        out["GPU mode"] = plan.gpu_mode
+    notes = [n for n in plan.notes + (hog_warning(facts, plan),) if n]
+    if notes:
+        out["warnings"] = notes
     tpw = config.get("threads-per-worker", threads_per_worker)
     tasks_per_executor = max(1, plan.n_tasks // max(facts.executors, 1))
     out["threads per worker"] = worker_threads(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import datetime
 import html
 import json
 import logging
@@ -26,19 +27,23 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 from distributed.security import Security
 from distributed.utils import Log, Logs, silence_logging_cmgr
 
-from spark_dask import config, rapids
+from spark_dask import config, rapids, signals
 from spark_dask.databricks import DashboardSettings, dashboard_settings
 from spark_dask.launcher import GangLauncher, session_closed, summarize_spark_error
 from spark_dask.plan import (
+    GPU_MODES,
     PlanError,
     check_request,
     encryption_problem,
+    hog_warning,
+    memory_problem,
     plan_gang,
     starved_stages,
 )
 from spark_dask.session import (
     active_session,
     cluster_facts,
+    connect_session_problem,
     driver_host,
     is_connect,
     is_stopped,
@@ -71,6 +76,14 @@ async def _blocking(fn, *args):
 
     threading.Thread(target=run, name="spark-dask-blocking", daemon=True).start()
     return await future
+
+
+def _by_host(entries) -> dict[str, list[list[str]]]:
+    """``{host: [addresses of each executor on it]}`` from ``ClusterFacts.gpu_addresses``."""
+    out: dict[str, list[list[str]]] = {}
+    for host, addresses in entries:
+        out.setdefault(host, []).append(list(addresses))
+    return out
 
 
 class SparkDaskError(RuntimeError):
@@ -174,6 +187,11 @@ class SparkCluster(Cluster):
         Show "n/N Dask workers connected" while starting.
     task_profile : {"auto", True, False}, optional
         Ask Spark for a stage-level task resource profile for the gang.
+    gpu_mode : {"auto", "shared", "exclusive"}, optional
+        GPU executors: ``shared`` runs the Dask workers beside Spark's own GPU tasks
+        (the RAPIDS Accelerator), ``exclusive`` holds each worker's GPU whole in Spark.
+        ``auto``: shared when Spark's task GPU amount is fractional or the RAPIDS SQL
+        plugin is on (see the RAPIDS page of the docs).
     scheduler_host : str, optional
         Address of this machine the executors use to reach the scheduler (default:
         the Spark driver's address; with Spark Connect, this machine's address on the
@@ -200,6 +218,9 @@ class SparkCluster(Cluster):
     """
 
     _supports_scaling = False
+    # Seconds close() lets the barrier job end by itself before cancelling it; None: the
+    # close-timeout option (a closing signal handler sets a shorter one).
+    close_grace: float | None = None
     # How the dashboard is served and linked (Databricks driver proxy); set in _start.
     _dashboard: DashboardSettings | None = None
 
@@ -218,6 +239,7 @@ class SparkCluster(Cluster):
         dashboard: bool | None = None,
         progress: bool | None = None,
         task_profile: bool | str | None = None,
+        gpu_mode: str | None = None,
         scheduler_host: str | None = None,
         env: dict | None = None,
         silence_logs: str | int | bool | None = None,
@@ -241,6 +263,7 @@ class SparkCluster(Cluster):
             dashboard=dashboard,
             progress=progress,
             task_profile=task_profile,
+            gpu_mode=gpu_mode,
             scheduler_host=scheduler_host,
             silence_logs=silence_logs,
             require_encryption=require_encryption,
@@ -268,6 +291,7 @@ class SparkCluster(Cluster):
         self._watch_task: asyncio.Task | None = None  # stage starvation / session stop
         self._spec: dict | None = None
         self.relaunches = 0
+        self.gang_tags: list[str] = []  # job group / tag of every barrier stage submitted
         self.gang_status = "not started"
         self._torn_down = False
         self._connected = False
@@ -288,6 +312,7 @@ class SparkCluster(Cluster):
                 with suppress(Exception):
                     self.close(timeout=60)
                 raise
+            self._register_signals()
 
     # ------------------------------------------------------------------ options
     @staticmethod
@@ -320,6 +345,8 @@ class SparkCluster(Cluster):
             raise PlanError(f"relaunch_attempts must be an integer >= 0, got {ra!r}")
         if opts["task_profile"] not in ("auto", True, False):
             raise PlanError(f"task_profile must be 'auto', True or False, got {opts['task_profile']!r}")
+        if opts["gpu_mode"] not in GPU_MODES:
+            raise PlanError(f"gpu_mode must be one of {GPU_MODES}, got {opts['gpu_mode']!r}")
         return opts
 
     # ------------------------------------------------------------------ lifecycle
@@ -337,12 +364,22 @@ class SparkCluster(Cluster):
         opts = self.options
         t0 = time.monotonic()
         try:
+            if is_connect(self.spark):
+                problem = await _blocking(connect_session_problem, self.spark, opts["scheduler_host"])
+                if problem:
+                    raise PlanError(problem)
             self.facts = await _blocking(
                 cluster_facts, self.spark, opts["executor_wait"], opts["n_workers"]
             )
             self.timings["facts"] = time.monotonic() - t0
-            self.gang = plan_gang(self.facts, opts["n_workers"], opts["worker"], opts["task_profile"])
+            self.gang = plan_gang(
+                self.facts, opts["n_workers"], opts["worker"], opts["task_profile"], opts["gpu_mode"]
+            )
             check_request(self.facts, opts["threads_per_worker"])
+            self._check_memory_here()
+            for note in self.gang.notes + ((hog_warning(self.facts, self.gang),) if not self.quiet else ()):
+                if note:
+                    self._warn(note)
             problem = encryption_problem(
                 bool(opts["require_encryption"]),
                 bool(opts["tls"]),
@@ -389,6 +426,7 @@ class SparkCluster(Cluster):
                 # Connect: a stopped session does not end the collecting thread (the client
                 # keeps retrying), so watch the session itself.
                 self._watch_task = asyncio.ensure_future(self._watch_session_stop())
+            self._register_signals()  # a no-op outside the main thread (sync start: __init__)
             self._log(
                 f"spark-dask: {self.gang.n_workers} {self.gang.kind} workers connected to "
                 f"{self.scheduler.address} in {self.timings['start']:.1f}s (Spark job tag {self.tag})"
@@ -397,10 +435,14 @@ class SparkCluster(Cluster):
             await self._teardown(graceful=False)
             raise
 
+    def _register_signals(self) -> None:
+        signals.register(self, signals.close_on_sigterm(config.get("close-on-sigterm")))
+
     def _launch(self, tag: str) -> None:
         """Submit a barrier stage running the planned workers (first launch or relaunch)."""
         if self._spec is None:  # the same for every relaunch: built (and checked) once
             self._spec = self._task_spec()
+        self.gang_tags.append(tag)
         self.launcher = GangLauncher(
             self.spark,
             self.gang,
@@ -426,8 +468,13 @@ class SparkCluster(Cluster):
             "tls": tls,
             "kind": plan.kind,
             "pinned": plan.pinned,
-            # allGather only when tasks may share a GPU (fractional amounts, no profile)
-            "gather": plan.pinned and not plan.uses_profile and self.facts.task_gpus < 1,
+            # allGather only when tasks may be given the same GPU (fractional amounts, no
+            # profile) yet each must hold its own; a shared gang splits the executors'
+            # GPUs by the placement that getTaskInfos() gives every task.
+            "gather": plan.gpu_mode == "exclusive" and not plan.uses_profile and self.facts.task_gpus < 1,
+            "gpu_mode": plan.gpu_mode,
+            "executor_gpus": _by_host(self.facts.gpu_addresses),
+            "gpus_per_executor": int(self.facts.executor_gpus),
             "workers_per_task": plan.workers_per_task,
             "multiprocessing_method": config.get("multiprocessing-method"),
             "n_workers": plan.n_workers,
@@ -564,16 +611,16 @@ class SparkCluster(Cluster):
                 first_seen.setdefault(sid, now)
                 if sid not in warned and now - first_seen[sid] >= patience:
                     warned.add(sid)
-                    msg = (
+                    self._warn(
                         f"spark-dask: Spark stage {sid} ({st['name']}) has waited "
                         f"{now - first_seen[sid]:.0f}s for a free task slot: the Dask cluster "
                         f"{self.tag} holds {self.gang.n_tasks} barrier task slots of "
-                        f"{self.facts.slots}. It will run once the cluster closes; to run Spark "
-                        f"and Dask side by side, start the cluster with fewer workers "
-                        f"(n_workers=...) or give the executors more cores."
+                        f"{self.facts.slots}. It will run once the cluster closes (Ctrl-C / "
+                        f"interrupting the cell cancels it); to run Spark and Dask side by side, "
+                        f"start the cluster with fewer workers (n_workers=...) or give the "
+                        f"executors more cores.",
+                        python_warning=False,
                     )
-                    logger.warning(msg)
-                    self._log(msg)
             await asyncio.sleep(every)
 
     async def _watch_session_stop(self, every: float = 1.0) -> None:
@@ -584,6 +631,28 @@ class SparkCluster(Cluster):
                 asyncio.ensure_future(self._close())  # not awaited here: _teardown cancels us
                 return
             await asyncio.sleep(every)
+
+    def _warn(self, msg: str, python_warning: bool = True) -> None:
+        """Tell the user once: a Python warning (start-up decisions) or a log record
+        (events while the cluster runs); kept in ``get_logs()["Cluster"]`` either way."""
+        self._cluster_manager_logs.append((datetime.datetime.now(), msg))
+        if python_warning:
+            warnings.warn(msg, stacklevel=2)
+        else:
+            logger.warning(msg)
+
+    def _check_memory_here(self) -> None:
+        """A memory limit above this host's memory, refused before anything is submitted
+        where the executors run on this host (local and local-cluster masters); elsewhere
+        each task checks its own host."""
+        limit = self.options["memory_limit"]
+        if limit == "auto" or not self.facts.master.startswith("local"):
+            return
+        from spark_dask.task import _host_memory
+
+        problem = memory_problem(int(limit), _host_memory())
+        if problem:
+            raise PlanError("spark-dask: " + problem)
 
     def _gang_error(self, what: str) -> SparkDaskError:
         err = self.launcher.error
@@ -690,7 +759,8 @@ class SparkCluster(Cluster):
                 ended = await _blocking(launcher.join, 2)
             else:
                 if not ended and graceful:
-                    ended = await _blocking(launcher.join, self.options["close_timeout"])
+                    grace = self.options["close_timeout"] if self.close_grace is None else self.close_grace
+                    ended = await _blocking(launcher.join, grace)
                 if not ended:
                     await _blocking(launcher.cancel)
                     ended = await _blocking(launcher.join, 60)
@@ -701,6 +771,7 @@ class SparkCluster(Cluster):
         self._exit_stack.close()
         self.status = Status.closed
         _live_clusters.discard(self)
+        signals.unregister(self)
 
     async def _terminate_nanny(self, address: str) -> None:
         # The nanny closes its end before it answers: a closed comm is success here.
@@ -729,6 +800,7 @@ class SparkCluster(Cluster):
         if not self.asynchronous:
             with suppress(Exception):
                 self._loop_runner.stop()
+        signals.unregister(self)  # from the main thread the previous handlers come back
         return out
 
     # ------------------------------------------------------------------ contract

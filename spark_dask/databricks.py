@@ -268,8 +268,134 @@ def dashboard_settings(spark, host: str, prefix_setting: str | None = "auto") ->
     return plan_dashboard(host, info, port, prefix_setting)
 
 
+# --------------------------------------------------------------------------------------
+# Sessions spark-dask cannot run in, and the REPL's background jobs.
+# --------------------------------------------------------------------------------------
+
+# Workspace host names (AWS, Azure, Azure Government, Azure China, GCP).
+_WORKSPACE_SUFFIXES = (
+    ".cloud.databricks.com",
+    ".azuredatabricks.net",
+    ".databricks.azure.us",
+    ".databricks.azure.cn",
+    ".gcp.databricks.com",
+    ".databricks.com",
+)
+
+SUPPORTED_ACCESS = (
+    "a classic Databricks cluster in dedicated (single user) or no-isolation shared access "
+    "mode, from a notebook or job attached to it"
+)
+
+
+def is_workspace_host(host: str | None) -> bool:
+    """Whether ``host`` is a Databricks workspace (what Databricks Connect talks to).
+
+    >>> is_workspace_host("adb-123.4.azuredatabricks.net"), is_workspace_host("localhost")
+    (True, False)
+    """
+    name = (host or "").strip().lower().rstrip(".")
+    return name.endswith(_WORKSPACE_SUFFIXES)
+
+
+def connect_problem(
+    env: Mapping[str, str],
+    server_host: str | None,
+    cluster_conf_available: bool,
+    scheduler_host: str | None = None,
+) -> str | None:
+    """Why a Spark Connect session cannot run a Dask cluster on Databricks, or None.
+
+    Parameters
+    ----------
+    env : mapping
+        This process's environment (``DATABRICKS_RUNTIME_VERSION`` marks a driver).
+    server_host : str or None
+        The Spark Connect server's host name.
+    cluster_conf_available : bool
+        Whether ``spark.databricks.clusterUsageTags.clusterId`` can be read: serverless
+        compute answers ``CONFIG_NOT_AVAILABLE`` for ``spark.databricks.*`` confs.
+    scheduler_host : str or None
+        An address the user chose for the scheduler (a route the executors have).
+
+    Notes
+    -----
+    On a Databricks runtime, notebooks on dedicated and no-isolation shared clusters get
+    a classic session; a Spark Connect session there means standard (shared) access
+    mode or serverless compute, where Python UDFs run sandboxed, cannot open
+    connections back to the driver and cannot start processes that outlive them, and
+    where GPUs are not offered (Databricks: "Standard compute requirements and
+    limitations"; serverless compute limitations). Databricks Connect from outside the
+    workspace reaches the cluster, but the executors cannot reach this machine.
+    """
+    on_driver = bool(env.get(RUNTIME_ENV))
+    remote = is_workspace_host(server_host)
+    if not on_driver and not remote:
+        return None  # open-source Spark Connect: supported
+    if not cluster_conf_available:
+        where = "Databricks serverless compute"
+    elif on_driver:
+        where = "a Databricks cluster in standard (shared) access mode"
+    elif scheduler_host:
+        return None  # Databricks Connect with a route the user vouches for
+    else:
+        return (
+            f"spark-dask: this is a Databricks Connect session to {server_host}: the Dask "
+            "scheduler would run on this machine, which the cluster's executors cannot reach. "
+            f"Run spark-dask on {SUPPORTED_ACCESS} (or pass scheduler_host=<an address of this "
+            "machine that the executors can route to>, e.g. over a VPN)."
+        )
+    return (
+        f"spark-dask cannot start Dask workers on {where}: its Spark Connect sessions run "
+        "Python code sandboxed, without network access back to the driver and without the "
+        f"processes the workers need (and without GPUs). Use {SUPPORTED_ACCESS} "
+        "(Compute > Access mode: Dedicated)."
+    )
+
+
+def entry_point():
+    """The Databricks driver's entry point (the object behind ``dbutils``), or None."""
+    try:
+        from dbruntime import UserNamespaceInitializer
+
+        return UserNamespaceInitializer.getOrCreate().get_spark_entry_point()
+    except Exception:
+        pass
+    try:
+        import IPython
+
+        return IPython.get_ipython().user_ns["dbutils"].entry_point
+    except Exception:
+        return None
+
+
+def register_background_job_group(group: str, env: Mapping[str, str] | None = None) -> bool | None:
+    """Tell Databricks that Spark job group ``group`` belongs to this notebook's REPL.
+
+    Databricks cancels the registered job groups when the REPL is detached or
+    restarted, so a barrier job cannot outlive its notebook (what Ray-on-Spark does:
+    ``registerBackgroundSparkJobGroup`` of the driver's entry point). Returns None off
+    Databricks, True when registered, False when the entry point is missing or refused.
+    """
+    env = os.environ if env is None else env
+    if not env.get(RUNTIME_ENV):
+        return None
+    ep = entry_point()
+    if ep is None:
+        return False
+    try:
+        ep.registerBackgroundSparkJobGroup(group)
+    except Exception:
+        return False
+    return True
+
+
 __all__ = [
     "DashboardSettings",
+    "connect_problem",
+    "entry_point",
+    "is_workspace_host",
+    "register_background_job_group",
     "DatabricksInfo",
     "dashboard_settings",
     "dashboard_url",

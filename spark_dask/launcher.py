@@ -14,6 +14,7 @@ import re
 import threading
 from collections.abc import Callable
 
+from spark_dask import databricks
 from spark_dask import plan as plan_module
 from spark_dask import rapids as rapids_module
 from spark_dask import task as task_module
@@ -23,6 +24,7 @@ from spark_dask.session import is_connect
 logger = logging.getLogger(__name__)
 
 _by_value_registered = False
+_unregistered_warned = False
 
 
 def _ship_task_code_by_value() -> None:
@@ -51,7 +53,9 @@ def resource_profile(plan: GangPlan):
     return ResourceProfileBuilder().require(req).build
 
 
-_WORKER_ERROR = re.compile(r"WorkerStartError: (spark-dask: .*?)(?:\n\s+at |\n\n|\Z)", re.S)
+# Our task's message ends where Spark's decoration of it begins: its SQLSTATE suffix,
+# the JVM stack trace, or a blank line.
+_WORKER_ERROR = re.compile(r"WorkerStartError: (spark-dask: .*?)(?:\s*SQLSTATE: \w+|\n\s+at |\n\n|\Z)", re.S)
 
 
 def summarize_spark_error(exc: BaseException) -> str:
@@ -154,6 +158,7 @@ class GangLauncher:
         sc.setJobGroup(self.tag, self.description, interruptOnCancel=True)
         if hasattr(sc, "addJobTag"):
             sc.addJobTag(self.tag)
+        self._register_with_databricks()
         try:
             n = self.plan.n_tasks
             rdd = sc.parallelize(range(n), n)
@@ -165,6 +170,17 @@ class GangLauncher:
         finally:
             if hasattr(sc, "removeJobTag"):
                 sc.removeJobTag(self.tag)
+
+    def _register_with_databricks(self) -> None:
+        """On Databricks, have the REPL's detach / restart cancel this job group."""
+        global _unregistered_warned
+        if databricks.register_background_job_group(self.tag) is False and not _unregistered_warned:
+            _unregistered_warned = True
+            logger.warning(
+                "spark-dask: could not register the Dask cluster's Spark job group with "
+                "Databricks: if this notebook is detached without closing the cluster, its "
+                "workers stay until their death-timeout (60 s). Close the cluster first."
+            )
 
     def _collect_connect(self) -> list[str]:
         spark = self.spark

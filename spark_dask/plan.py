@@ -12,6 +12,7 @@ import shlex
 from dataclasses import dataclass
 
 KINDS = ("auto", "cuda", "cpu")
+GPU_MODES = ("auto", "shared", "exclusive")
 MIN_MEMORY = 256 * 2**20  # below this a Dask worker is not useful
 REGISTERED_MARKER = "Registered to:"  # what distributed's worker logs once it joined
 
@@ -46,6 +47,12 @@ class ClusterFacts:
         Whether stage-level task resource profiles can be used for the gang.
     master : str
         ``spark.master``, for messages.
+    rapids_plugin : bool
+        Whether the RAPIDS Accelerator (``com.nvidia.spark.SQLPlugin``) is in ``spark.plugins``.
+    gpu_addresses : tuple of (str, tuple of str)
+        ``(host, addresses)`` of every executor with GPUs, as the executors registered
+        them (a host may appear once per executor on it); empty when the driver cannot
+        tell (Spark Connect).
     """
 
     executors: int
@@ -58,6 +65,13 @@ class ClusterFacts:
     dynamic_allocation: bool = False
     task_profiles: bool = False
     master: str = ""
+    rapids_plugin: bool = False
+    gpu_addresses: tuple = ()
+
+    @property
+    def local_mode(self) -> bool:
+        """``local`` / ``local[N]``: the driver JVM runs the tasks (no executors)."""
+        return self.master.startswith("local") and not self.master.startswith("local-cluster")
 
 
 @dataclass(frozen=True)
@@ -66,6 +80,11 @@ class GangPlan:
 
     ``task_cpus``/``task_gpus`` are the stage-level task resource request; both None
     means the stage runs with the application's default resource profile.
+
+    ``gpu_mode`` is ``"exclusive"`` (each worker's GPU is held whole by its Spark task),
+    ``"shared"`` (the gang holds at most one Spark task's share of a GPU per worker,
+    Spark's own GPU tasks keep running on the same GPUs) or None (no GPUs). ``notes``
+    are what the user should be told about the decision (warnings).
     """
 
     kind: str  # "cuda" or "cpu": which worker program
@@ -75,6 +94,8 @@ class GangPlan:
     workers_per_task: int = 1
     task_cpus: int | None = None
     task_gpus: float | None = None
+    gpu_mode: str | None = None
+    notes: tuple = ()
 
     @property
     def uses_profile(self) -> bool:
@@ -93,20 +114,62 @@ def _check_n_workers(n_workers) -> None:
         raise PlanError(f"n_workers must be at least 1, got {n_workers}")
 
 
+def gpu_sharing(facts: ClusterFacts, gpu_mode: str, profiles_ok: bool) -> tuple[str, str | None]:
+    """(mode, note): whether the gang shares the executors' GPUs with Spark's own tasks.
+
+    ``auto`` shares when Spark's tasks use GPU *shares* themselves (a fractional
+    ``spark.task.resource.gpu.amount``) or the RAPIDS Accelerator is on; otherwise each
+    worker's GPU is held whole (``exclusive``). Sharing with whole-GPU Spark tasks
+    (amount 1, the Databricks default) needs a CPU-only stage-level task profile for
+    the gang: where Spark cannot give one, ``auto`` falls back to exclusive and says so.
+    """
+    if gpu_mode not in GPU_MODES:
+        raise PlanError(f"gpu_mode must be one of {GPU_MODES}, got {gpu_mode!r}")
+    fractional = 0 < facts.task_gpus < 1
+    if gpu_mode == "exclusive" or (gpu_mode == "auto" and not (fractional or facts.rapids_plugin)):
+        return "exclusive", None
+    if fractional or profiles_ok:
+        return "shared", None
+    why = (
+        f"Spark tasks take whole GPUs (spark.task.resource.gpu.amount={facts.task_gpus:g}) and "
+        "stage-level task profiles are not available here (Spark >= 3.4 on standalone, 3.5 on "
+        "YARN/Kubernetes, dynamic allocation off; Spark Connect needs 4.0)"
+    )
+    if gpu_mode == "shared":
+        raise PlanError(
+            f"gpu_mode='shared' cannot work: {why}, so every Dask worker's Spark task would hold "
+            "a whole GPU. Use a fractional spark.task.resource.gpu.amount (e.g. 0.25), or "
+            "gpu_mode='exclusive'."
+        )
+    return "exclusive", (
+        "spark-dask: the Dask workers hold their GPUs whole in Spark's accounting: " + why + ". "
+        "Spark GPU tasks (the RAPIDS Accelerator) wait while the Dask cluster runs. Set "
+        "spark.task.resource.gpu.amount to a fraction (e.g. 0.25) to run both side by side."
+    )
+
+
 def plan_gang(
     facts: ClusterFacts,
     n_workers: int | None = None,
     worker: str = "auto",
     task_profile: bool | str = "auto",
+    gpu_mode: str = "auto",
 ) -> GangPlan:
     """Decide the barrier stage for a cluster request, or raise :class:`PlanError`.
 
     Rules
     -----
     * GPU executors: one Dask worker per executor GPU by default, each pinned to its
-      GPU. Each task asks for one whole GPU (a stage-level profile when
-      ``spark.task.resource.gpu.amount`` is not 1), so fractional GPU amounts never
-      put two workers on one GPU.
+      GPU (see :func:`gpu_sharing` for the two modes).
+
+      - ``shared``: the gang's tasks are ordinary Spark GPU tasks (the default
+        profile: one task's GPU share and CPUs) when Spark's task GPU amount is
+        fractional, or CPU-only tasks (a stage-level profile) when Spark's tasks take
+        whole GPUs. Spark's own GPU tasks keep running on the same GPUs. The tasks on
+        an executor split its GPUs among themselves (:func:`assign_shared`).
+      - ``exclusive``: each task asks for one whole GPU (a stage-level profile when
+        ``spark.task.resource.gpu.amount`` is not 1), so fractional GPU amounts never
+        put two workers on one GPU.
     * CPU executors: one worker per executor by default. Where task profiles work
       and the executor has several cores, each task asks for ``cores // 2 + 1``
       CPUs, so no two gang tasks share an executor and the other cores stay with
@@ -116,6 +179,8 @@ def plan_gang(
     """
     if worker not in KINDS:
         raise PlanError(f"worker must be one of {KINDS}, got {worker!r}")
+    if gpu_mode not in GPU_MODES:
+        raise PlanError(f"gpu_mode must be one of {GPU_MODES}, got {gpu_mode!r}")
     _check_n_workers(n_workers)
     if facts.dynamic_allocation:
         raise PlanError(
@@ -137,14 +202,31 @@ def plan_gang(
             "spark.executor.resource.gpu.amount (and a discovery script) on the Spark "
             "application, or use worker='cpu'"
         )
+    mode, note = gpu_sharing(facts, gpu_mode, profiles_ok) if has_gpus else ("exclusive", None)
+    shared = has_gpus and mode == "shared"
     gpu_tasks = has_gpus and (facts.task_gpus > 0 or profiles_ok)  # tasks can own GPUs
-    kind = "cuda" if worker == "cuda" or (worker == "auto" and gpu_tasks) else "cpu"
+    kind = "cuda" if worker == "cuda" or (worker == "auto" and (gpu_tasks or shared)) else "cpu"
+    notes = (note,) if note and kind == "cuda" else ()
 
-    if gpu_tasks:
+    if shared:
+        total = facts.executors * int(facts.executor_gpus)
+        n = n_workers or total
+        if n > total:
+            raise PlanError(
+                f"n_workers={n}, but the executors have {total} GPUs and gpu_mode='shared' "
+                f"starts one Dask worker per GPU: use n_workers<={total}"
+            )
+        if 0 < facts.task_gpus < 1:
+            # Each gang task is an ordinary Spark GPU task (default profile).
+            plan = GangPlan(kind, True, n, n, 1, gpu_mode="shared", notes=notes)
+        else:
+            # Spark's tasks take whole GPUs: the gang holds none, only CPUs.
+            plan = GangPlan(kind, True, n, n, 1, facts.task_cpus, None, gpu_mode="shared", notes=notes)
+    elif gpu_tasks:
         total = facts.executors * int(facts.executor_gpus)
         n = n_workers or total
         if profiles_ok and (facts.task_gpus != 1 or force_profile):
-            plan = GangPlan(kind, True, n, n, 1, facts.task_cpus, 1.0)
+            plan = GangPlan(kind, True, n, n, 1, facts.task_cpus, 1.0, "exclusive", notes)
         elif facts.task_gpus >= 1:
             per_task = int(facts.task_gpus)
             if n % per_task:
@@ -152,11 +234,11 @@ def plan_gang(
                     f"each Spark task owns {per_task} GPUs (spark.task.resource.gpu.amount), "
                     f"so n_workers must be a multiple of {per_task}, got {n}"
                 )
-            plan = GangPlan(kind, True, n, n // per_task, per_task)
+            plan = GangPlan(kind, True, n, n // per_task, per_task, gpu_mode="exclusive", notes=notes)
         else:
             # Fractional GPU amount and no task profiles: tasks agree at run time that
             # each physical GPU gets one worker; a shortfall is reported by the tasks.
-            plan = GangPlan(kind, True, n, n, 1)
+            plan = GangPlan(kind, True, n, n, 1, gpu_mode="exclusive", notes=notes)
     else:
         if kind == "cuda":
             raise PlanError(
@@ -221,12 +303,29 @@ def version_problem(driver: str, executor: str | None) -> str | None:
     return None
 
 
+def human_bytes(n: int) -> str:
+    """Bytes as people read them, in binary units.
+
+    >>> human_bytes(10**12), human_bytes(1536 * 2**20), human_bytes(512)
+    ('931 GiB', '1.5 GiB', '512 B')
+    """
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            break
+        value /= 1024
+    if unit == "B":
+        return f"{int(value)} B"
+    return f"{value:.0f} {unit}" if value >= 100 else f"{value:.3g} {unit}"
+
+
 def memory_problem(limit: int, host_memory: int) -> str | None:
     """A memory limit larger than the host has."""
     if limit > host_memory:
         return (
-            f"memory_limit={limit} bytes exceeds the {host_memory} bytes of memory of the host; "
-            "use memory_limit='auto' or a smaller size"
+            f"memory_limit={human_bytes(limit)} per worker exceeds the {human_bytes(host_memory)} of "
+            "memory of the host; use memory_limit='auto' (the host's memory left after the Spark "
+            "executors, split over its Dask workers) or a smaller size"
         )
     return None
 
@@ -255,6 +354,74 @@ def check_slots(plan: GangPlan, facts: ClusterFacts, slots: int | None = None) -
         f"cores, spark.task.cpus={plan.task_cpus or facts.task_cpus}"
         + (f", {facts.executor_gpus:g} GPUs per executor" if facts.executor_gpus else "")
         + f"). Use n_workers<={max(slots, 1) * plan.workers_per_task} or add executors."
+    )
+
+
+def spare_slots(facts: ClusterFacts, plan: GangPlan) -> int | None:
+    """Task slots that Spark jobs (default resource profile) still have beside the gang.
+
+    The gang's tasks are spread over the executors as Spark places a barrier stage
+    (round robin: one task per executor per pass). On each executor the slots left are
+    limited by the cores the gang leaves and, when Spark's tasks use GPUs, by the GPU
+    capacity it leaves (``floor(1/amount)`` tasks per GPU for fractional amounts; a GPU
+    holding any share of the gang cannot take a whole-GPU task). None when unknown.
+
+    >>> f = ClusterFacts(executors=2, executor_cores=4, executor_memory=0, slots=8)
+    >>> spare_slots(f, GangPlan("cpu", False, 2, 2, 1, task_cpus=3))
+    2
+    """
+    if facts.slots is None or facts.executors < 1 or facts.executor_cores < 1:
+        return None
+    task_cpus = max(facts.task_cpus, 1)
+    gang_cpus = plan.task_cpus if plan.task_cpus is not None else facts.task_cpus
+    if plan.uses_profile:
+        gang_gpus = plan.task_gpus or 0.0
+    else:
+        gang_gpus = facts.task_gpus * plan.workers_per_task if plan.workers_per_task > 1 else facts.task_gpus
+    t, gpus = facts.task_gpus, int(facts.executor_gpus)
+    base, extra = divmod(plan.n_tasks, facts.executors)
+    total = 0
+    for i in range(facts.executors):
+        k = base + (1 if i < extra else 0)
+        free = max(facts.executor_cores - k * gang_cpus, 0) // task_cpus
+        if t > 0 and gpus:
+            if t < 1:
+                per_gpu = int(1 / t + 1e-9)
+                if gang_gpus >= 1:
+                    used = k * int(gang_gpus) * per_gpu
+                else:
+                    used = k * -(-gang_gpus // t) if gang_gpus else 0
+                free = min(free, max(gpus * per_gpu - int(used), 0))
+            else:
+                held = k * -(-gang_gpus // 1) if gang_gpus else 0
+                free = min(free, max(gpus - int(held), 0) // int(t))
+        total += free
+    return total
+
+
+def hog_warning(facts: ClusterFacts, plan: GangPlan) -> str | None:
+    """The warning given at start when the gang leaves Spark jobs no task slot at all."""
+    spare = spare_slots(facts, plan)
+    if spare is None or spare > 0:
+        return None
+    advice = []
+    if plan.n_workers > 1:
+        advice.append(f"fewer workers (n_workers={plan.n_workers - 1})")
+    if plan.gpu_mode == "exclusive" and facts.task_gpus > 0:
+        fractional = facts.task_gpus < 1
+        advice.append("gpu_mode='shared'" + ("" if fractional or facts.task_profiles else
+                      " with a fractional spark.task.resource.gpu.amount"))
+    advice.append("executors with more cores (spark.executor.cores)")
+    advice.append("or run the Spark work before starting the Dask cluster")
+    shape = f"{facts.executors} executor(s) x {facts.executor_cores} cores"
+    if facts.executor_gpus:
+        shape += f", {facts.executor_gpus:g} GPUs, spark.task.resource.gpu.amount={facts.task_gpus:g}"
+    return (
+        f"spark-dask: the Dask cluster's {plan.n_tasks} barrier tasks take every task slot Spark "
+        f"jobs can use ({shape}). A Spark job started while it runs (spark.read.parquet, "
+        f"df.collect(), ...) waits until the cluster closes. To leave room: "
+        + ", ".join(advice)
+        + "."
     )
 
 
@@ -325,6 +492,46 @@ def assign_workers(gathered: list[dict], pinned: bool) -> dict[int, list[dict]]:
                 claimed.add(key)
                 mine.append({"name": worker_name(p, gpu), "gpu": gpu})
         out[p] = mine
+    return out
+
+
+def executor_gpu_list(candidates: list[list[str]], own: list[str], count: int) -> list[str]:
+    """The GPU addresses of an executor, from what the driver knows of its host.
+
+    ``candidates`` are the address lists of the executors on the executor's host;
+    ``own`` the addresses Spark gave the asking task (a share of one of them), which
+    tells executors on one host apart. Without a single answer, the executor's
+    ``count`` GPUs are taken to be ``0..count-1``, what discovery scripts based on
+    ``nvidia-smi`` report (Databricks, the Spark RAPIDS examples).
+
+    >>> executor_gpu_list([["0", "1"], ["2", "3"]], ["2"], 2)
+    ['2', '3']
+    >>> executor_gpu_list([], [], 2)
+    ['0', '1']
+    """
+    matches = [list(c) for c in candidates if set(own) <= set(c)] if own else [list(c) for c in candidates]
+    distinct = {tuple(m) for m in matches}
+    if len(distinct) == 1:
+        return list(next(iter(distinct)))
+    return [str(i) for i in range(int(count))]
+
+
+def assign_shared(gang: list[dict], executor_gpus: dict[str, list[str]]) -> dict[int, list[dict]]:
+    """Which task starts which worker when the gang shares the executors' GPUs.
+
+    Spark gives the gang's tasks GPU *shares* (or none), so the addresses it assigns do
+    not tell the tasks apart. Instead the tasks on one executor (``executor`` of each
+    entry of ``gang``) take its GPUs (``executor_gpus[executor]``, physical ids) in the
+    order of their partitions: the k-th task on an executor runs the worker of its k-th
+    GPU. Every task computes the same answer from the gang's placement alone.
+    """
+    out: dict[int, list[dict]] = {}
+    rank: dict[str, int] = {}
+    for t in sorted(gang, key=lambda t: t["partition"]):
+        i = rank.get(t["executor"], 0)
+        rank[t["executor"]] = i + 1
+        gpus = executor_gpus.get(t["executor"]) or []
+        out[t["partition"]] = [{"name": worker_name(t["partition"], gpus[i]), "gpu": gpus[i]}] if i < len(gpus) else []
     return out
 
 

@@ -19,7 +19,7 @@ from spark_dask.plan import ClusterFacts, PlanError
 logger = logging.getLogger("spark_dask")
 
 _LOCAL_CLUSTER = re.compile(r"local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\]")
-_LOCAL = re.compile(r"local(?:\[\s*(\d+)\s*(?:,\s*\d+\s*)?\])?$")
+_LOCAL = re.compile(r"local(?:\[\s*(\d+|\*)\s*(?:,\s*\d+\s*)?\])?$")
 
 # Spark Connect sessions whose executors the probe job has seen (by session id).
 _probed_sessions: set[str] = set()
@@ -132,6 +132,8 @@ def _float(value: str | None) -> float:
 
 def executor_memory(spark, master: str) -> int:
     """Bytes one executor JVM takes on its host (heap, overhead, PySpark memory)."""
+    if _LOCAL.match(master):  # local[N]: the driver JVM runs the tasks
+        return _memory(conf(spark, "spark.driver.memory"))
     m = _LOCAL_CLUSTER.search(master)
     heap = int(m.group(3)) * 2**20 if m else _memory(conf(spark, "spark.executor.memory"))
     overhead = conf(spark, "spark.executor.memoryOverhead")
@@ -165,10 +167,12 @@ def cluster_facts(spark, executor_wait: float = 30.0, n_workers: int | None = No
     sc = spark.sparkContext
     master = sc.master
     dyn = (conf(spark, "spark.dynamicAllocation.enabled", "false") or "").lower() == "true"
-    ids = [] if dyn else wait_for_executors(spark, executor_wait)
+    local_mode = master.startswith("local") and not master.startswith("local-cluster")
+    if local_mode:
+        ids = ["driver"]  # local[N]: the driver runs the tasks; there is nothing to wait for
+    else:
+        ids = [] if dyn else wait_for_executors(spark, executor_wait)
     jsc = sc._jsc.sc()
-    if master.startswith("local") and not master.startswith("local-cluster"):
-        ids = ids or ["driver"]  # local[N]: the driver runs the tasks
     task_cpus = int(conf(spark, "spark.task.cpus", "1") or 1)
     slots = int(jsc.maxNumConcurrentTasks(jsc.resourceProfileManager().defaultResourceProfile()))
     m = _LOCAL_CLUSTER.search(master)
@@ -180,7 +184,7 @@ def cluster_facts(spark, executor_wait: float = 30.0, n_workers: int | None = No
     else:
         executor_cores = max(task_cpus, slots * task_cpus // max(len(ids), 1))
     major_minor = spark_version(spark)
-    local_mode = master.startswith("local") and not master.startswith("local-cluster")
+    gpus = _float(conf(spark, "spark.executor.resource.gpu.amount"))
     return _facts(
         spark,
         master,
@@ -190,16 +194,46 @@ def cluster_facts(spark, executor_wait: float = 30.0, n_workers: int | None = No
         slots=slots,
         dynamic_allocation=dyn,
         task_profiles=major_minor >= (3, 4) and not local_mode and not dyn,
+        gpu_addresses=executor_gpu_addresses(sc) if gpus and not local_mode else (),
     )
+
+
+def executor_gpu_addresses(sc) -> tuple:
+    """``((host, (gpu addresses...)), ...)``: the GPUs of every registered executor.
+
+    From the application status store, which records the resources each executor
+    registered with (``ExecutorSummary.resources``). Keyed by host: the status store's
+    ``hostPort`` is the block manager's port, not the executor address that barrier
+    tasks see (``BarrierTaskContext.getTaskInfos``). Empty when it cannot be read.
+    """
+    out = []
+    try:
+        summaries = sc._jsc.sc().statusStore().executorList(True)
+        it = summaries.iterator()
+        while it.hasNext():
+            summary = it.next()
+            if summary.id() == "driver":
+                continue
+            resources = summary.resources()
+            if resources.contains("gpu"):
+                addresses = tuple(str(a) for a in resources.apply("gpu").addresses())
+                out.append((str(summary.hostPort()).rsplit(":", 1)[0], addresses))
+    except Exception as e:  # an older or different JVM: the tasks fall back to 0..n-1
+        logger.debug("spark-dask: executor GPU addresses unavailable: %s", e)
+        return ()
+    return tuple(sorted(out))
 
 
 def _facts(spark, master: str, **known) -> ClusterFacts:
     """ClusterFacts from what the caller counted plus the confs both paths read alike."""
+    from spark_dask.rapids import plugin_enabled
+
     return ClusterFacts(
         executor_memory=executor_memory(spark, master),
         executor_gpus=_float(conf(spark, "spark.executor.resource.gpu.amount")),
         task_gpus=_float(conf(spark, "spark.task.resource.gpu.amount")),
         master=master or "spark connect",
+        rapids_plugin=plugin_enabled(conf(spark, "spark.plugins")),
         **known,
     )
 
@@ -257,7 +291,8 @@ def connect_facts(spark, executor_wait: float = 30.0, n_workers: int | None = No
     elif cluster:
         executor_cores = int(cluster.group(2))
     elif local:
-        executor_cores = int(local.group(1) or 1)
+        n = local.group(1) or "1"
+        executor_cores = (os.cpu_count() or 1) if n == "*" else int(n)
     else:
         executor_cores = 0  # unknown
     if local:
@@ -295,6 +330,22 @@ def connect_facts(spark, executor_wait: float = 30.0, n_workers: int | None = No
         # mapInArrow(profile=...) exists since Spark 4.0
         task_profiles=spark_version(spark) >= (4, 0) and known and not local and not dyn,
     )
+
+
+def connect_session_problem(spark, scheduler_host: str | None = None) -> str | None:
+    """Why this Spark Connect session cannot run a Dask cluster (Databricks standard
+    access mode, serverless, Databricks Connect from outside), or None."""
+    from spark_dask import databricks
+
+    server = connect_server_host(spark)
+    if not os.environ.get(databricks.RUNTIME_ENV) and not databricks.is_workspace_host(server):
+        return None  # open-source Spark Connect: nothing to ask the server
+    try:
+        spark.conf.get(databricks.CLUSTER_ID, None)
+        available = True
+    except Exception:  # CONFIG_NOT_AVAILABLE on serverless
+        available = False
+    return databricks.connect_problem(os.environ, server, available, scheduler_host)
 
 
 def connect_server_host(spark) -> str | None:

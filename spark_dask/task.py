@@ -26,7 +26,9 @@ import time
 
 from spark_dask.plan import (
     REGISTERED_MARKER,
+    assign_shared,
     assign_workers,
+    executor_gpu_list,
     gang_shortfall,
     memory_problem,
     physical_gpu,
@@ -208,6 +210,19 @@ def reach_error(address: str, timeout: float, tls: dict | None = None) -> str | 
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+def executor_gpus(spec: dict, executor: str, own: list[str] | None = None) -> list[str]:
+    """The physical GPUs of an executor (``host:port``), for a gang sharing them with Spark.
+
+    See :func:`spark_dask.plan.executor_gpu_list`; addresses are mapped through this
+    task's ``CUDA_VISIBLE_DEVICES``.
+    """
+    host = executor.rsplit(":", 1)[0]
+    candidates = (spec.get("executor_gpus") or {}).get(host) or []
+    addresses = executor_gpu_list(candidates, own or [], int(spec.get("gpus_per_executor") or 0))
+    cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return [physical_gpu(a, cvd) for a in addresses]
+
+
 def _where(t: dict) -> str:
     return f"executor {t['executor_id'] or t['executor']} (host {t['host']}, partition {t['partition']})"
 
@@ -236,6 +251,7 @@ def task_facts(ctx, spec: dict) -> dict:
         "host": address.rsplit(":", 1)[0],
         "executor_id": _executor_id(),
         "gpus": [physical_gpu(a, cvd) for a in gpus],
+        "spark_gpus": gpus,  # as Spark named them (before CUDA_VISIBLE_DEVICES)
         "cpus": ctx.cpus(),
         "python": sys.executable,
         "missing": missing,
@@ -308,7 +324,11 @@ def run_task(spec: dict) -> dict:
         row["status"] = "skipped: another task cannot reach the scheduler"
         return row
 
-    if spec.get("gather", True):
+    if spec.get("gpu_mode") == "shared":
+        own = {me["executor"]: me["spark_gpus"]}
+        lists = {t["executor"]: executor_gpus(spec, t["executor"], own.get(t["executor"])) for t in gang}
+        assignment = assign_shared(gang, lists)
+    elif spec.get("gather", True):
         assignment = assign_workers(gang, spec["pinned"])
     else:  # every task owns its GPUs: only this task's assignment needs working out
         per_task = int(spec.get("workers_per_task", 1))
@@ -329,9 +349,10 @@ def run_task(spec: dict) -> dict:
     on_host = [t for t in gang if t["host"] == me["host"]]
     executors_on_host = len({t["executor"] for t in on_host})
     workers_on_host = sum(len(assignment[t["partition"]]) for t in on_host)
-    nthreads = worker_threads(
-        spec["threads_per_worker"], me["cpus"], spec["executor_cores"], same_executor, len(mine)
-    )
+    # Sharing GPUs with Spark's tasks: the worker gets its task's CPUs, never the
+    # executor's other cores (Spark's tasks use them).
+    cores = 0 if spec.get("gpu_mode") == "shared" else spec["executor_cores"]
+    nthreads = worker_threads(spec["threads_per_worker"], me["cpus"], cores, same_executor, len(mine))
     memory = worker_memory(
         spec["memory_limit"], _host_memory(), spec["executor_memory"], executors_on_host, workers_on_host
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import json
 import os
 import socket
@@ -91,7 +93,13 @@ def fake_gpu_script(addresses) -> str:
         f.write("#!/usr/bin/env bash\n")
         f.write("echo '" + json.dumps({"name": "gpu", "addresses": list(addresses)}) + "'\n")
     os.chmod(path, stat.S_IRWXU)
+    atexit.register(_remove, path)  # Spark workers may run it until the session stops
     return path
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
 
 
 def gpu_conf(n_gpus: int, task_amount: str, **extra) -> dict:

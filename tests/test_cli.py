@@ -45,7 +45,8 @@ CLIENT_SCRIPT = textwrap.dedent(
     print("ARGS", sys.argv[1:], flush=True)
     if "--spark" in sys.argv:
         print("SPARK", SparkSession.builder.getOrCreate().range(50).count(), flush=True)
-    c.close()
+    if "--leave-open" not in sys.argv:  # a script may well forget to close its client
+        c.close()
     sys.exit(int(sys.argv[1]))
     """
 )
@@ -117,6 +118,9 @@ def test_info_plans_without_starting_anything(spark):
     assert out["executors"] == 2 and out["task slots"] == 2
     assert out["workers"] == 2 and out["worker kind"] == "cpu" and out["threads per worker"] == 1
     assert out["memory per worker"].endswith("(auto)")
+    # the gang holds both one-core executors: no slot left for Spark jobs, and said so
+    assert out["free slots while running"] == 0
+    assert "take every task slot" in out["warnings"][0]
     assert spark.sparkContext.statusTracker().getJobIdsForGroup(None) == before
     assert not active_jobs(spark)
     bad = CliRunner().invoke(cli.main, ["info", "--n-workers", "5"])
@@ -147,9 +151,9 @@ def _spark_submit(tmp_path, exit_status: int) -> tuple[subprocess.CompletedProce
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
     cmd = [
         SPARK_SUBMIT, "--master", "local-cluster[2,1,1024]",
-        "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false",
-        "--conf", "spark.log.level=WARN",
+        "--conf", "spark.ui.enabled=false", "--conf", "spark.log.level=WARN",
         cli.__file__, "run", "--n-workers", "1", "--no-progress", str(script), str(exit_status), "--spark",
+        "--leave-open",
     ]  # fmt: skip
     t0 = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=280, env=env, cwd=str(tmp_path))
@@ -167,3 +171,7 @@ def test_run_under_spark_submit(tmp_path, status):
     assert "RESULT 6" in output and "SPARK 50" in output
     assert f"Spark barrier job ended: yes); exit status {status}" in output
     assert no_workers_left(output)
+    # the script's own Client, left open, is closed before the cluster: no reconnect
+    # tracebacks after the exit status; no Spark console progress bar in the output
+    for noise in ("Traceback", "ConnectionRefusedError", "CancelledError", "[Stage "):
+        assert noise not in output, output[-3000:]

@@ -226,12 +226,17 @@ def test_two_clusters_at_once_are_independent(spark):
     assert_no_leftovers(spark, b.cluster)
 
 
-def test_spark_job_waiting_for_slots_is_reported(spark):
-    # The gang holds both slots of local-cluster[2,1,1024]: a Spark job in the block
-    # waits. It finishes once the cluster closes, and the wait is reported, not silent.
+def test_spark_job_waiting_for_slots_is_reported(spark, caplog, capsys):
+    # The gang holds both slots of local-cluster[2,1,1024]: said at start; a Spark job
+    # in the block waits. It finishes once the cluster closes, and the wait is reported
+    # once per stage, through the log only (not printed a second time).
+    import logging
     import threading
 
-    with spark_dask.start(spark) as client:
+    with pytest.warns(UserWarning, match="take every task slot Spark jobs can use") as started:
+        client = spark_dask.start(spark)
+    assert "n_workers=1" in str(next(w.message for w in started if "every task slot" in str(w.message)))
+    with caplog.at_level(logging.WARNING, logger="spark_dask"), client:
         cluster = client.cluster
         result = {}
 
@@ -241,9 +246,13 @@ def test_spark_job_waiting_for_slots_is_reported(spark):
         t = threading.Thread(target=spark_job)
         t.start()
         assert wait_until(lambda: "waited" in cluster.get_logs(scheduler=False, workers=False)["Cluster"], 40)
+        time.sleep(4.5)  # two more rounds of the watcher (every 2 s): still one report
         assert "count" not in result
     t.join(60)
     assert result["count"] == 10
+    reports = [r for r in caplog.records if "has waited" in r.getMessage()]
+    assert len(reports) == 1 and "Spark stage" in reports[0].getMessage()
+    assert "has waited" not in capsys.readouterr().out
 
 
 def test_spark_stop_tears_the_cluster_down(spark):

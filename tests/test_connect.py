@@ -222,7 +222,19 @@ def test_unreachable_scheduler_is_reported_quickly(spark, monkeypatch):
     assert elapsed < 30, elapsed
     assert wait_until(lambda: not jvm_active_jobs())
     assert tags and not dask_processes(tags[0])
+    assert "SQLSTATE" not in msg and "Traceback" not in msg  # our message, not Spark's wrapping
 
+
+def test_a_databricks_notebook_on_a_connect_session_is_refused_at_once(spark, monkeypatch):
+    # On a Databricks runtime a Connect session means standard (shared) access mode or
+    # serverless, where the tasks cannot start the workers: say so before any job.
+    monkeypatch.setenv("DATABRICKS_RUNTIME_VERSION", "17.3")
+    t0 = time.monotonic()
+    with pytest.raises(PlanError, match=r"standard \(shared\) access mode") as e:
+        spark_dask.start(spark)
+    assert time.monotonic() - t0 < 5
+    assert "dedicated (single user) or no-isolation shared" in str(e.value)
+    assert not jvm_active_jobs()
 
 
 def test_spark_stop_tears_the_cluster_down(spark):

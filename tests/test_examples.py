@@ -62,9 +62,14 @@ def test_example_runs(name, tmp_path):
         ]  # fmt: skip
     else:
         cmd = [sys.executable, os.path.join(EXAMPLES, args[0]), *args[1:]]
+    # the examples' scratch data goes to a temporary directory of their own: none may stay
+    env["TMPDIR"] = str(tmp_path / "tmp")
+    os.mkdir(env["TMPDIR"])
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=280, env=env, cwd=str(tmp_path))
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-4000:]
     for line in expected:
         assert line in output, (line, output[-4000:])
     assert no_workers_left(output)
+    left = [f for f in os.listdir(env["TMPDIR"]) if f.startswith(("spark-dask-", "gpus-"))]
+    assert not left, left

@@ -7,11 +7,15 @@ import pytest
 from spark_dask.plan import (
     ClusterFacts,
     PlanError,
+    assign_shared,
     assign_workers,
     gang_shortfall,
+    hog_warning,
+    memory_problem,
     option_flags,
     physical_gpu,
     plan_gang,
+    spare_slots,
     starved_stages,
     worker_command,
     worker_memory,
@@ -89,16 +93,105 @@ def test_gpu_default_is_one_worker_per_gpu():
     assert (p.kind, p.pinned) == ("cpu", True)
 
 
-def test_fractional_gpu_amount_asks_for_whole_gpus_with_a_profile():
+def test_exclusive_fractional_gpu_amount_asks_for_whole_gpus_with_a_profile():
     f = facts(executors=1, executor_cores=2, executor_gpus=2, task_gpus=0.5, slots=2, task_profiles=True)
-    p = plan_gang(f)
-    assert p.n_tasks == 2 and p.task_gpus == 1.0 and p.task_cpus == 1
+    p = plan_gang(f, gpu_mode="exclusive")
+    assert p.n_tasks == 2 and p.task_gpus == 1.0 and p.task_cpus == 1 and p.gpu_mode == "exclusive"
 
 
-def test_fractional_gpu_amount_without_profiles_relies_on_the_tasks():
+def test_exclusive_fractional_gpu_amount_without_profiles_relies_on_the_tasks():
     f = facts(executors=1, executor_cores=2, executor_gpus=2, task_gpus=0.5, slots=2)
-    p = plan_gang(f)
+    p = plan_gang(f, gpu_mode="exclusive")
     assert p.n_tasks == 2 and not p.uses_profile and p.pinned
+
+
+def test_fractional_gpu_amount_shares_gpus_with_spark_by_default():
+    # Spark RAPIDS style: 4 cores, 2 GPUs, a quarter GPU per Spark task
+    f = facts(executors=1, executor_cores=4, executor_gpus=2, task_gpus=0.25, slots=4, task_profiles=True)
+    p = plan_gang(f)
+    assert (p.gpu_mode, p.kind, p.pinned, p.n_workers, p.n_tasks) == ("shared", "cuda", True, 2, 2)
+    assert not p.uses_profile  # each gang task is an ordinary Spark GPU task (a quarter GPU)
+    assert plan_gang(f, task_profile=False).gpu_mode == "shared"  # needs no profile at all
+    assert not p.notes
+
+
+def test_rapids_plugin_with_whole_gpu_tasks_shares_through_a_cpu_only_profile():
+    # the Databricks default: one GPU per Spark task, and the RAPIDS SQL plugin on
+    f = facts(executors=2, executor_cores=8, executor_gpus=1, task_gpus=1, slots=2,
+              task_profiles=True, rapids_plugin=True)  # fmt: skip
+    p = plan_gang(f)
+    assert p.gpu_mode == "shared" and p.uses_profile
+    assert (p.task_cpus, p.task_gpus) == (1, None)  # CPUs only: the GPUs stay with Spark
+    assert p.n_workers == 2
+    # without task profiles the gang can only hold whole GPUs: said, not silent
+    p = plan_gang(f, task_profile=False)
+    assert p.gpu_mode == "exclusive" and not p.uses_profile
+    assert len(p.notes) == 1 and "fraction" in p.notes[0] and "wait" in p.notes[0]
+    with pytest.raises(PlanError, match="gpu_mode='shared' cannot work"):
+        plan_gang(f, task_profile=False, gpu_mode="shared")
+
+
+def test_whole_gpu_tasks_without_rapids_stay_exclusive():
+    f = facts(executors=2, executor_cores=8, executor_gpus=4, task_gpus=1, slots=8, task_profiles=True)
+    assert plan_gang(f).gpu_mode == "exclusive"
+    assert plan_gang(f, gpu_mode="shared").gpu_mode == "shared"
+
+
+def test_shared_mode_is_one_worker_per_gpu_at_most():
+    f = facts(executors=1, executor_cores=8, executor_gpus=2, task_gpus=0.25, slots=8)
+    assert plan_gang(f, n_workers=1).n_workers == 1
+    with pytest.raises(PlanError, match="one Dask worker per GPU"):
+        plan_gang(f, n_workers=3)
+    with pytest.raises(PlanError, match="gpu_mode must be one of"):
+        plan_gang(f, gpu_mode="half")
+
+
+def test_spare_slots_beside_the_gang():
+    # local-cluster[2,4,1024]: each gang task takes 3 of 4 cores -> one core free per executor
+    f = facts(executors=2, executor_cores=4, slots=8, task_profiles=True)
+    p = plan_gang(f)
+    assert p.task_cpus == 3 and spare_slots(f, p) == 2 and hog_warning(f, p) is None
+    # one-core executors: the gang holds every slot, and the warning says how to leave room
+    f = facts()
+    p = plan_gang(f)
+    assert spare_slots(f, p) == 0
+    msg = hog_warning(f, p)
+    assert "waits until the cluster closes" in msg and "n_workers=1" in msg
+    assert spare_slots(f, plan_gang(f, n_workers=1)) == 1
+
+
+def test_spare_slots_on_shared_and_exclusive_gpus():
+    # 1 executor, 4 cores, 2 GPUs, half a GPU per Spark task: 4 slots
+    f = facts(executors=1, executor_cores=4, executor_gpus=2, task_gpus=0.5, slots=4, task_profiles=True)
+    shared = plan_gang(f)
+    assert shared.gpu_mode == "shared" and spare_slots(f, shared) == 2
+    exclusive = plan_gang(f, gpu_mode="exclusive")  # both GPUs held whole: no GPU left for Spark
+    assert spare_slots(f, exclusive) == 0
+    assert "gpu_mode='shared'" in hog_warning(f, exclusive)
+    # whole-GPU Spark tasks beside a CPU-only gang: every GPU stays free
+    f = facts(executors=1, executor_cores=8, executor_gpus=2, task_gpus=1, slots=2,
+              task_profiles=True, rapids_plugin=True)  # fmt: skip
+    assert spare_slots(f, plan_gang(f)) == 2
+
+
+def test_assign_shared_splits_each_executors_gpus_by_partition():
+    gang = [{"partition": p, "executor": e} for p, e in [(2, "a:1"), (0, "a:1"), (1, "b:1"), (3, "b:1")]]
+    gpus = {"a:1": ["5", "7"], "b:1": ["0"]}
+    a = assign_shared(gang, gpus)
+    assert a == {
+        0: [{"name": "spark-0-gpu5", "gpu": "5"}],
+        2: [{"name": "spark-2-gpu7", "gpu": "7"}],
+        1: [{"name": "spark-1-gpu0", "gpu": "0"}],
+        3: [],  # executor b has one GPU: its second task starts nothing
+    }
+    msg = gang_shortfall(a, 4, pinned=True)
+    assert "3 Dask workers, not the 4" in msg
+
+
+def test_memory_problem_reads_like_a_person_writes():
+    msg = memory_problem(10**12, 24 * GiB)
+    assert "memory_limit=931 GiB" in msg and "24 GiB of memory" in msg
+    assert memory_problem(GiB, 24 * GiB) is None
 
 
 def test_tasks_with_several_gpus():
@@ -120,7 +213,7 @@ def test_gpus_on_executors_but_not_on_tasks():
 def test_profile_slots_counted_for_gpu_profile():
     f = facts(executors=1, executor_cores=2, executor_gpus=2, task_gpus=0.5, slots=2, task_profiles=True)
     with pytest.raises(PlanError, match="needs 3"):
-        plan_gang(f, n_workers=3)
+        plan_gang(f, n_workers=3, gpu_mode="exclusive")
 
 
 # ----------------------------------------------------------------------------- task side
@@ -257,3 +350,22 @@ def test_session_closed_errors():
     assert session_closed(RuntimeError("Job 3 cancelled because SparkContext was shut down"))
     assert not session_closed(RuntimeError("Could not recover from a failed barrier ResultStage"))
     assert not session_closed(None)
+
+
+def test_spark_decoration_is_stripped_from_our_task_errors():
+    from spark_dask.launcher import summarize_spark_error
+
+    # how Spark 4 wraps an exception raised in a barrier task (PythonException)
+    text = (
+        "An error occurred while calling o91.collectAndServe.\n: org.apache.spark.SparkException: "
+        "Job aborted due to stage failure: Could not recover from a failed barrier ResultStage.\n"
+        "org.apache.spark.api.python.PythonException: [PYTHON_EXCEPTION] An exception was thrown "
+        "from the Python worker: Traceback (most recent call last):\n  File \"task.py\", line 1\n"
+        "spark_dask.task.WorkerStartError: spark-dask: on executor 0 (host h, partition 0): "
+        "memory_limit=64 TiB per worker exceeds the 24 GiB of memory of the host; use 'auto'\n"
+        " SQLSTATE: 38000\n\tat org.apache.spark.api.python.BasePythonRunner.handlePythonException"
+    )
+    assert summarize_spark_error(RuntimeError(text)) == (
+        "spark-dask: on executor 0 (host h, partition 0): memory_limit=64 TiB per worker exceeds "
+        "the 24 GiB of memory of the host; use 'auto'"
+    )
