@@ -13,7 +13,7 @@ import pytest
 from spark_dask import databricks as db
 
 from .conftest import make_spark, stop_spark
-from .web import PAINTED_CANVASES_JS, Chromium, StrippingProxy, chromium_or_skip
+from .web import PAINTED_CANVASES_JS, Chromium, StrippingProxy, chromium_or_skip, split_proxy_path
 
 # An Azure Government workspace with no org-id conf: the org id comes from the host.
 WORKSPACE = "adb-7712345678901234.12.databricks.azure.us"
@@ -23,14 +23,25 @@ CLUSTER = "0123-456789-abcdefgh"
 NAV_PAGES = ("workers", "tasks", "system", "profile", "graph", "groups")
 
 
+def test_proxy_path_split_like_the_driver_proxy():
+    assert split_proxy_path(f"/driver-proxy/o/{ORG}/{CLUSTER}/9001/status/ws", ORG, CLUSTER) == (9001, "/status/ws")
+    assert split_proxy_path(f"/driver-proxy/o/{ORG}/{CLUSTER}/9001?a=b", ORG, CLUSTER) == (9001, "/?a=b")
+    assert split_proxy_path(f"/driver-proxy/o/1/{CLUSTER}/9001/status", ORG, CLUSTER) is None  # other org
+    assert split_proxy_path(f"/driver-proxy/o/{ORG}/{CLUSTER}/x/status", ORG, CLUSTER) is None
+    assert split_proxy_path("/status", ORG, CLUSTER) is None
+
+
 @pytest.fixture(scope="module")
 def chromium():
     return chromium_or_skip()
 
 
 @pytest.fixture(scope="module")
-def databricks_spark(chromium):
-    """local-cluster[2,1,1024] with the environment and Spark confs of a Databricks driver."""
+def databricks_spark():
+    """local-cluster[2,1,1024] with the environment and Spark confs of a Databricks driver.
+
+    Tests that need the browser list ``chromium`` first: it is checked (skip or fail)
+    before this session starts."""
     mp = pytest.MonkeyPatch()
     mp.setenv(db.RUNTIME_ENV, "16.4")
     spark = make_spark("local-cluster[2,1,1024]", **{db.WORKSPACE_URL: f"https://{WORKSPACE}/", db.CLUSTER_ID: CLUSTER})
@@ -122,7 +133,7 @@ def test_dashboard_through_prefix_stripping_proxy_in_a_browser(chromium, databri
 
 @pytest.mark.spark
 @pytest.mark.timeout(240)
-def test_the_proxy_check_can_fail(chromium, databricks_spark):
+def test_the_proxy_check_can_fail(databricks_spark):
     """Control: a dashboard served under the full prefix is NOT reachable through a
     stripping proxy, and the proxy logs a request outside its prefix as a 404."""
     import urllib.error
