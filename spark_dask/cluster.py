@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import atexit
 import datetime
-import html
 import json
 import logging
 import sys
@@ -20,14 +19,16 @@ import distributed
 from contextlib import ExitStack, suppress
 
 from dask.utils import parse_bytes, parse_timedelta
+from dask.widgets import get_template
 from distributed import Client, Scheduler
 from distributed.core import Status, rpc
 from distributed.deploy.cluster import Cluster
+from distributed.objects import SchedulerInfo
 from distributed.diagnostics.plugin import SchedulerPlugin
 from distributed.security import Security
 from distributed.utils import Log, Logs, silence_logging_cmgr
 
-from spark_dask import config, rapids, signals
+from spark_dask import config, rapids, signals, widget
 from spark_dask.databricks import DashboardSettings, dashboard_settings
 from spark_dask.launcher import GangLauncher, session_closed, summarize_spark_error
 from spark_dask.plan import (
@@ -781,8 +782,10 @@ class SparkCluster(Cluster):
     def get_logs(self, cluster=True, scheduler=True, workers=True):
         """Logs of the cluster manager, scheduler, workers and the Spark tasks.
 
-        After ``close()`` the cluster manager's log and the Spark tasks' status rows
-        (exit codes and log tails of every worker) remain available.
+        ``"Spark tasks"`` has a line per barrier task: its placement (executor id,
+        host, GPUs) and status, with its Dask workers. While the stage runs that comes
+        from the workers' Spark facts; after it ended, from the tasks' status rows (exit
+        codes and log tails of every worker), which remain available after ``close()``.
         """
         if self.status == Status.closed:
             logs = Logs()
@@ -828,18 +831,23 @@ class SparkCluster(Cluster):
         return logs
 
     def _task_log(self) -> str:
-        if not self.task_rows:
-            state = "running" if self.launcher is not None and self.launcher.running else "no rows"
-            return f"Spark barrier stage {self.tag}: {state}"
-        out = []
-        for row in self.task_rows:
-            out.append(
-                f"task {row['partition']} on executor {row.get('executor_id')} ({row['host']}): {row['status']}"
-            )
-            for w in row["workers"]:
-                out.append(f"  worker {w['name']} gpu={w['gpu']} exit={w['exit_code']}")
-                out += ["    " + ln for ln in (w["log_tail"] or "").splitlines()]
-        return "\n".join(out)
+        return widget.task_log(f"Spark barrier stage {self.tag}: {self.gang_status}", self._spark_tasks()[0])
+
+    def _spark_tasks(self) -> tuple[list[dict], str]:
+        """Every barrier task's placement and status, and where that comes from."""
+        launcher = self.launcher
+        if launcher is not None and launcher.running and self.gang is not None and self.status != Status.closed:
+            workers = dict((self.scheduler_info or {}).get("workers", {}))
+            scheduler = self.scheduler
+            status = {}
+            if scheduler is not None:
+                for address in workers:
+                    ws = scheduler.workers.get(address)
+                    status[address] = ws.status.name if ws is not None else "gone"
+            return widget.live_tasks(self.gang.n_tasks, workers, status), "running"
+        if self.task_rows:
+            return widget.ended_tasks(self.task_rows), "ended"
+        return [], "not running"
 
     @property
     def dashboard_link(self) -> str:
@@ -851,6 +859,15 @@ class SparkCluster(Cluster):
             port = self.scheduler_info["services"]["dashboard"]
         except (KeyError, TypeError):
             return ""
+        if settings.port is not None and port != settings.port and not getattr(self, "_port_warned", False):
+            # distributed listens on another port when the chosen one was taken meanwhile
+            self._port_warned = True
+            logger.warning(
+                "spark-dask: the dashboard port %s was taken; the dashboard listens on %s, "
+                "which the Databricks driver proxy may not pass",
+                settings.port,
+                port,
+            )
         host = self.scheduler_address.split("://")[1].split("/")[0].rsplit(":", 1)[0].strip("[]")
         return settings.link(host, port)
 
@@ -889,22 +906,39 @@ class SparkCluster(Cluster):
             info["GPUs"] = f"{len(gpus)} ({', '.join(gpus)})" if gpus else str(plan.n_workers)
         db = self._dashboard.databricks if self._dashboard is not None else None
         if db is not None:
-            info["Databricks"] = f"runtime {db.runtime_version}, cluster {db.cluster_id}, {db.cloud}"
+            name = db.cloud_name
+            cloud = db.cloud if name.lower() in (db.cloud, "unknown") else f"{db.cloud} ({name})"
+            info["Databricks"] = f"runtime {db.runtime_version}, cluster {db.cluster_id}, {cloud}"
         if "start" in self.timings:
             info["start-up"] = f"{self.timings['start']:.1f} s"
         return info
 
     def _repr_html_(self, cluster_status=None):
-        rows = "".join(
-            f"<tr><td style='text-align: left;'><strong>Spark {html.escape(str(k))}:</strong> "
-            f"{html.escape(str(v))}</td></tr>"
-            for k, v in self.spark_info().items()
+        """The notebook widget: distributed's cluster template with fresh worker totals
+        (also in "Scheduler Info"), the Spark facts and a row per barrier task."""
+        closed = self.status == Status.closed
+        workers = {} if closed else dict((self.scheduler_info or {}).get("workers", {}))
+        tasks, state = self._spark_tasks()
+        rows = widget.spark_rows_html(self.spark_info(), tasks, state)
+        if not isinstance(self.scheduler_info, SchedulerInfo):
+            scheduler_info_repr = "Scheduler not started yet."
+        else:
+            info = SchedulerInfo(self.scheduler_info)
+            info["workers"] = workers
+            info.update(widget.scheduler_totals(workers))
+            scheduler_info_repr = info._repr_html_()
+        return get_template("cluster.html.j2").render(
+            type=type(self).__name__,
+            name=self.name,
+            workers=workers,
+            dashboard_link=self.dashboard_link,
+            scheduler_info_repr=scheduler_info_repr,
+            cluster_status=(cluster_status or "") + rows,
         )
-        status = f"<table style='width: 100%;'>{rows}</table>"
-        return super()._repr_html_(cluster_status=(cluster_status or "") + status)
 
     def __repr__(self):
-        n = len(self.scheduler_info.get("workers", {}))
+        closed = self.status == Status.closed
+        n = 0 if closed else len((self.scheduler_info or {}).get("workers", {}))
         addr = self.scheduler.address if self.scheduler is not None else None
         return f"SparkCluster({self.tag!r}, {addr!r}, workers={n}, status={self.status.name})"
 

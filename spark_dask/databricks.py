@@ -5,9 +5,22 @@ A Databricks notebook reaches web servers on the driver only through the workspa
 
     https://<workspace>/driver-proxy/o/<org id>/<cluster id>/<port>/<path>
 
-The proxy refuses port 8787, and the dashboard's pages use absolute paths, so the
-scheduler serves its dashboard under the same prefix (``/driver-proxy/o/.../<port>``)
-on a free port that is not 8787.
+The proxy connects to the driver's address on ``<port>`` and forwards ``/<path>``
+there, with its own prefix **removed**. Every tool known to work through it serves at
+the root: dask-databricks (``dask scheduler --dashboard-address :8087``, link
+``.../8087/status``; dask-contrib/dask-databricks, ``dask_databricks/cli.py`` and PR 25)
+and Ray-on-Spark (its dashboard at the root on ``0.0.0.0`` and a port in 9000-10000;
+ray-project/ray, ``python/ray/util/spark/cluster_init.py``). The proxy refuses port 8787
+(dask-databricks PR 25 and 32 moved off it for that reason).
+
+So on Databricks the scheduler serves its dashboard **at the root**, on all interfaces,
+on a free port in :data:`PROXY_PORTS`. Every URL the status page loads is relative to
+it: Bokeh >= 3.3 made its static URLs absolute (``/static/...``, dask/distributed issue
+8333), and distributed asks Bokeh for relative ones again (PR 8347:
+``DaskBokehTornado.resources`` in ``distributed/dashboard/core.py``); BokehJS builds the
+websocket URL from the page's own location. So the page works under the proxy's prefix.
+``spark-dask.dashboard-prefix: driver-proxy`` serves it under the full proxy path
+instead, for a proxy that forwards the whole path.
 
 The first part of this module is pure (environment and Spark conf in, names and URLs
 out) and is tested without Spark or Databricks. :func:`detect` and
@@ -27,14 +40,39 @@ WORKSPACE_URL = "spark.databricks.workspaceUrl"
 CLUSTER_ID = "spark.databricks.clusterUsageTags.clusterId"
 ORG_ID = "spark.databricks.clusterUsageTags.clusterOwnerOrgId"
 ORG_ID_FALLBACK = "spark.databricks.clusterUsageTags.orgId"
+# The driver proxy answers 403 for 8787 (dask-contrib/dask-databricks PR 25).
 REFUSED_PORTS = frozenset({8787})
+# Ports the driver proxy is known to pass: Ray-on-Spark picks its dashboard (and every
+# other head port) with get_random_unused_port(min_port=9000, max_port=10000), and its
+# dashboard is opened through /driver-proxy/o/<org>/<cluster>/<port>/ (ray-project/ray,
+# python/ray/util/spark/cluster_init.py and databricks_hook.py).
+PROXY_PORTS = range(9000, 10000)
 
-# Azure workspaces are named adb-<org id>.<n>.azuredatabricks.net and GCP workspaces
-# <org id>.<n>.gcp.databricks.com: the org id can be read from the host when the
-# cluster-usage tag is missing. AWS hosts (dbc-<hash>.cloud.databricks.com or a custom
-# name) do not carry it.
+# ``spark-dask.dashboard-prefix`` values: AUTO (and "") serve at the root; FULL_PATH
+# serves under /driver-proxy/o/<org>/<cluster>/<port> (a proxy that forwards the whole
+# path); anything else is used as the prefix itself.
+AUTO = "auto"
+FULL_PATH = "driver-proxy"
+
+# Workspace host suffixes of each cloud (databricks/databricks-sdk-py,
+# databricks/sdk/environments.py): (suffix, cloud, name). First match wins.
+_CLOUDS = (
+    (".azuredatabricks.net", "azure", "Azure"),
+    (".databricks.azure.us", "azure", "Azure Government"),
+    (".databricks.azure.cn", "azure", "Azure China"),
+    (".gcp.databricks.com", "gcp", "GCP"),
+    (".cloud.databricks.us", "aws", "AWS GovCloud"),
+    (".cloud.databricks.com", "aws", "AWS"),
+    (".databricks.com", "aws", "AWS"),
+)
+
+# Azure per-workspace URLs are adb-<workspace id>.<n>.azuredatabricks.net (Azure
+# Government: .databricks.azure.us, Azure China: .databricks.azure.cn) and GCP ones
+# <workspace id>.<n>.gcp.databricks.com: the org (workspace) id can be read from the host
+# when the cluster-usage tag is missing. AWS hosts (dbc-<hash>.cloud.databricks.com, a
+# deployment name, GovCloud .cloud.databricks.us) do not carry it.
 _ORG_IN_HOST = (
-    re.compile(r"^adb-(\d+)\.\d+\.azuredatabricks\.net$"),
+    re.compile(r"^adb-(\d+)\.\d+\.(?:azuredatabricks\.net|databricks\.azure\.us|databricks\.azure\.cn)$"),
     re.compile(r"^(\d+)\.\d+\.gcp\.databricks\.com$"),
 )
 
@@ -68,14 +106,26 @@ class DatabricksInfo:
     @property
     def cloud(self) -> str:
         """``"azure"``, ``"gcp"``, ``"aws"`` or ``"unknown"``, from the workspace host."""
-        host = self.workspace or ""
-        if host.endswith(".azuredatabricks.net"):
-            return "azure"
-        if host.endswith(".gcp.databricks.com"):
-            return "gcp"
-        if host.endswith((".cloud.databricks.com", ".databricks.com")):
-            return "aws"
-        return "unknown"
+        return cloud_of(self.workspace)[0]
+
+    @property
+    def cloud_name(self) -> str:
+        """The cloud as people name it: ``"Azure Government"``, ``"AWS GovCloud"``, ..."""
+        return cloud_of(self.workspace)[1]
+
+
+def cloud_of(host: str | None) -> tuple[str, str]:
+    """``(cloud, name)`` of a workspace host, e.g. ``("azure", "Azure China")``.
+
+    >>> cloud_of("adb-1.2.databricks.azure.us")
+    ('azure', 'Azure Government')
+    >>> cloud_of("example.com")
+    ('unknown', 'unknown')
+    """
+    for suffix, cloud, name in _CLOUDS:
+        if (host or "").endswith(suffix):
+            return cloud, name
+    return "unknown", "unknown"
 
 
 def workspace_host(url: str | None) -> str | None:
@@ -94,7 +144,8 @@ def workspace_host(url: str | None) -> str | None:
 
 
 def org_from_host(host: str | None) -> str | None:
-    """The org id encoded in an Azure or GCP workspace host name, else None.
+    """The org id encoded in an Azure (incl. Government and China) or GCP workspace
+    host name, else None.
 
     >>> org_from_host("adb-8812345678901234.5.azuredatabricks.net")
     '8812345678901234'
@@ -156,6 +207,53 @@ def dashboard_url(host: str, port: int, prefix: str = "", scheme: str = "http") 
     return f"{scheme}://{host}:{int(port)}{normalize_prefix(prefix)}/status"
 
 
+def port_choices(ports=PROXY_PORTS, avoid=REFUSED_PORTS, rng=None) -> list[int]:
+    """The ports to try for a dashboard behind the driver proxy, in random order.
+
+    Random so that clusters started at the same time (several notebooks on one driver)
+    rarely try the same port first.
+
+    >>> sorted(port_choices(range(8786, 8789)))
+    [8786, 8788]
+    """
+    import random
+
+    choices = [p for p in ports if p not in avoid]
+    (rng or random).shuffle(choices)
+    return choices
+
+
+def prefix_for(setting: str | None, info: DatabricksInfo | None, port: int | None) -> str:
+    """The URL path prefix the dashboard is served under (``""``: the root).
+
+    Parameters
+    ----------
+    setting : str or None
+        ``spark-dask.dashboard-prefix``: ``"auto"``, ``""`` or None serve at the root
+        (what the Databricks driver proxy needs: it strips its prefix);
+        ``"driver-proxy"`` serves under ``/driver-proxy/o/<org>/<cluster>/<port>``, for a
+        proxy that forwards the whole path (root elsewhere: there is no such proxy); any
+        other string is the prefix.
+    info : DatabricksInfo or None
+        Databricks facts, None off Databricks.
+    port : int or None
+        The dashboard port (named by the full-path prefix).
+
+    >>> prefix_for("auto", None, None)
+    ''
+    >>> prefix_for("/dask/", None, None)
+    '/dask'
+    """
+    text = AUTO if setting is None else str(setting).strip()
+    if text in (AUTO, "", "/"):
+        return ""
+    if text == FULL_PATH:
+        if info is None or not info.has_proxy or port is None:
+            return ""
+        return proxy_prefix(info, port)
+    return normalize_prefix(text)
+
+
 @dataclass(frozen=True)
 class DashboardSettings:
     """How the scheduler serves its dashboard and which link the user gets.
@@ -163,9 +261,10 @@ class DashboardSettings:
     Parameters
     ----------
     address : str
-        ``dashboard_address`` for the Scheduler, e.g. ``"10.0.0.5:0"`` or ``":41234"``.
+        ``dashboard_address`` for the Scheduler, e.g. ``"10.0.0.5:0"`` or ``":9412"``
+        (all interfaces).
     prefix : str
-        ``http_prefix`` for the Scheduler (``""`` for none).
+        ``http_prefix`` for the Scheduler (``""`` for none: served at the root).
     port : int or None
         The chosen port, when it had to be known in advance (behind a proxy).
     databricks : DatabricksInfo or None
@@ -193,7 +292,7 @@ def plan_dashboard(
     host: str,
     info: DatabricksInfo | None,
     port: int | None,
-    prefix_setting: str | None = "auto",
+    prefix_setting: str | None = AUTO,
 ) -> DashboardSettings:
     """Decide the dashboard address, prefix and link (pure).
 
@@ -204,20 +303,22 @@ def plan_dashboard(
     info : DatabricksInfo or None
         Databricks facts (:func:`parse`), None off Databricks.
     port : int or None
-        A free port that is not 8787 (needed on Databricks, where the prefix names it).
+        A free port of :data:`PROXY_PORTS` (needed on Databricks: the link names it).
     prefix_setting : str or None
-        ``"auto"``: the driver-proxy prefix on Databricks, none elsewhere; any other
-        string is used as the prefix (``""`` for none).
+        ``spark-dask.dashboard-prefix``, see :func:`prefix_for`.
+
+    Notes
+    -----
+    Behind the driver proxy the dashboard listens on all interfaces: the proxy connects
+    to the driver's address (not loopback), and Ray-on-Spark's dashboard listens on
+    ``0.0.0.0`` the same way. Elsewhere it listens on ``host`` only, on a port the OS
+    picks.
     """
-    setting = "auto" if prefix_setting is None else str(prefix_setting)
     if info is not None and info.has_proxy:
         if port is None:
             raise ValueError("a dashboard behind the Databricks proxy needs its port chosen first")
-        prefix = proxy_prefix(info, port) if setting == "auto" else normalize_prefix(setting)
-        # All interfaces: the proxy may reach the driver on loopback or on its address.
-        return DashboardSettings(f":{port}", prefix, port, info)
-    prefix = "" if setting == "auto" else normalize_prefix(setting)
-    return DashboardSettings(f"{host}:{port or 0}", prefix, port, None)
+        return DashboardSettings(f":{port}", prefix_for(prefix_setting, info, port), port, info)
+    return DashboardSettings(f"{host}:{port or 0}", prefix_for(prefix_setting, None, None), port, None)
 
 
 # --------------------------------------------------------------------------------------
@@ -248,22 +349,31 @@ def detect(spark=None, env: Mapping[str, str] | None = None) -> DatabricksInfo |
     return parse(env, conf)
 
 
-def free_port(host: str = "", avoid=REFUSED_PORTS, tries: int = 20) -> int:
-    """A port that is free now on ``host`` and not in ``avoid`` (8787: the proxy refuses it)."""
-    for _ in range(tries):
+def free_port(host: str = "", ports=PROXY_PORTS, avoid=REFUSED_PORTS) -> int:
+    """A port of ``ports`` (not in ``avoid``) that is free now on ``host``.
+
+    ``host`` ``""`` checks all interfaces, where the dashboard will listen.
+    """
+    for port in port_choices(ports, avoid):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind((host, 0))
-            port = s.getsockname()[1]
-        if port not in avoid:
-            return port
-    raise OSError(f"no free port outside {sorted(avoid)} on {host or 'any address'}")
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+        return port
+    raise OSError(
+        f"spark-dask: no free port in {ports.start}-{ports.stop - 1} on the driver for the "
+        "dashboard (the range the Databricks driver proxy is known to pass); close other "
+        "servers on the driver or start the cluster with dashboard=False"
+    )
 
 
-def dashboard_settings(spark, host: str, prefix_setting: str | None = "auto") -> DashboardSettings:
+def dashboard_settings(spark, host: str, prefix_setting: str | None = AUTO) -> DashboardSettings:
     """:func:`plan_dashboard` for this driver: detects Databricks and picks the port."""
     info = detect(spark)
-    # Behind the proxy the prefix names the port, so it is chosen before the scheduler
-    # binds it; elsewhere the scheduler binds port 0 itself (no race).
+    # Behind the proxy the link names the port, and it must be one the proxy passes, so
+    # it is chosen before the scheduler binds it; elsewhere the scheduler binds port 0
+    # itself (no race).
     port = free_port("") if info is not None and info.has_proxy else None
     return plan_dashboard(host, info, port, prefix_setting)
 
@@ -391,12 +501,16 @@ def register_background_job_group(group: str, env: Mapping[str, str] | None = No
 
 
 __all__ = [
+    "AUTO",
+    "FULL_PATH",
+    "PROXY_PORTS",
     "DashboardSettings",
     "connect_problem",
     "entry_point",
     "is_workspace_host",
     "register_background_job_group",
     "DatabricksInfo",
+    "cloud_of",
     "dashboard_settings",
     "dashboard_url",
     "detect",
@@ -404,6 +518,8 @@ __all__ = [
     "org_from_host",
     "parse",
     "plan_dashboard",
+    "port_choices",
+    "prefix_for",
     "proxy_prefix",
     "proxy_url",
     "workspace_host",
