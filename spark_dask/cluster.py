@@ -44,6 +44,7 @@ from spark_dask.session import (
     is_stopped,
     spark_encrypted,
 )
+from spark_dask.worker_cli import TaskWarnings, check_worker_options
 
 logger = logging.getLogger("spark_dask")
 
@@ -343,6 +344,7 @@ class SparkCluster(Cluster):
             self.timings["facts"] = time.monotonic() - t0
             self.gang = plan_gang(self.facts, opts["n_workers"], opts["worker"], opts["task_profile"])
             check_request(self.facts, opts["threads_per_worker"])
+            opts["worker_options"] = check_worker_options(opts["worker_options"], self.gang.kind, opts["worker_command"])
             problem = encryption_problem(
                 bool(opts["require_encryption"]),
                 bool(opts["tls"]),

@@ -387,8 +387,12 @@ def worker_memory(
 def option_flags(options: dict | None) -> list[str]:
     """Turn ``worker_options`` into command-line flags.
 
-    ``{"rmm_pool_size": "10GB", "nanny": False, "resources": {"GPU": 1}}`` becomes
+    ``{"rmm_pool_size": "10GB", "no_nanny": True, "resources": {"GPU": 1}}`` becomes
     ``--rmm-pool-size 10GB --no-nanny --resources GPU=1``; a list repeats the flag.
+    ``False`` gives ``--no-<flag>``; on the driver,
+    :func:`spark_dask.worker_cli.check_worker_options` has already turned ``False``
+    into the program's own off-switch (``{"enable_cudf_spill": False}`` →
+    ``{"disable_cudf_spill": True}``).
     """
     out: list[str] = []
     for key, value in (options or {}).items():
@@ -418,11 +422,15 @@ def worker_command(fields: dict, kind: str, template=None, options: dict | None 
     replaces the default command; ``options`` are appended as flags in both cases.
     The interpreter is always the Spark task's own (``sys.executable``), so
     notebook-scoped packages are the ones the worker imports.
+
+    A CPU worker runs under a nanny unless ``options`` says ``no_nanny: True`` (then
+    neither ``--nanny`` nor ``--preload-nanny`` is given, never both switches).
     """
     if template:
         parts = shlex.split(template) if isinstance(template, str) else list(template)
         cmd = [str(p).format(**fields) for p in parts]
         return cmd + option_flags(options)
+    options = dict(options or {})
     if kind == "cuda":
         cmd = [fields["python"], "-m", "dask", "cuda", "worker"]
     else:
@@ -437,7 +445,12 @@ def worker_command(fields: dict, kind: str, template=None, options: dict | None 
         "--preload", fields["preload"],
     ]  # fmt: skip
     if kind == "cpu":
-        cmd += ["--nworkers", "1", "--nanny", "--preload-nanny", fields["preload"]]
+        no_nanny = options.pop("no_nanny", None) is True
+        no_nanny = options.pop("nanny", None) is False or no_nanny
+        if no_nanny:
+            cmd += ["--nworkers", "1", "--no-nanny"]
+        else:
+            cmd += ["--nworkers", "1", "--nanny", "--preload-nanny", fields["preload"]]
     if fields.get("tls_ca_file"):
         cmd += [
             "--tls-ca-file", fields["tls_ca_file"],

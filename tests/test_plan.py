@@ -186,6 +186,7 @@ def test_option_flags():
     ]  # fmt: skip
     assert option_flags({"resources": {"GPU": 1, "MEM": 2}}) == ["--resources", "GPU=1 MEM=2"]
     assert option_flags({"preload": ["a", "b"], "x": None}) == ["--preload", "a", "--preload", "b"]
+    assert option_flags({"disable_cudf_spill": True}) == ["--disable-cudf-spill"]
 
 
 FIELDS = {
@@ -211,6 +212,14 @@ def test_default_cpu_command_uses_the_tasks_python_and_a_nanny():
                  "--preload /tmp/p.py", "--preload-nanny /tmp/p.py", "--tls-key /tmp/key.pem"):
         assert part in joined
     assert cmd[-2:] == ["--resources", "X=1"]
+
+
+def test_cpu_command_without_nanny_has_no_nanny_flags():
+    for opts in ({"no_nanny": True}, {"nanny": False}):
+        cmd = worker_command(FIELDS, "cpu", options=opts)
+        assert cmd.count("--no-nanny") == 1
+        assert "--nanny" not in cmd and "--preload-nanny" not in cmd
+    assert worker_command(FIELDS, "cpu", options={"nanny": True}).count("--nanny") == 1
 
 
 def test_cuda_command():
