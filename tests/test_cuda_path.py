@@ -162,7 +162,7 @@ def test_auto_pool_spill_limit_one_thread_and_pci_order(spark):
         assert cluster.gang.kind == "cuda" and cluster.gang.n_workers == 2
         argv = _argv(client)
         assert sorted(argv) == ["spark-0-gpu0", "spark-1-gpu1"]
-        for name, a in argv.items():
+        for a in argv.values():
             assert a[:2] == ["cuda", "worker"]
             assert _flag(a, "--rmm-pool-size") == str(pool)
             assert _flag(a, "--device-memory-limit") == str(int(pool * 0.8))  # not 80 % of the whole GPU
