@@ -471,7 +471,8 @@ def describe(
     tpw = config.get("threads-per-worker", threads_per_worker)
     tasks_per_executor = max(1, plan.n_tasks // max(facts.executors, 1))
     out["threads per worker"] = worker_threads(
-        tpw, plan.task_cpus or facts.task_cpus, facts.executor_cores, tasks_per_executor, plan.workers_per_task
+        tpw, plan.task_cpus or facts.task_cpus, facts.executor_cores, tasks_per_executor, plan.workers_per_task,
+        plan.kind,
     )
     mem = config.get("memory-limit", memory_limit)
     if mem != "auto":

@@ -50,6 +50,7 @@ from spark_dask.session import (
     is_stopped,
     spark_encrypted,
 )
+from spark_dask.worker_cli import TaskWarnings, check_worker_options
 
 logger = logging.getLogger("spark_dask")
 
@@ -377,6 +378,7 @@ class SparkCluster(Cluster):
                 self.facts, opts["n_workers"], opts["worker"], opts["task_profile"], opts["gpu_mode"]
             )
             check_request(self.facts, opts["threads_per_worker"])
+            opts["worker_options"] = check_worker_options(opts["worker_options"], self.gang.kind, opts["worker_command"])
             self._check_memory_here()
             for note in self.gang.notes + ((hog_warning(self.facts, self.gang),) if not self.quiet else ()):
                 if note:
@@ -463,6 +465,8 @@ class SparkCluster(Cluster):
         requires = [] if opts["worker_command"] else ["distributed"]
         if plan.kind == "cuda" and not opts["worker_command"]:
             requires.append("dask_cuda")
+        # warnings the tasks attach to their workers (rmm missing, distributed patch level)
+        self.scheduler.add_plugin(TaskWarnings(self._task_warning))
         return {
             "cluster_id": self.tag,
             "scheduler_address": self.scheduler.address,
@@ -510,11 +514,19 @@ class SparkCluster(Cluster):
             pool = None
         elif pool not in (None, "auto"):
             pool = parse_bytes(pool) if isinstance(pool, str) else int(pool)
+        spill = config.get("rapids.spill-fraction")
         return {
             "pool": pool,
             "reserve": parse_bytes(str(config.get("rapids.rmm-reserve"))),
             "fraction": float(config.get("rapids.rmm-fraction")),
+            "spill_fraction": None if spill in (None, False) else float(spill),
         }
+
+    def _task_warning(self, msg: str) -> None:
+        """A warning a Spark task sent with its worker: Python warning, log, cluster log."""
+        logger.warning(msg)
+        self._log(msg)
+        warnings.warn(msg, UserWarning, stacklevel=2)
 
     def _watch_worker_status_changes(self) -> None:
         """Wake the start-up wait when a worker turns from ``init`` to ``running``

@@ -287,20 +287,62 @@ def encryption_problem(require: bool, tls: bool, spark_encrypted: bool) -> str |
     return None
 
 
-def version_problem(driver: str, executor: str | None) -> str | None:
-    """A distributed version on an executor that cannot talk to the driver's scheduler.
+def _release(version: str) -> tuple[int, int] | None:
+    """(year, month) of a calendar version such as ``2026.8.0`` or ``2026.8.1rc1``."""
+    parts = version.split(".")
+    if len(parts) < 2 or not parts[0].isdigit():
+        return None
+    month = ""
+    for ch in parts[1]:
+        if not ch.isdigit():
+            break
+        month += ch
+    return (int(parts[0]), int(month)) if month else None
 
-    A different major (calendar year) version is refused; smaller differences are
-    Dask's own concern (it warns about mismatched versions).
+
+def version_problem(driver: str, executor: str | None, where: str = "the executor") -> tuple[str, str] | None:
+    """A ``distributed`` version on an executor that differs from the driver's.
+
+    Returns None when they are equal (or the executor has none: reported as a missing
+    package elsewhere), else ``(level, message)``:
+
+    * ``"error"`` when the release differs (year or month of the calendar version,
+      ``2026.7.x`` vs ``2026.8.x``): the scheduler runs on the driver and the workers
+      on the executors, and distributed's scheduler-worker protocol changes between
+      releases without any compatibility promise (Dask itself only warns, after the
+      workers joined);
+    * ``"warning"`` when only the patch level differs (``2026.8.0`` vs ``2026.8.1``):
+      bug-fix releases of one month keep the protocol, so the workers start, but the
+      user is told which executor differs and how to align it.
+
+    >>> version_problem("2026.8.0", "2026.8.0") is None
+    True
+    >>> version_problem("2026.8.0", "2026.7.1")[0]
+    'error'
+    >>> version_problem("2026.8.0", "2026.8.1")[0]
+    'warning'
     """
     if executor is None or driver == executor:
         return None
-    if driver.split(".")[0] != executor.split(".")[0]:
+    fix = (
+        f"Install the driver's version on every executor (Databricks: %pip install "
+        f"distributed=={driver} in the notebook, which installs it on the executors too; "
+        f"elsewhere: the Python environment the executors run), or the executors' version "
+        f"on the driver."
+    )
+    d, e = _release(driver), _release(executor)
+    if d is not None and d == e:
         return (
-            f"the executor has distributed {executor} but the driver has {driver}: install the "
-            f"same version on the executors (e.g. %pip install distributed=={driver})"
+            "warning",
+            f"{where} has distributed {executor}, the driver (Dask scheduler) has {driver}: "
+            f"only the patch level differs, so the workers start. {fix}",
         )
-    return None
+    return (
+        "error",
+        f"{where} has distributed {executor}, but the driver, where the Dask scheduler runs, "
+        f"has {driver}: the scheduler and its workers must run the same release of "
+        f"distributed (its protocol changes between releases). {fix}",
+    )
 
 
 def human_bytes(n: int) -> str:
@@ -561,14 +603,20 @@ def worker_threads(
     executor_cores: int,
     tasks_on_executor: int,
     workers_in_task: int,
+    kind: str = "cpu",
 ) -> int:
     """Threads per Dask worker.
 
-    The task's CPUs, or the executor's cores when the gang has a single task on this
-    executor, split over the workers the task starts; ``override`` wins.
+    ``override`` (``threads_per_worker``) wins. A dask-cuda worker (``kind="cuda"``)
+    gets one thread, dask-cuda's own default: a GPU runs one task's kernels at a time,
+    and more threads mostly add host-memory pressure and contention for the device.
+    A CPU worker gets the task's CPUs, or the executor's cores when the gang has a
+    single task on this executor, split over the workers the task starts.
     """
     if override is not None:
         return int(override)
+    if kind == "cuda":
+        return 1
     cpus = executor_cores if tasks_on_executor == 1 and executor_cores else task_cpus
     return max(1, int(cpus) // max(workers_in_task, 1))
 
@@ -594,8 +642,12 @@ def worker_memory(
 def option_flags(options: dict | None) -> list[str]:
     """Turn ``worker_options`` into command-line flags.
 
-    ``{"rmm_pool_size": "10GB", "nanny": False, "resources": {"GPU": 1}}`` becomes
+    ``{"rmm_pool_size": "10GB", "no_nanny": True, "resources": {"GPU": 1}}`` becomes
     ``--rmm-pool-size 10GB --no-nanny --resources GPU=1``; a list repeats the flag.
+    ``False`` gives ``--no-<flag>``; on the driver,
+    :func:`spark_dask.worker_cli.check_worker_options` has already turned ``False``
+    into the program's own off-switch (``{"enable_cudf_spill": False}`` →
+    ``{"disable_cudf_spill": True}``).
     """
     out: list[str] = []
     for key, value in (options or {}).items():
@@ -625,11 +677,15 @@ def worker_command(fields: dict, kind: str, template=None, options: dict | None 
     replaces the default command; ``options`` are appended as flags in both cases.
     The interpreter is always the Spark task's own (``sys.executable``), so
     notebook-scoped packages are the ones the worker imports.
+
+    A CPU worker runs under a nanny unless ``options`` says ``no_nanny: True`` (then
+    neither ``--nanny`` nor ``--preload-nanny`` is given, never both switches).
     """
     if template:
         parts = shlex.split(template) if isinstance(template, str) else list(template)
         cmd = [str(p).format(**fields) for p in parts]
         return cmd + option_flags(options)
+    options = dict(options or {})
     if kind == "cuda":
         cmd = [fields["python"], "-m", "dask", "cuda", "worker"]
     else:
@@ -644,7 +700,12 @@ def worker_command(fields: dict, kind: str, template=None, options: dict | None 
         "--preload", fields["preload"],
     ]  # fmt: skip
     if kind == "cpu":
-        cmd += ["--nworkers", "1", "--nanny", "--preload-nanny", fields["preload"]]
+        no_nanny = options.pop("no_nanny", None) is True
+        no_nanny = options.pop("nanny", None) is False or no_nanny
+        if no_nanny:
+            cmd += ["--nworkers", "1", "--no-nanny"]
+        else:
+            cmd += ["--nworkers", "1", "--nanny", "--preload-nanny", fields["preload"]]
     if fields.get("tls_ca_file"):
         cmd += [
             "--tls-ca-file", fields["tls_ca_file"],
@@ -652,6 +713,28 @@ def worker_command(fields: dict, kind: str, template=None, options: dict | None 
             "--tls-key", fields["tls_key"],
         ]  # fmt: skip
     return cmd + option_flags(options)
+
+
+def gpu_env(gpu: str | None, user_env: dict | None = None) -> dict:
+    """Environment variables that pin a worker to its GPU.
+
+    ``CUDA_VISIBLE_DEVICES`` is the physical GPU (an index as Spark's discovery
+    script and NVML count, or a UUID). ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` makes CUDA
+    number devices the same way: its default, ``FASTEST_FIRST``, can put another GPU
+    at index 3 than the one ``nvidia-smi`` calls 3 on hosts with mixed GPUs. A
+    ``CUDA_DEVICE_ORDER`` in the user's ``env`` wins. No GPU: nothing.
+
+    >>> gpu_env("3")
+    {'CUDA_VISIBLE_DEVICES': '3', 'CUDA_DEVICE_ORDER': 'PCI_BUS_ID'}
+    >>> gpu_env(None)
+    {}
+    """
+    if gpu is None:
+        return {}
+    env = {"CUDA_VISIBLE_DEVICES": str(gpu)}
+    if "CUDA_DEVICE_ORDER" not in (user_env or {}):
+        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    return env
 
 
 def scheduler_endpoint(address: str) -> tuple[str, int]:
@@ -697,10 +780,12 @@ __all__ = [
     "PlanError",
     "assign_workers",
     "gang_shortfall",
+    "gpu_env",
     "physical_gpu",
     "plan_gang",
     "scheduler_endpoint",
     "unreachable_message",
+    "version_problem",
     "worker_command",
     "worker_memory",
     "worker_name",

@@ -30,6 +30,7 @@ from spark_dask.plan import (
     assign_workers,
     executor_gpu_list,
     gang_shortfall,
+    gpu_env,
     memory_problem,
     physical_gpu,
     scheduler_endpoint,
@@ -40,7 +41,7 @@ from spark_dask.plan import (
     worker_memory,
     worker_threads,
 )
-from spark_dask.rapids import rmm_option
+from spark_dask.rapids import rmm_installed, rmm_option, rmm_problem
 
 # Loaded by every Dask worker process we start (``--preload <file>``).
 # 1. Tags the worker with Spark facts: they appear in ``client.scheduler_info()``.
@@ -308,8 +309,21 @@ def run_task(spec: dict) -> dict:
             f"{', '.join(me['missing'])}. Install them on every executor (Databricks: "
             f"%pip install in the notebook, or a cluster library)."
         )
+    # Checks of this executor's Python, before any worker starts: a distributed release
+    # other than the driver's, RMM options without rmm. Warnings reach the driver
+    # through each worker's Spark facts (SPARK_DASK_FACTS, published by the preload).
+    task_warnings: list[str] = []
     if spec.get("requires") and spec.get("distributed_version"):
-        problem = version_problem(spec["distributed_version"], me["distributed"])
+        version = version_problem(spec["distributed_version"], me["distributed"], where)
+        if version and version[0] == "error":
+            raise WorkerStartError(f"spark-dask: {version[1]}")
+        if version:
+            task_warnings.append(f"spark-dask: {version[1]}")
+            row.setdefault("notes", []).append(version[1])
+    cuda_default = spec["kind"] == "cuda" and not spec.get("worker_command")
+    has_rmm = rmm_installed() if cuda_default else False
+    if cuda_default:
+        problem = rmm_problem(spec.get("worker_options"), has_rmm, me["python"])
         if problem:
             raise WorkerStartError(f"spark-dask: on {where}: {problem}")
     if any(t["missing"] for t in gang):
@@ -352,7 +366,7 @@ def run_task(spec: dict) -> dict:
     # Sharing GPUs with Spark's tasks: the worker gets its task's CPUs, never the
     # executor's other cores (Spark's tasks use them).
     cores = 0 if spec.get("gpu_mode") == "shared" else spec["executor_cores"]
-    nthreads = worker_threads(spec["threads_per_worker"], me["cpus"], cores, same_executor, len(mine))
+    nthreads = worker_threads(spec["threads_per_worker"], me["cpus"], cores, same_executor, len(mine), spec["kind"])
     memory = worker_memory(
         spec["memory_limit"], _host_memory(), spec["executor_memory"], executors_on_host, workers_on_host
     )
@@ -385,9 +399,12 @@ def run_task(spec: dict) -> dict:
             local = os.path.join(workdir, w["name"])
             os.mkdir(local)
             options = spec.get("worker_options")
-            if spec["kind"] == "cuda" and not spec.get("worker_command"):
-                options, note = rmm_option(spec.get("rmm"), w["gpu"], options)
+            worker_warnings = list(task_warnings)
+            if cuda_default:
+                options, note, warning = rmm_option(spec.get("rmm"), w["gpu"], options, has_rmm)
                 row.setdefault("notes", []).append(f"{w['name']}: {note}")
+                if warning:
+                    worker_warnings.append(f"spark-dask: on {where}, worker {w['name']}: {warning}")
             cmd = worker_command(
                 {**fields, "name": w["name"], "local_directory": local},
                 spec["kind"],
@@ -410,10 +427,10 @@ def run_task(spec: dict) -> dict:
                     "partition": me["partition"],
                     "gpu": w["gpu"],
                     "cluster": spec["cluster_id"],
+                    "warnings": worker_warnings,
                 }
             )
-            if w["gpu"] is not None:
-                env["CUDA_VISIBLE_DEVICES"] = w["gpu"]
+            env.update(gpu_env(w["gpu"], spec.get("env")))  # the GPU, numbered in PCI order
             log = os.path.join(workdir, w["name"] + ".log")
             with open(log, "wb") as out:
                 procs.append(

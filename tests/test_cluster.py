@@ -200,15 +200,49 @@ def test_bad_input_is_refused_before_anything_starts(spark, kwargs, match):
 
 
 def test_worker_that_cannot_start_fails_fast_with_its_log(spark):
+    # a valid option whose value makes the worker program exit before it connects
     t0 = time.monotonic()
     with pytest.raises(SparkDaskError) as e:
-        spark_dask.start(spark, worker_options={"no_such_option": 1}, timeout=120)
+        spark_dask.start(spark, worker_options={"worker_class": "no_such_module.Worker"}, timeout=120)
     elapsed = time.monotonic() - t0
     msg = str(e.value)
-    assert "exited with code" in msg and "no-such-option" in msg and "executor" in msg
+    assert "exited with code" in msg and "executor" in msg
+    assert "--worker-class no_such_module.Worker" in msg  # the command
+    assert "No module named 'no_such_module'" in msg  # the worker's log tail
     assert elapsed < 60, elapsed
     assert wait_until_no_jobs(spark)
     assert not dask_processes(spark=spark)
+
+
+def test_unknown_worker_option_is_refused_on_the_driver_before_submitting(spark, monkeypatch):
+    from spark_dask import cluster as cluster_module
+
+    submitted = []
+    real = cluster_module.GangLauncher
+    monkeypatch.setattr(cluster_module, "GangLauncher", lambda *a, **kw: submitted.append(1) or real(*a, **kw))
+    t0 = time.monotonic()
+    with pytest.raises(PlanError) as e:
+        spark_dask.start(spark, worker_options={"no_such_option": 1})
+    elapsed = time.monotonic() - t0
+    msg = str(e.value)
+    assert "worker_options['no_such_option']" in msg and "distributed.cli.dask_worker" in msg
+    assert "has no option --no-such-option" in msg
+    assert elapsed < 1, elapsed
+    assert not submitted and not active_jobs(spark)
+    with pytest.raises(PlanError, match=r"Did you mean 'lifetime_restart'\?"):
+        spark_dask.start(spark, worker_options={"lifetime_restar": True})
+    with pytest.raises(PlanError, match="use threads_per_worker"):
+        spark_dask.start(spark, worker_options={"nthreads": 8})
+    assert not submitted and not dask_processes(spark=spark)
+
+
+def test_worker_without_nanny_from_worker_options(spark):
+    with spark_dask.start(spark, n_workers=1, worker_options={"nanny": False}) as client:
+        (w,) = client.scheduler_info()["workers"].values()
+        assert w.get("nanny") is None
+        assert client.submit(lambda: 2).result() == 2
+        cluster = client.cluster
+    assert_no_leftovers(spark, cluster)
 
 
 def wait_until_no_jobs(spark):

@@ -31,12 +31,20 @@ def test_one_plain_worker_per_gpu_each_with_its_own_device(spark):
         assert cluster.gang.pinned and cluster.gang.n_workers == 2 and not cluster.gang.uses_profile
         seen = client.run(lambda: os.environ.get("CUDA_VISIBLE_DEVICES"))
         assert sorted(seen.values()) == ["0", "1"]
+        # numbered as nvidia-smi / Spark's discovery script number them, not fastest-first
+        assert set(client.run(lambda: os.environ.get("CUDA_DEVICE_ORDER")).values()) == {"PCI_BUS_ID"}
         for addr, w in client.scheduler_info()["workers"].items():
             gpu = seen[addr]
             assert w["name"].endswith(f"-gpu{gpu}")
             assert w["spark"]["gpu"] == gpu
             assert w["nthreads"] == 2  # the executor has 2 cores: the override is honoured
     assert_no_leftovers(spark, cluster)
+
+
+def test_the_users_cuda_device_order_wins(spark):
+    with spark_dask.start(spark, worker="cpu", n_workers=1, env={"CUDA_DEVICE_ORDER": "FASTEST_FIRST"}) as client:
+        assert list(client.run(lambda: os.environ.get("CUDA_DEVICE_ORDER")).values()) == ["FASTEST_FIRST"]
+        assert len(client.run(lambda: os.environ.get("CUDA_VISIBLE_DEVICES"))) == 1
 
 
 @pytest.mark.parametrize("worker", ["auto", "cuda"])

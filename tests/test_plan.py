@@ -10,6 +10,7 @@ from spark_dask.plan import (
     assign_shared,
     assign_workers,
     gang_shortfall,
+    gpu_env,
     hog_warning,
     memory_problem,
     option_flags,
@@ -21,6 +22,7 @@ from spark_dask.plan import (
     worker_memory,
     worker_name,
     worker_threads,
+    version_problem,
 )
 from spark_dask.session import _memory
 
@@ -265,6 +267,45 @@ def test_threads():
     assert worker_threads(3, task_cpus=1, executor_cores=8, tasks_on_executor=1, workers_in_task=1) == 3
 
 
+def test_gpu_workers_get_one_thread_unless_told_otherwise():
+    # dask-cuda's own default (--nthreads 1), not the task's CPUs
+    assert worker_threads(None, task_cpus=4, executor_cores=16, tasks_on_executor=1, workers_in_task=1, kind="cuda") == 1
+    assert worker_threads(None, task_cpus=4, executor_cores=16, tasks_on_executor=4, workers_in_task=1, kind="cuda") == 1
+    assert worker_threads(6, task_cpus=4, executor_cores=16, tasks_on_executor=1, workers_in_task=1, kind="cuda") == 6
+    # plain workers pinned to GPUs (worker="cpu") keep the CPU rule
+    assert worker_threads(None, task_cpus=4, executor_cores=16, tasks_on_executor=4, workers_in_task=1, kind="cpu") == 4
+
+
+def test_gpu_env_numbers_gpus_in_pci_order():
+    assert gpu_env("3") == {"CUDA_VISIBLE_DEVICES": "3", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    assert gpu_env("GPU-ab12", {"X": "1"})["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert gpu_env("3", {"CUDA_DEVICE_ORDER": "FASTEST_FIRST"}) == {"CUDA_VISIBLE_DEVICES": "3"}  # the user's wins
+    assert gpu_env(None) == {}  # unpinned workers are left alone
+
+
+@pytest.mark.parametrize(
+    "driver,executor,level",
+    [
+        ("2026.8.0", "2026.8.0", None),
+        ("2026.8.0", None, None),  # not installed: reported as a missing package
+        ("2026.8.0", "2026.8.1", "warning"),  # patch level only
+        ("2026.8.1", "2026.8.0rc1", "warning"),
+        ("2026.8.0", "2026.7.1", "error"),  # another monthly release
+        ("2026.8.0", "2025.12.0", "error"),  # another year
+        ("2026.8.0", "weird", "error"),
+    ],
+)
+def test_version_mismatch_levels(driver, executor, level):
+    got = version_problem(driver, executor, "executor 3 (host h, partition 0)")
+    if level is None:
+        assert got is None
+        return
+    assert got[0] == level
+    msg = got[1]
+    assert msg.startswith("executor 3 (host h, partition 0) has distributed " + executor)
+    assert driver in msg and f"%pip install distributed=={driver}" in msg
+
+
 def test_memory():
     # 64 GiB host, two 16 GiB executors, four workers: 32 GiB left / 4
     assert worker_memory("auto", 64 * GiB, 16 * GiB, 2, 4) == 8 * GiB
@@ -279,6 +320,7 @@ def test_option_flags():
     ]  # fmt: skip
     assert option_flags({"resources": {"GPU": 1, "MEM": 2}}) == ["--resources", "GPU=1 MEM=2"]
     assert option_flags({"preload": ["a", "b"], "x": None}) == ["--preload", "a", "--preload", "b"]
+    assert option_flags({"disable_cudf_spill": True}) == ["--disable-cudf-spill"]
 
 
 FIELDS = {
@@ -304,6 +346,14 @@ def test_default_cpu_command_uses_the_tasks_python_and_a_nanny():
                  "--preload /tmp/p.py", "--preload-nanny /tmp/p.py", "--tls-key /tmp/key.pem"):
         assert part in joined
     assert cmd[-2:] == ["--resources", "X=1"]
+
+
+def test_cpu_command_without_nanny_has_no_nanny_flags():
+    for opts in ({"no_nanny": True}, {"nanny": False}):
+        cmd = worker_command(FIELDS, "cpu", options=opts)
+        assert cmd.count("--no-nanny") == 1
+        assert "--nanny" not in cmd and "--preload-nanny" not in cmd
+    assert worker_command(FIELDS, "cpu", options={"nanny": True}).count("--nanny") == 1
 
 
 def test_cuda_command():

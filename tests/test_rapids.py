@@ -68,22 +68,95 @@ def fake_nvml(monkeypatch):
 
 
 def test_task_side_sizing_with_nvml(fake_nvml):
-    spec = {"pool": "auto", "reserve": 2**30, "fraction": 1.0}
-    opts, note = rapids.rmm_option(spec, "0", {"enable_nvlink": True})
-    assert opts == {"enable_nvlink": True, "rmm_pool_size": 29 * 2**30}
-    assert "29.00 GiB of 30.0 GiB free on GPU 0" in note
+    spec = {"pool": "auto", "reserve": 2**30, "fraction": 1.0, "spill_fraction": 0.8}
+    opts, note, warning = rapids.rmm_option(spec, "0", {"enable_nvlink": True}, has_rmm=True)
+    assert opts == {
+        "enable_nvlink": True,
+        "rmm_pool_size": 29 * 2**30,
+        "device_memory_limit": int(29 * 2**30 * 0.8),  # spills inside the pool, not at 80 % of the GPU
+    }
+    assert "29.00 GiB of 30.0 GiB free on GPU 0" in note and "spills at 23.20 GiB (0.8 x pool)" in note
+    assert warning is None
     assert fake_nvml == ["init", "shutdown"]
     assert rapids.gpu_free_memory("GPU-1234") == (30 * 2**30, 40 * 2**30)
 
 
 def test_overrides_and_fallbacks(monkeypatch):
-    spec = {"pool": "auto", "reserve": 2**30, "fraction": 0.9}
-    assert rapids.rmm_option(spec, "0", {"rmm-pool-size": "5GB"}) == ({"rmm-pool-size": "5GB"}, "rmm pool: worker_options")
-    assert rapids.rmm_option({"pool": None}, "0", None) == ({}, "rmm pool: off")
-    assert rapids.rmm_option({"pool": 8 * 2**30}, "0", None)[0] == {"rmm_pool_size": 8 * 2**30}
+    spec = {"pool": "auto", "reserve": 2**30, "fraction": 0.9, "spill_fraction": 0.8}
+    opts, note, warning = rapids.rmm_option(spec, "0", {"rmm-pool-size": "5GB"}, has_rmm=True)
+    assert opts == {"rmm-pool-size": "5GB", "device_memory_limit": 4 * 10**9}  # Dask reads GB as 10**9
+    assert note.startswith("rmm pool: worker_options") and warning is None
+    assert rapids.rmm_option({"pool": None}, "0", None) == ({}, "rmm pool: off", None)
+    opts = rapids.rmm_option({"pool": 8 * 2**30, "spill_fraction": 0.5}, "0", None, has_rmm=True)[0]
+    assert opts == {"rmm_pool_size": 8 * 2**30, "device_memory_limit": 4 * 2**30}
     monkeypatch.setitem(sys.modules, "pynvml", None)  # not installed: import fails
-    opts, note = rapids.rmm_option(spec, "0", None)
-    assert opts == {} and "dask-cuda default" in note
+    opts, note, warning = rapids.rmm_option(spec, "0", None, has_rmm=True)
+    assert opts == {} and "dask-cuda default" in note and warning is None
+
+
+def test_the_users_device_memory_limit_wins_and_null_fraction_keeps_daskcudas_default():
+    spec = {"pool": 8 * 2**30, "spill_fraction": 0.8}
+    opts = rapids.rmm_option(spec, "0", {"device-memory-limit": "2GB"}, has_rmm=True)[0]
+    assert opts == {"device-memory-limit": "2GB", "rmm_pool_size": 8 * 2**30}
+    opts = rapids.rmm_option(spec, "0", {"rmm_pool_size": "0.5", "device_memory_limit": 0}, has_rmm=True)[0]
+    assert opts == {"rmm_pool_size": "0.5", "device_memory_limit": 0}  # 0: the user turned spilling off
+    opts = rapids.rmm_option({"pool": 8 * 2**30, "spill_fraction": None}, "0", None, has_rmm=True)[0]
+    assert opts == {"rmm_pool_size": 8 * 2**30}
+
+
+@pytest.mark.parametrize(
+    "pool,limit",
+    [
+        (10 * 2**30, 8 * 2**30),  # bytes
+        ("10GiB", 8 * 2**30),
+        ("10GB", 8 * 10**9),  # as dask.utils.parse_bytes reads it
+        ("5000M", 4 * 10**9),
+        (0.9, 0.72),  # a fraction of the GPU's total memory stays a fraction
+        ("0.9", 0.72),
+        (1.0, 0.8),
+        ("1.0", 0.8),
+        (1, None),  # the integer 1 is one byte for dask-cuda, not the whole GPU
+        ("lots", None),
+        (None, None),
+        (True, None),
+    ],
+)
+def test_spill_limit_in_the_pools_own_form(pool, limit):
+    assert rapids.spill_limit(pool, 0.8) == limit
+
+
+@pytest.mark.parametrize("text", ["100", "100 MB", "5.4 kB", "1kiB", "1e6 kB", "MB", "10GiB", "2Gi", "1.5 TB", "7 B"])
+def test_sizes_are_read_as_dask_reads_them(text):
+    from dask.utils import parse_bytes
+
+    assert rapids.parse_size(text) == parse_bytes(text)
+
+
+def test_configured_pool_without_rmm_starts_without_a_pool_and_warns():
+    spec = {"pool": 8 * 2**30, "spill_fraction": 0.8}
+    opts, note, warning = rapids.rmm_option(spec, "0", {"enable_nvlink": True}, has_rmm=False)
+    assert opts == {"enable_nvlink": True}  # no pool, no limit derived from one
+    assert note == "rmm pool: none, rmm is not installed"
+    assert "rmm is not installed" in warning and "rmm-pool-size" in warning and "cudf" in warning
+    assert rapids.rmm_option({"pool": "auto"}, "0", None, has_rmm=False)[2] is not None
+
+
+def test_rmm_options_the_user_gave_need_rmm():
+    assert rapids.rmm_problem({"rmm_pool_size": "10GB"}, has_rmm=True) is None
+    assert rapids.rmm_problem({"enable_nvlink": True}, has_rmm=False) is None
+    assert rapids.rmm_problem({"rmm_async": False, "rmm_pool_size": None}, has_rmm=False) is None
+    msg = rapids.rmm_problem({"rmm-pool-size": "10GB", "rmm_async": True}, has_rmm=False, python="/venv/bin/python")
+    assert "rmm-pool-size, rmm_async" in msg and "rmm" in msg and "/venv/bin/python" in msg
+    assert "which dask-cuda does not install" in msg
+
+
+def test_rmm_installed_looks_on_sys_path(tmp_path, monkeypatch):
+    if rapids.rmm_installed():
+        pytest.skip("rmm is installed here")
+    (tmp_path / "rmm").mkdir()
+    (tmp_path / "rmm" / "__init__.py").write_text("raise ImportError('looked up, never imported')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert rapids.rmm_installed()
 
 
 def test_rapids_module_is_stdlib_only_at_import():

@@ -181,7 +181,7 @@ def test_widget_repr_and_task_log_of_a_real_cluster(chromium, spark, tmp_path):
             for p, w in sorted((w["spark"]["partition"], w) for w in cluster.scheduler_info["workers"].values())
         ], log
         assert len(task_lines) == 2 and executors == ["0", "1"]
-        assert f"workers=2, status=running" in repr(cluster)
+        assert "workers=2, status=running" in repr(cluster)
 
         page = cluster._repr_html_()
         assert html_problems(page) == [], html_problems(page)

@@ -1,0 +1,393 @@
+"""``python -m spark_dask.gpu_check``: run the real dask-cuda path on a machine with GPUs.
+
+On a machine with NVIDIA GPUs, Java and the RAPIDS packages, this starts a Spark
+``local-cluster[1,<gpus>,<mem>]`` whose GPUs Spark discovers with a script reading
+``nvidia-smi``, starts ``spark_dask.start(spark)`` (dask-cuda workers, RMM pool ``auto``)
+and prints, per worker, what it got: ``CUDA_VISIBLE_DEVICES``, ``CUDA_DEVICE_ORDER``,
+the GPU's PCI bus id and name as NVML and as CUDA see them, the RMM pool and the
+device memory limit. Then it runs a dask-cudf groupby checked against pandas and an
+XGBoost training on the GPUs (``device="cuda"``, through ``xgboost.dask``), and prints
+start-up and teardown times.
+
+Without GPUs, ``nvidia-smi``, Java or the packages it exits at once with status 2 and
+says what is missing. Status 1: a check failed. Status 0: everything passed.
+
+The pure parts (reading ``nvidia-smi``, the discovery script, the Spark confs, the
+table) are unit-tested without a GPU; the rest needs the hardware.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+
+QUERY = ["--query-gpu=index,pci.bus_id,name,memory.total", "--format=csv,noheader,nounits"]
+# What must be importable for the checks (module -> what to install).
+REQUIRED = {
+    "pyspark": "pyspark",
+    "dask_cuda": "dask-cuda[cu12] (pip install -e '.[cuda]')",
+    "rmm": "rmm-cu12 (comes with cudf-cu12)",
+    "cudf": "cudf-cu12",
+    "dask_cudf": "dask-cudf-cu12",
+    "pynvml": "nvidia-ml-py",
+}
+OPTIONAL = {"xgboost": "xgboost (the CUDA build from PyPI)", "cupy": "cupy-cuda12x (comes with cudf)"}
+
+
+@dataclass(frozen=True)
+class Gpu:
+    index: str
+    pci_bus_id: str
+    name: str
+    memory_mib: int
+
+
+def parse_nvidia_smi(text: str) -> list[Gpu]:
+    """GPUs from ``nvidia-smi --query-gpu=index,pci.bus_id,name,memory.total
+    --format=csv,noheader,nounits`` (one ``0, 00000000:3B:00.0, NVIDIA H200, 143771``
+    line per GPU, in NVML's PCI order)."""
+    out = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) < 4 or not parts[0].isdigit():
+            raise ValueError(f"unexpected nvidia-smi line: {line!r}")
+        index, bus, memory = parts[0], parts[1], parts[-1]
+        name = ", ".join(parts[2:-1])  # a name could hold a comma
+        out.append(Gpu(index, bus, name, int(float(memory)) if memory.replace(".", "").isdigit() else 0))
+    return out
+
+
+def discovery_script(nvidia_smi: str = "nvidia-smi") -> str:
+    """A Spark GPU discovery script: prints ``{"name": "gpu", "addresses": ["0", ...]}``
+    with the indices ``nvidia-smi`` reports (NVML order, i.e. PCI bus order)."""
+    return (
+        "#!/usr/bin/env bash\n"
+        "# Spark GPU discovery for spark_dask.gpu_check: the GPU indices nvidia-smi reports\n"
+        "set -euo pipefail\n"
+        f"ids=$({nvidia_smi} --query-gpu=index --format=csv,noheader "
+        "| awk 'NF { gsub(/ /, \"\"); printf \"%s\\\"%s\\\"\", (n++ ? \",\" : \"\"), $0 }')\n"
+        'echo "{\\"name\\": \\"gpu\\", \\"addresses\\": [${ids}]}"\n'
+    )
+
+
+def discovery_json(indices: list[str]) -> dict:
+    """What Spark expects from the discovery script."""
+    return {"name": "gpu", "addresses": [str(i) for i in indices]}
+
+
+def spark_conf(script: str, n_gpus: int, python: str) -> dict:
+    """Spark confs of the check's local-cluster: one Spark worker owning every GPU, one
+    executor, one GPU per task (so one dask-cuda worker per GPU)."""
+    return {
+        "spark.worker.resource.gpu.amount": str(n_gpus),
+        "spark.worker.resource.gpu.discoveryScript": script,
+        "spark.executor.resource.gpu.amount": str(n_gpus),
+        "spark.task.resource.gpu.amount": "1",
+        "spark.executorEnv.PYSPARK_PYTHON": python,
+        "spark.dynamicAllocation.enabled": "false",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+    }
+
+
+def same_pci(a: str | None, b: str | None) -> bool:
+    """Whether two PCI bus ids name one device (NVML writes an 8-digit domain
+    ``00000000:3B:00.0``, CUDA a 4-digit one ``0000:3b:00.0``)."""
+    if not a or not b:
+        return False
+
+    def norm(x: str) -> str:
+        parts = x.strip().lower().split(":")
+        return ":".join([parts[0].lstrip("0") or "0", *parts[1:]]) if len(parts) == 3 else x.strip().lower()
+
+    return norm(a) == norm(b)
+
+
+def missing_prerequisites(which=shutil.which, find_spec=importlib.util.find_spec, env=os.environ) -> list[str]:
+    """What this machine lacks for the check, as lines for the user; empty when ready."""
+    missing = []
+    if which("nvidia-smi") is None:
+        missing.append("nvidia-smi (the NVIDIA driver): not on PATH")
+    if which("java") is None and not env.get("JAVA_HOME"):
+        missing.append("java (Spark needs Java 17 or 21): not on PATH and JAVA_HOME unset")
+    for module, package in REQUIRED.items():
+        if find_spec(module) is None:
+            missing.append(f"Python module {module}: install {package}")
+    return missing
+
+
+def table(rows: list[tuple[str, str]], title: str = "") -> str:
+    """Two aligned columns."""
+    width = max((len(k) for k, _ in rows), default=0)
+    lines = [title] if title else []
+    for k, v in rows:
+        v = str(v).replace("\n", "\n" + " " * (width + 3))
+        lines.append(f"  {k.ljust(width)} {v}")
+    return "\n".join(lines)
+
+
+def _query_gpus(timeout: float = 30) -> list[Gpu]:
+    proc = subprocess.run(["nvidia-smi", *QUERY], capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"nvidia-smi failed ({proc.returncode}): {proc.stderr.strip() or proc.stdout.strip()}")
+    return parse_nvidia_smi(proc.stdout)
+
+
+def _make_worker_probe():
+    # A closure: pickled by value, so the workers need not import this module.
+    def probe(dask_worker):
+        import os as _os
+
+        info = {
+            "name": dask_worker.name,
+            "CUDA_VISIBLE_DEVICES": _os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "CUDA_DEVICE_ORDER": _os.environ.get("CUDA_DEVICE_ORDER"),
+            "nthreads": dask_worker.state.nthreads,
+            "memory_limit": dask_worker.memory_manager.memory_limit,
+        }
+        visible = (info["CUDA_VISIBLE_DEVICES"] or "0").split(",")[0]
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            if visible.isdigit():
+                handle = pynvml.nvmlDeviceGetHandleByIndex(int(visible))
+            else:
+                handle = pynvml.nvmlDeviceGetHandleByUUID(visible)
+            bus = pynvml.nvmlDeviceGetPciInfo(handle).busId
+            name = pynvml.nvmlDeviceGetName(handle)
+            info["nvml_pci"] = bus.decode() if isinstance(bus, bytes) else bus
+            info["nvml_name"] = name.decode() if isinstance(name, bytes) else name
+            mem = pynvml.nvmlDeviceGetMemoryInfo(handle)
+            info["gpu_total"], info["gpu_used"] = int(mem.total), int(mem.used)
+        except Exception as e:  # noqa: BLE001 - reported, not raised
+            info["nvml_error"] = repr(e)
+        try:  # the device CUDA calls 0 in this process: must be the one NVML named
+            import cupy
+
+            info["cuda_pci"] = cupy.cuda.runtime.deviceGetPCIBusId(0)
+        except Exception as e:  # noqa: BLE001
+            info["cuda_error"] = repr(e)
+        try:
+            import rmm
+
+            mr = rmm.mr.get_current_device_resource()
+            info["rmm_resource"] = type(mr).__name__
+            size = getattr(mr, "pool_size", None)
+            info["rmm_pool_size"] = size() if callable(size) else None
+        except Exception as e:  # noqa: BLE001
+            info["rmm_error"] = repr(e)
+        data = dask_worker.data
+        # dask-cuda's DeviceHostFile: a zict Buffer whose n is the device memory limit
+        # (a plain dict when there is no limit)
+        buffer = getattr(data, "device_buffer", None)
+        info["device_memory_limit"] = getattr(buffer, "n", None) if buffer is not None else None
+        info["data"] = type(data).__name__
+        return info
+
+    return probe
+
+
+def _dist_version(dist: str) -> str:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _gib(n) -> str:
+    return f"{n / 2**30:.1f} GiB" if isinstance(n, (int, float)) and n else str(n)
+
+
+def _groupby_check(client) -> tuple[bool, str]:
+    import dask.dataframe as dd
+    import numpy as np
+    import pandas as pd
+
+    n = 2_000_000
+    rng = np.random.default_rng(0)
+    pdf = pd.DataFrame({"k": rng.integers(0, 1000, n), "x": rng.random(n)})
+    ddf = dd.from_pandas(pdf, npartitions=16).to_backend("cudf").persist()
+    backend = type(ddf._meta).__module__.split(".")[0]
+    t0 = time.monotonic()
+    # back to pandas on the workers: the client never needs CUDA
+    got = ddf.groupby("k").x.sum().to_backend("pandas").compute().sort_index()
+    took = time.monotonic() - t0
+    want = pdf.groupby("k").x.sum().sort_index()
+    ok = backend == "cudf" and got.index.equals(want.index) and np.allclose(got.to_numpy(), want.to_numpy())
+    return ok, f"{n:,} rows, {len(got)} groups, partitions are {backend}, {took:.2f} s, matches pandas: {ok}"
+
+
+def _xgboost_check(client) -> tuple[bool | None, str]:
+    if importlib.util.find_spec("xgboost") is None:
+        return None, "skipped: xgboost is not installed (pip install xgboost)"
+    import dask.dataframe as dd
+    import numpy as np
+    import pandas as pd
+    import xgboost as xgb
+
+    n = 500_000
+    rng = np.random.default_rng(1)
+    pdf = pd.DataFrame({f"f{i}": rng.random(n) for i in range(8)})
+    pdf["y"] = 3 * pdf.f0 - 2 * pdf.f1 + rng.normal(0, 0.1, n)
+    ddf = dd.from_pandas(pdf, npartitions=8).to_backend("cudf").persist()
+    X, y = ddf.drop(columns="y"), ddf.y
+    t0 = time.monotonic()
+    dtrain = xgb.dask.DaskQuantileDMatrix(client, X, y)
+    out = xgb.dask.train(
+        client,
+        {"device": "cuda", "tree_method": "hist", "objective": "reg:squarederror"},
+        dtrain,
+        num_boost_round=50,
+        evals=[(dtrain, "train")],
+    )
+    took = time.monotonic() - t0
+    rmse = out["history"]["train"]["rmse"]
+    ok = rmse[-1] < 0.2 < rmse[0]
+    return ok, f"xgboost {xgb.__version__}, {n:,} rows, 50 rounds in {took:.1f} s, train rmse {rmse[0]:.3f} -> {rmse[-1]:.3f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m spark_dask.gpu_check", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--timeout", type=float, default=300, help="seconds to wait for the dask-cuda workers")
+    parser.add_argument("--memory", type=int, default=8192, help="MiB of the local-cluster's Spark worker")
+    parser.add_argument("--no-xgboost", action="store_true", help="skip the XGBoost training")
+    args = parser.parse_args(argv)
+
+    t_begin = time.monotonic()
+    missing = missing_prerequisites()
+    if missing:
+        print("spark-dask gpu check: cannot run on this machine, it lacks:", file=sys.stderr)
+        for line in missing:
+            print(f"  - {line}", file=sys.stderr)
+        print("See docs/rapids.md ('Checking the GPU path') for the install line.", file=sys.stderr)
+        return 2
+    try:
+        gpus = _query_gpus()
+    except Exception as e:  # noqa: BLE001
+        print(f"spark-dask gpu check: {e}", file=sys.stderr)
+        return 2
+    if not gpus:
+        print("spark-dask gpu check: nvidia-smi lists no GPU", file=sys.stderr)
+        return 2
+
+    import distributed
+    import pyspark
+
+    import spark_dask
+    from spark_dask import config
+
+    results: list[tuple[str, str]] = []
+    failed = False
+    print(table([(f"GPU {g.index}", f"{g.name}, {g.pci_bus_id}, {g.memory_mib} MiB") for g in gpus], "nvidia-smi"))
+    # versions from the metadata: importing cudf here would open a CUDA context on GPU 0
+    # in this process and shrink the pool of the worker there
+    versions = {d: _dist_version(d) for d in ("dask-cuda", "rmm-cu12", "cudf-cu12", "xgboost")}
+    print(table([("python", sys.version.split()[0]), ("pyspark", pyspark.__version__),
+                 ("distributed", distributed.__version__), *versions.items()], "versions"))  # fmt: skip
+
+    workdir = tempfile.mkdtemp(prefix="spark-dask-gpu-check-")
+    script = os.path.join(workdir, "gpus.sh")
+    with open(script, "w") as f:
+        f.write(discovery_script())
+    os.chmod(script, 0o755)
+    found = subprocess.run([script], capture_output=True, text=True, timeout=30)
+    results.append(("discovery script", found.stdout.strip() or found.stderr.strip()))
+    try:
+        discovered = json.loads(found.stdout)
+        if discovered != discovery_json([g.index for g in gpus]):
+            raise ValueError(discovered)
+    except ValueError:
+        print(table(results, "FAILED"), file=sys.stderr)
+        return 1
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(f"local-cluster[1,{len(gpus)},{args.memory}]").appName("spark-dask-gpu-check")
+    for k, v in spark_conf(script, len(gpus), sys.executable).items():
+        builder = builder.config(k, v)
+    t0 = time.monotonic()
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    results.append(("spark session", f"{spark.sparkContext.master} in {time.monotonic() - t0:.1f} s"))
+    client = None
+    try:
+        t0 = time.monotonic()
+        client = spark_dask.start(spark, progress=False, timeout=args.timeout)
+        cluster = client.cluster
+        results.append(("start-up", f"{time.monotonic() - t0:.1f} s to {cluster.gang.n_workers} {cluster.gang.kind} workers"))
+        if cluster.gang.kind != "cuda":
+            failed = True
+            results.append(("worker kind", f"FAILED: {cluster.gang.kind}, expected cuda"))
+        spill = float(config.get("rapids.spill-fraction"))
+        infos = client.run(_make_worker_probe())
+        by_bus = {g.pci_bus_id: g for g in gpus}
+        for info in sorted(infos.values(), key=lambda i: str(i["name"])):
+            order_ok = info.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID"
+            cuda_ok = same_pci(info.get("nvml_pci"), info.get("cuda_pci"))
+            gpu = next((g for b, g in by_bus.items() if same_pci(b, info.get("nvml_pci"))), None)
+            pinned_ok = gpu is not None and gpu.index == info.get("CUDA_VISIBLE_DEVICES")
+            pool, limit = info.get("rmm_pool_size"), info.get("device_memory_limit")
+            pool_ok = isinstance(pool, int) and pool > 0
+            spill_ok = pool_ok and isinstance(limit, (int, float)) and abs(limit / pool - spill) < 0.01
+            threads_ok = info.get("nthreads") == 1
+            problems = [what for what, ok in (("device order", order_ok), ("CUDA/NVML device", cuda_ok),
+                                              ("GPU pinning", pinned_ok), ("RMM pool", pool_ok),
+                                              (f"spill limit {spill:g} x pool", spill_ok), ("1 thread", threads_ok))
+                        if not ok]  # fmt: skip
+            failed |= bool(problems)
+            results.append((
+                f"worker {info['name']}",
+                f"CUDA_VISIBLE_DEVICES={info.get('CUDA_VISIBLE_DEVICES')} CUDA_DEVICE_ORDER={info.get('CUDA_DEVICE_ORDER')} "
+                f"threads={info.get('nthreads')}\n"
+                f"NVML: {info.get('nvml_name')} {info.get('nvml_pci')}; CUDA device 0: {info.get('cuda_pci')} "
+                f"-> {'same GPU' if cuda_ok else 'MISMATCH'}{'' if pinned_ok else ' (not the GPU Spark assigned)'}\n"
+                f"RMM: {info.get('rmm_resource')} pool {_gib(info.get('rmm_pool_size'))}; device memory limit "
+                f"{_gib(info.get('device_memory_limit'))} ({info.get('data')}); host memory limit "
+                f"{_gib(info.get('memory_limit'))}"
+                + "".join(f"\n{k}: {info[k]}" for k in ("nvml_error", "cuda_error", "rmm_error") if k in info)
+                + (f"\nFAILED: {', '.join(problems)}" if problems else "\nchecks passed"),
+            ))  # fmt: skip
+        ok, text = _groupby_check(client)
+        failed |= not ok
+        results.append(("dask-cudf groupby", ("" if ok else "FAILED: ") + text))
+        if args.no_xgboost:
+            results.append(("xgboost", "skipped (--no-xgboost)"))
+        else:
+            ok, text = _xgboost_check(client)
+            failed |= ok is False
+            results.append(("xgboost", ("FAILED: " if ok is False else "") + text))
+    except Exception as e:  # noqa: BLE001 - printed in the table
+        failed = True
+        results.append(("error", f"{type(e).__name__}: {e}"))
+    finally:
+        if client is not None:
+            cluster = client.cluster
+            t0 = time.monotonic()
+            client.close()
+            results.append(("teardown", f"{time.monotonic() - t0:.2f} s"))
+            for row in cluster.task_rows:
+                for note in row.get("notes", []):
+                    results.append((f"task {row['partition']} note", note))
+        spark.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    results.append(("total", f"{time.monotonic() - t_begin:.1f} s"))
+    print(table(results, "spark-dask gpu check: " + ("FAILED" if failed else "passed")))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+"""The GPU check's pure parts and its refusal on machines without GPUs (no GPU needed)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import time
+
+import pytest
+
+from spark_dask import gpu_check
+
+SMI = """\
+0, 00000000:18:00.0, NVIDIA H200, 143771
+1, 00000000:3B:00.0, NVIDIA H200, 143771
+"""
+
+
+def fake_nvidia_smi(directory, indices) -> str:
+    """An ``nvidia-smi`` that answers the two queries the check makes."""
+    full = os.path.join(directory, "smi-full.txt")
+    with open(full, "w") as f:
+        f.writelines(f"{i}, 00000000:{18 + int(i):02X}:00.0, Fake GPU, 1024\n" for i in indices)
+    short = os.path.join(directory, "smi-index.txt")
+    with open(short, "w") as f:
+        f.writelines(f" {i} \n" for i in indices)  # nvidia-smi pads its columns
+    path = os.path.join(directory, "nvidia-smi")
+    with open(path, "w") as f:
+        f.write(
+            "#!/usr/bin/env bash\n"
+            'case "$*" in\n'
+            f"  *index,pci.bus_id*) cat {full} ;;\n"
+            f"  *--query-gpu=index*) cat {short} ;;\n"
+            "  *) exit 9 ;;\n"
+            "esac\n"
+        )
+    os.chmod(path, stat.S_IRWXU)
+    return path
+
+
+def test_parse_nvidia_smi():
+    gpus = gpu_check.parse_nvidia_smi(SMI + "\n")
+    assert [(g.index, g.pci_bus_id, g.name, g.memory_mib) for g in gpus] == [
+        ("0", "00000000:18:00.0", "NVIDIA H200", 143771),
+        ("1", "00000000:3B:00.0", "NVIDIA H200", 143771),
+    ]
+    assert gpu_check.parse_nvidia_smi("0, 0000:01:00.0, GPU, [N/A]")[0].memory_mib == 0
+    with pytest.raises(ValueError, match="unexpected nvidia-smi line"):
+        gpu_check.parse_nvidia_smi("No devices were found")
+
+
+@pytest.mark.parametrize("indices", [["0", "1", "2"], ["0"], []])
+def test_discovery_script_prints_what_spark_expects(tmp_path, indices):
+    fake_nvidia_smi(str(tmp_path), indices)
+    script = tmp_path / "gpus.sh"
+    script.write_text(gpu_check.discovery_script())
+    script.chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    out = subprocess.run([str(script)], capture_output=True, text=True, env=env, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == gpu_check.discovery_json(indices) == {"name": "gpu", "addresses": indices}
+
+
+def test_spark_conf_gives_every_gpu_to_one_executor_and_one_to_each_task():
+    conf = gpu_check.spark_conf("/tmp/gpus.sh", 4, "/venv/bin/python")
+    assert conf["spark.worker.resource.gpu.amount"] == conf["spark.executor.resource.gpu.amount"] == "4"
+    assert conf["spark.task.resource.gpu.amount"] == "1"
+    assert conf["spark.worker.resource.gpu.discoveryScript"] == "/tmp/gpus.sh"
+    assert conf["spark.executorEnv.PYSPARK_PYTHON"] == "/venv/bin/python"
+
+
+def test_pci_ids_from_nvml_and_cuda_compare():
+    assert gpu_check.same_pci("00000000:3B:00.0", "0000:3b:00.0")
+    assert not gpu_check.same_pci("00000000:3B:00.0", "0000:18:00.0")
+    assert not gpu_check.same_pci(None, "0000:18:00.0")
+
+
+def test_table_aligns_and_indents_continuations():
+    text = gpu_check.table([("a", "1"), ("long key", "x\ny")], "title")
+    assert text.splitlines() == ["title", "  a        1", "  long key x", "           y"]
+
+
+def test_missing_prerequisites_are_listed():
+    found = gpu_check.missing_prerequisites(which=lambda n: None, find_spec=lambda m: None, env={})
+    text = "\n".join(found)
+    assert "nvidia-smi" in text and "java" in text and "dask_cuda" in text and "rmm" in text
+    ready = gpu_check.missing_prerequisites(which=lambda n: "/bin/" + n, find_spec=lambda m: object(), env={})
+    assert ready == []
+
+
+def _run_check(path: str) -> tuple[subprocess.CompletedProcess, float]:
+    env = {**os.environ, "PATH": path}
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "spark_dask.gpu_check"], capture_output=True, text=True,
+                          env=env, timeout=60)  # fmt: skip
+    return proc, time.monotonic() - t0
+
+
+@pytest.mark.skipif(
+    all(gpu_check.importlib.util.find_spec(m) for m in gpu_check.REQUIRED), reason="a GPU-ready Python"
+)
+def test_without_gpus_it_stops_at_once_and_says_what_is_missing(tmp_path):
+    proc, took = _run_check(os.path.dirname(sys.executable) + ":/usr/bin:/bin")
+    if "nvidia-smi" not in proc.stderr and gpu_check.shutil.which("nvidia-smi", path="/usr/bin:/bin"):
+        pytest.skip("this machine has nvidia-smi")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "cannot run on this machine" in proc.stderr
+    assert "nvidia-smi" in proc.stderr and "dask_cuda" in proc.stderr
+    assert took < 20, took
+    # with an nvidia-smi, what is still missing are the packages
+    fake_nvidia_smi(str(tmp_path), ["0"])
+    proc, _ = _run_check(f"{tmp_path}:{os.path.dirname(sys.executable)}:/usr/bin:/bin")
+    assert proc.returncode == 2
+    assert "nvidia-smi" not in proc.stderr and "dask_cuda" in proc.stderr
