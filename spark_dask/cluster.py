@@ -504,11 +504,9 @@ class SparkCluster(Cluster):
         Spark RAPIDS plugin's own pool would leave too little GPU memory for them."""
         from spark_dask.session import conf as spark_conf
 
-        for msg in rapids.check_rapids(
-            lambda key: spark_conf(self.spark, key), float(config.get("rapids.dask-fraction"))
-        ):
-            warnings.warn(msg, stacklevel=2)
-            self._log(msg)
+        share = float(config.get("rapids.dask-fraction"))
+        for msg in rapids.check_rapids(lambda key: spark_conf(self.spark, key), share):
+            self._warn(msg)
         pool = config.get("rapids.rmm-pool-size")
         if pool is False:
             pool = None
@@ -520,13 +518,14 @@ class SparkCluster(Cluster):
             "reserve": parse_bytes(str(config.get("rapids.rmm-reserve"))),
             "fraction": float(config.get("rapids.rmm-fraction")),
             "spill_fraction": None if spill in (None, False) else float(spill),
+            # beside Spark's own GPU tasks an auto-sized pool leaves them the rest
+            "share": share if self.gang.gpu_mode == "shared" else None,
         }
 
     def _task_warning(self, msg: str) -> None:
-        """A warning a Spark task sent with its worker: Python warning, log, cluster log."""
-        logger.warning(msg)
-        self._log(msg)
-        warnings.warn(msg, UserWarning, stacklevel=2)
+        """A warning a Spark task sent with its worker: told once (a Python warning),
+        kept in the cluster log."""
+        self._warn(msg)
 
     def _watch_worker_status_changes(self) -> None:
         """Wake the start-up wait when a worker turns from ``init`` to ``running``

@@ -325,7 +325,11 @@ def rmm_option(
     ----------
     spec : dict or None
         ``{"pool": "auto" | bytes | None, "reserve": bytes, "fraction": float,
-        "spill_fraction": float | None}`` (``spark-dask.rapids.*``).
+        "spill_fraction": float | None, "share": float | None}`` (``spark-dask.rapids.*``).
+        ``share``: when Spark's own tasks use the same GPU (``gpu_mode="shared"``), an
+        auto-sized pool takes at most this share of the GPU's total memory
+        (``spark-dask.rapids.dask-fraction``), so a Spark pool that has not been made yet
+        (or none at all: ``spark.rapids.memory.gpu.pool=NONE``) keeps the rest.
     gpu : str or None
         The worker's physical GPU.
     options : dict or None
@@ -369,11 +373,17 @@ def rmm_option(
     if mem is None:
         return options, "rmm pool: dask-cuda default (pynvml or the GPU driver unavailable)", None
     size = rmm_pool_size(mem[0], int(spec.get("reserve", 0)), float(spec.get("fraction", 1.0)))
+    shared = ""
+    if size is not None and spec.get("share"):
+        cap = int(mem[1] * float(spec["share"])) // POOL_ALIGN * POOL_ALIGN
+        if size > cap:
+            size, shared = (cap if cap >= MIN_POOL else None), f", at most {float(spec['share']):.0%} of the GPU (shared with Spark)"
     if size is None:
-        return options, f"rmm pool: none, only {mem[0] / 2**30:.1f} GiB free on GPU {gpu}", None
+        return options, f"rmm pool: none, only {mem[0] / 2**30:.1f} GiB free on GPU {gpu}{shared}", None
     options["rmm_pool_size"] = size
     options, limit = _with_spill_limit(options, size, spill)
-    return options, f"rmm pool: {size / 2**30:.2f} GiB of {mem[0] / 2**30:.1f} GiB free on GPU {gpu}" + limit, None
+    note = f"rmm pool: {size / 2**30:.2f} GiB of {mem[0] / 2**30:.1f} GiB free on GPU {gpu}{shared}"
+    return options, note + limit, None
 
 
 __all__ = [

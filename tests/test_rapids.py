@@ -81,6 +81,16 @@ def test_task_side_sizing_with_nvml(fake_nvml):
     assert rapids.gpu_free_memory("GPU-1234") == (30 * 2**30, 40 * 2**30)
 
 
+def test_auto_pool_beside_sparks_gpu_tasks_leaves_them_their_share(fake_nvml):
+    # 30 of 40 GiB free (no Spark pool yet, or pool NONE): Dask takes at most 40 % of the GPU
+    spec = {"pool": "auto", "reserve": 2**30, "fraction": 1.0, "spill_fraction": 0.8, "share": 0.4}
+    opts, note, _ = rapids.rmm_option(spec, "0", None, has_rmm=True)
+    assert opts["rmm_pool_size"] == 16 * 2**30  # 0.4 x 40 GiB, not 29 GiB of the 30 free
+    assert "at most 40% of the GPU (shared with Spark)" in note
+    opts, _, _ = rapids.rmm_option({**spec, "share": 0.9}, "0", None, has_rmm=True)
+    assert opts["rmm_pool_size"] == 29 * 2**30  # what is free is the smaller bound
+
+
 def test_overrides_and_fallbacks(monkeypatch):
     spec = {"pool": "auto", "reserve": 2**30, "fraction": 0.9, "spill_fraction": 0.8}
     opts, note, warning = rapids.rmm_option(spec, "0", {"rmm-pool-size": "5GB"}, has_rmm=True)
