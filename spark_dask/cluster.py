@@ -184,7 +184,9 @@ class SparkCluster(Cluster):
     tls : bool, optional
         Per-cluster TLS credentials (default True). False: plain TCP, with a warning.
     dashboard : bool, optional
-        Serve the scheduler dashboard on a free port of the driver address.
+        Serve the scheduler dashboard on a free port of the driver address (on
+        Databricks: at the root of a free port in 9000-9999, linked through the driver
+        proxy; see ``spark-dask.dashboard-prefix``).
     progress : bool, optional
         Show "n/N Dask workers connected" while starting.
     task_profile : {"auto", True, False}, optional

@@ -577,12 +577,22 @@ def assign_shared(gang: list[dict], executor_gpus: dict[str, list[str]]) -> dict
     return out
 
 
-def gang_shortfall(assignment: dict[int, list[dict]], expected: int, pinned: bool) -> str | None:
+def gang_shortfall(
+    assignment: dict[int, list[dict]], expected: int, pinned: bool, shared: bool = False
+) -> str | None:
     """Explain why the gang would start fewer workers than ``expected``, else None."""
     total = sum(len(v) for v in assignment.values())
     if total == expected:
         return None
     empty = sorted(p for p, ws in assignment.items() if not ws)
+    if shared:
+        return (
+            f"the Spark tasks can start {total} Dask workers, not the {expected} requested: Spark "
+            "placed more of the gang's tasks on some executors than they have GPUs, and fewer "
+            "on others (their task slots were busy with Spark jobs)"
+            + (f"; tasks without a GPU: {empty}" if empty else "")
+            + f". Start the cluster again once those jobs are done, or pass n_workers={total}."
+        )
     why = (
         "several tasks were given the same GPU (fractional spark.task.resource.gpu.amount "
         "without stage-level scheduling) or tasks got no GPU"

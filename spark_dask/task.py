@@ -348,7 +348,7 @@ def run_task(spec: dict) -> dict:
         per_task = int(spec.get("workers_per_task", 1))
         assignment = {t["partition"]: [None] * per_task for t in gang}
         assignment.update(assign_workers([me], spec["pinned"]))
-    problem = gang_shortfall(assignment, spec["n_workers"], spec["pinned"])
+    problem = gang_shortfall(assignment, spec["n_workers"], spec["pinned"], spec.get("gpu_mode") == "shared")
     if problem:
         if me["partition"] == min(t["partition"] for t in gang):
             raise WorkerStartError("spark-dask: " + problem)

@@ -186,8 +186,8 @@ def test_assign_shared_splits_each_executors_gpus_by_partition():
         1: [{"name": "spark-1-gpu0", "gpu": "0"}],
         3: [],  # executor b has one GPU: its second task starts nothing
     }
-    msg = gang_shortfall(a, 4, pinned=True)
-    assert "3 Dask workers, not the 4" in msg
+    msg = gang_shortfall(a, 4, pinned=True, shared=True)
+    assert "3 Dask workers, not the 4" in msg and "task slots were busy" in msg and "[3]" in msg
 
 
 def test_memory_problem_reads_like_a_person_writes():
