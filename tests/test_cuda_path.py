@@ -149,7 +149,12 @@ def _flag(argv: list[str], flag: str):
 
 
 def _spark_dask_warnings(record) -> list[str]:
-    return [str(w.message) for w in record if str(w.message).startswith("spark-dask:")]
+    """spark-dask's warnings other than the one every start on this application gives:
+    two whole-GPU workers on an executor with two GPUs leave Spark jobs no slot."""
+    found = [str(w.message) for w in record if str(w.message).startswith("spark-dask:")]
+    hog = [m for m in found if "take every task slot Spark jobs can use" in m]
+    assert len(hog) == 1, found
+    return [m for m in found if m not in hog]
 
 
 def test_auto_pool_spill_limit_one_thread_and_pci_order(spark):
