@@ -26,8 +26,29 @@ _probed_sessions: set[str] = set()
 _probe_lock = threading.Lock()
 
 
+PYSPARK_MISSING = (
+    "spark-dask needs pyspark, which this Python cannot import ({error}). On Databricks, "
+    "use a cluster with a Databricks Runtime (pyspark is built in; do not pip-install "
+    "pyspark there). Elsewhere: pip install 'spark-dask[spark]' (or 'spark-dask[connect]' "
+    "for Spark Connect)."
+)
+
+
+def require_pyspark() -> None:
+    """Raise a short, actionable ImportError when pyspark cannot be imported.
+
+    pyspark is not a dependency of the package (Databricks runtimes ship their own,
+    unknown to pip), so a plain install may lack it.
+    """
+    try:
+        import pyspark  # noqa: F401
+    except ImportError as e:
+        raise ImportError(PYSPARK_MISSING.format(error=e), name="pyspark") from None
+
+
 def active_session(spark=None):
     """``spark`` or the active SparkSession, looked up now (never at import)."""
+    require_pyspark()
     if spark is not None:
         return spark
     from pyspark.sql import SparkSession
