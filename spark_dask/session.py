@@ -202,6 +202,14 @@ def cluster_facts(spark, executor_wait: float = 30.0, n_workers: int | None = No
         executor_cores = max(task_cpus, slots * task_cpus // max(len(ids), 1))
     major_minor = spark_version(spark)
     local_mode = master.startswith("local") and not master.startswith("local-cluster")
+    profiles = major_minor >= (3, 4) and not local_mode and not dyn
+    if profiles and _profile_gpus_broken(spark, major_minor):
+        logger.info(
+            "spark-dask: Spark %s hands a task profile's whole GPUs out in the default "
+            "profile's fractions (SPARK-45527, fixed in 4.0): no task profile for the gang",
+            spark.version,
+        )
+        profiles = False
     return _facts(
         spark,
         master,
@@ -210,8 +218,21 @@ def cluster_facts(spark, executor_wait: float = 30.0, n_workers: int | None = No
         task_cpus=task_cpus,
         slots=slots,
         dynamic_allocation=dyn,
-        task_profiles=major_minor >= (3, 4) and not local_mode and not dyn,
+        task_profiles=profiles,
     )
+
+
+def _profile_gpus_broken(spark, major_minor: tuple[int, int]) -> bool:
+    """Whether a stage-level task profile asking for whole GPUs would share them.
+
+    Before Spark 4.0 an executor splits each GPU address into the parts the *default*
+    profile's fractional ``spark.task.resource.gpu.amount`` implies, and a task profile
+    asking for 1 GPU takes one part: two gang tasks get the same address (measured on
+    pyspark 3.5.9: both workers on one GPU). SPARK-45527 (apache/spark PR 43494) fixed
+    the accounting in 4.0.0; the 3.5 backport (PR 44690) was not merged.
+    """
+    task_gpus = _float(conf(spark, "spark.task.resource.gpu.amount"))
+    return major_minor < (4, 0) and 0 < task_gpus < 1
 
 
 def _facts(spark, master: str, **known) -> ClusterFacts:
