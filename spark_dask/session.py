@@ -11,6 +11,7 @@ import logging
 import os
 import re
 import socket
+import sys
 import threading
 import time
 
@@ -63,12 +64,14 @@ def active_session(spark=None):
 
 
 def is_connect(spark) -> bool:
-    """Whether ``spark`` is a Spark Connect session (no SparkContext, no RDDs)."""
-    try:
-        from pyspark.sql.connect.session import SparkSession as ConnectSession
-    except ImportError:  # pyspark without the connect extra
-        return False
-    return isinstance(spark, ConnectSession)
+    """Whether ``spark`` is a Spark Connect session (no SparkContext, no RDDs).
+
+    A Connect session exists only once its module was imported, so the module is looked
+    up, never imported here: without the connect extra, each import attempt would run
+    pyspark's dependency checks again (on 3.5: ~2.5 ms and two DeprecationWarnings).
+    """
+    module = sys.modules.get("pyspark.sql.connect.session")
+    return module is not None and isinstance(spark, module.SparkSession)
 
 
 def spark_version(spark) -> tuple[int, int]:
