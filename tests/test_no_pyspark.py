@@ -108,3 +108,20 @@ def test_distribution_never_requires_pyspark_unconditionally():
         assert r.marker is not None and not r.marker.evaluate({"extra": ""}), str(r)
     extras = {e for r in pyspark for e in ("spark", "connect") if r.marker.evaluate({"extra": e})}
     assert extras == {"spark", "connect"}
+
+
+def test_cuda_extras_refuse_rapids_older_than_26_04():
+    """RAPIDS 26.04+ needs Python >= 3.11: the lower bound makes pip fail on 3.10 instead
+    of resolving RAPIDS 26.02 or older (checked with pip install --dry-run)."""
+    requires = [Requirement(r) for r in importlib.metadata.requires("spark-dask") or []]
+    rapids = {"dask-cuda", "dask-cudf-cu12", "cudf-cu12", "dask-cudf-cu13", "cudf-cu13"}
+    for extra, suffix in (("cuda12", "cu12"), ("cuda13", "cu13")):
+        reqs = [r for r in requires if r.marker is not None and r.marker.evaluate({"extra": extra})]
+        named = {r.name for r in reqs}
+        assert {"dask-cuda", f"dask-cudf-{suffix}", f"cudf-{suffix}", "nvidia-ml-py"} <= named, named
+        assert next(r for r in reqs if r.name == "dask-cuda").extras == {suffix}
+        for r in reqs:
+            if r.name in rapids:
+                assert not r.specifier.contains("26.2.1") and r.specifier.contains("26.4.0"), str(r)
+    alias = [r for r in requires if r.marker is not None and r.marker.evaluate({"extra": "cuda"})]
+    assert [(r.name, r.extras) for r in alias] == [("spark-dask", {"cuda12"})]
