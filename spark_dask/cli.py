@@ -199,7 +199,11 @@ def get_or_create_session(master: str | None = None, conf: dict | None = None, a
     """(session, created): the active SparkSession, or a new one from the options.
 
     ``created`` is True when this call started the SparkContext (so the caller may stop it).
+    Without pyspark: an ImportError that says what to install.
     """
+    from spark_dask.session import require_pyspark
+
+    require_pyspark()
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
@@ -507,6 +511,16 @@ def describe(
     return out
 
 
+def _require_pyspark_or_exit() -> None:
+    """Without pyspark: one line that says what to install, exit status 1 (no traceback)."""
+    from spark_dask.session import require_pyspark
+
+    try:
+        require_pyspark()
+    except ImportError as e:
+        raise click.ClickException(str(e)) from None
+
+
 @click.group(name="spark", context_settings={"help_option_names": ["-h", "--help"]})
 def main():
     """Dask clusters inside a Spark application: scheduler on the driver, workers in
@@ -541,6 +555,7 @@ def run(target, args, as_module, master, spark_conf, app_name, **options):
     Exit status: the script's; 1 when the cluster cannot start or the script raises;
     143 on SIGTERM (after teardown).
     """
+    _require_pyspark_or_exit()
     code = run_script(
         target,
         args,
@@ -564,6 +579,7 @@ def info(master, spark_conf, app_name, as_json, **options):
     Databricks the dashboard URL pattern. Starts no Spark job and no Dask process.
     Exit status 1 when no cluster could start with these options.
     """
+    _require_pyspark_or_exit()
     spark, created = get_or_create_session(master, spark_conf, app_name)
     try:
         out = describe(spark, **options)

@@ -228,16 +228,91 @@ def _where(t: dict) -> str:
     return f"executor {t['executor_id'] or t['executor']} (host {t['host']}, partition {t['partition']})"
 
 
-def _context():
-    from pyspark import BarrierTaskContext
+class _PlainContext:
+    """Stands in for the ``BarrierTaskContext`` of a barrier task whose Python worker was
+    handed a plain ``TaskContext``.
 
-    return BarrierTaskContext.get()
+    Seen on Databricks Runtime 14.3 in a barrier ``mapInArrow``/``mapInPandas``:
+    ``TaskContext.get()`` is not a ``BarrierTaskContext`` there (NVIDIA spark-rapids
+    PR 12456, issue 12477), so ``BarrierTaskContext.get()`` raises. What a plain context
+    has still works (partition id, resources, CPUs); where every task's executor is
+    unknown (no ``getTaskInfos()``), ``_gang_from_task_infos`` leaves it unknown, and the
+    one call that cannot be replaced, ``allGather``, raises a clear error.
+    """
+
+    def __init__(self, ctx, reason: str):
+        self._ctx = ctx
+        self.reason = reason
+        self.n_tasks: int | None = None  # set by task_facts from the spec
+
+    def partitionId(self) -> int:
+        return self._ctx.partitionId()
+
+    def resources(self) -> dict:
+        return self._ctx.resources()
+
+    def cpus(self) -> int:
+        return self._ctx.cpus()
+
+    def getTaskInfos(self):
+        raise RuntimeError(f"no BarrierTaskContext: {self.reason}")
+
+    def allGather(self, message: str = ""):
+        raise WorkerStartError(
+            "spark-dask: the Spark tasks share GPUs (fractional spark.task.resource.gpu.amount) "
+            "and must agree which task starts which worker (BarrierTaskContext.allGather), but "
+            "this Spark runtime gave the barrier task no BarrierTaskContext "
+            f"({self.reason}). Give each task whole GPUs (spark.task.resource.gpu.amount=1)."
+        )
+
+
+def _context():
+    """This barrier task's context: the ``BarrierTaskContext``, or a :class:`_PlainContext`
+    around the plain ``TaskContext`` where the runtime hands the Python worker no barrier
+    context (Databricks Runtime 14.3, barrier ``mapInArrow``)."""
+    from pyspark import BarrierTaskContext, TaskContext
+
+    try:
+        ctx = BarrierTaskContext.get()
+    except Exception as e:  # NOT_IN_BARRIER_STAGE (PySparkRuntimeError) or older texts
+        reason = f"{type(e).__name__}: {e}".splitlines()[0]
+    else:
+        if hasattr(ctx, "allGather") and hasattr(ctx, "getTaskInfos"):
+            return ctx
+        reason = f"BarrierTaskContext.get() returned {type(ctx).__name__}"
+    plain = TaskContext.get()
+    if plain is None:
+        raise WorkerStartError(f"spark-dask: no Spark task context in this Python worker ({reason})")
+    return _PlainContext(plain, reason)
+
+
+def _fallback_host() -> str:
+    """This executor's host when no task infos say it: Spark's own setting, else the
+    address the host name resolves to, else the host name."""
+    if os.environ.get("SPARK_LOCAL_IP"):
+        return os.environ["SPARK_LOCAL_IP"]
+    name = socket.gethostname()
+    try:
+        return socket.gethostbyname(name)
+    except OSError:
+        return name
 
 
 def task_facts(ctx, spec: dict) -> dict:
     """What this task tells the rest of the gang (through ``allGather``)."""
     partition = ctx.partitionId()
-    address = ctx.getTaskInfos()[partition].address
+    context_note = None
+    try:
+        address = ctx.getTaskInfos()[partition].address
+    except Exception as e:  # no BarrierTaskContext (see _PlainContext)
+        # "host:executor": unique per executor like the host:port of getTaskInfos; the
+        # parent of a PySpark worker is its executor's daemon.
+        address = f"{_fallback_host()}:{_executor_id() or os.getppid()}"
+        context_note = f"no barrier task infos ({e}); executor address from this host"
+        try:  # how many tasks the gang has, for _gang_from_task_infos
+            ctx.n_tasks = int(spec["n_workers"]) // max(int(spec.get("workers_per_task", 1)), 1)
+        except (AttributeError, KeyError, TypeError, ValueError):
+            pass
     resources = ctx.resources()
     gpus = list(resources["gpu"].addresses) if "gpu" in resources else []
     cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -246,7 +321,7 @@ def task_facts(ctx, spec: dict) -> dict:
         dist_version = importlib.metadata.version("distributed")
     except importlib.metadata.PackageNotFoundError:
         dist_version = None
-    return {
+    facts = {
         "partition": partition,
         "executor": address,
         "host": address.rsplit(":", 1)[0],
@@ -258,6 +333,9 @@ def task_facts(ctx, spec: dict) -> dict:
         "missing": missing,
         "distributed": dist_version,
     }
+    if context_note:
+        facts["context"] = context_note
+    return facts
 
 
 def _gang_from_task_infos(ctx, me: dict) -> list[dict]:
@@ -266,14 +344,23 @@ def _gang_from_task_infos(ctx, me: dict) -> list[dict]:
     ``getTaskInfos()`` knows every task's executor address when the stage starts;
     ``allGather`` costs about a second (Spark polls it once a second), which is only
     worth paying when tasks may share GPUs and must agree who uses which.
+
+    Without a ``BarrierTaskContext`` (:class:`_PlainContext`) the other tasks' executors
+    are unknown (``None``): each task then sizes its workers as if no other gang task
+    shared its executor or host.
     """
+    try:
+        addresses = [info.address for info in ctx.getTaskInfos()]
+    except Exception:
+        n = getattr(ctx, "n_tasks", None) or me["partition"] + 1
+        addresses = [None] * max(n, me["partition"] + 1)
     gang = []
-    for partition, info in enumerate(ctx.getTaskInfos()):
+    for partition, address in enumerate(addresses):
         if partition == me["partition"]:
             gang.append(me)
         else:
-            address = info.address
-            gang.append({"partition": partition, "executor": address, "host": address.rsplit(":", 1)[0],
+            host = address.rsplit(":", 1)[0] if address else None
+            gang.append({"partition": partition, "executor": address, "host": host,
                          "gpus": [], "missing": [], "unreachable": None})  # fmt: skip
     return gang
 

@@ -18,6 +18,24 @@ import pytest
 HERE = os.path.dirname(__file__)
 
 
+def _pyspark_version() -> tuple[int, int]:
+    try:
+        import pyspark
+    except ImportError:
+        return (0, 0)
+    major, minor = pyspark.__version__.split(".")[:2]
+    return int(major), int(minor)
+
+
+PYSPARK_VERSION = _pyspark_version()
+
+# Tests of what only Spark >= 4.0 can do (CI also runs the core tests on pyspark 3.5).
+needs_spark4 = pytest.mark.skipif(
+    PYSPARK_VERSION < (4, 0),
+    reason="Spark < 4.0 splits a task profile's GPUs in the default profile's fractions (SPARK-45527)",
+)
+
+
 def fresh_jvm() -> None:
     """Shut down the py4j gateway JVM left by an earlier session in this process.
 

@@ -18,6 +18,8 @@ from spark_dask import cli
 
 from .conftest import active_jobs, dask_processes, make_spark, stop_spark, wait_until
 
+pytestmark = pytest.mark.core
+
 
 def no_workers_left(output: str) -> bool:
     """No worker process of the clusters named in ``output`` is left (other test runs on

@@ -18,7 +18,7 @@ from spark_dask import PlanError, SparkCluster, SparkDaskError
 
 from .conftest import active_jobs, assert_no_leftovers, dask_processes, port_open, wait_until
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.spark, pytest.mark.core, pytest.mark.timeout(180)]
 
 
 def test_start_computes_and_leaves_nothing(spark):

@@ -18,7 +18,7 @@ from spark_dask import SparkDaskError
 
 from .conftest import active_jobs, make_spark, stop_spark, wait_until
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.spark, pytest.mark.core, pytest.mark.timeout(180)]
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from spark_dask import SparkDaskError
 
 from .conftest import active_jobs, assert_no_leftovers, dask_processes, gpu_conf, make_spark, stop_spark, wait_until
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.spark, pytest.mark.core, pytest.mark.timeout(180)]
 
 
 @pytest.fixture(scope="module")

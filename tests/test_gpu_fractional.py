@@ -16,9 +16,9 @@ import pytest
 import spark_dask
 from spark_dask import SparkDaskError
 
-from .conftest import active_jobs, assert_no_leftovers, dask_processes, gpu_conf, make_spark, stop_spark, wait_until
+from .conftest import active_jobs, assert_no_leftovers, dask_processes, gpu_conf, make_spark, needs_spark4, stop_spark, wait_until
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.spark, pytest.mark.core, pytest.mark.timeout(180)]
 
 
 @pytest.fixture(scope="module")
@@ -29,6 +29,7 @@ def spark():
     stop_spark(s)
 
 
+@needs_spark4  # on 3.5: tests/test_spark_versions.py
 def test_whole_gpu_per_task_gives_one_worker_per_physical_gpu(spark):
     with spark_dask.start(spark, worker="cpu", gpu_mode="exclusive") as client:
         gang = client.cluster.gang

@@ -28,6 +28,8 @@ from spark_dask.session import _memory
 
 GiB = 2**30
 
+pytestmark = pytest.mark.core
+
 
 def facts(**kw) -> ClusterFacts:
     base = dict(executors=2, executor_cores=1, executor_memory=GiB, slots=2, master="local-cluster[2,1,1024]")

@@ -108,6 +108,7 @@ def test_start_close_cycles_do_not_leak(spark):
     assert not dask_processes(spark=spark)
 
 
+@pytest.mark.core
 def test_busy_slots_fail_fast_and_name_the_holder(spark):
     with spark_dask.start(spark, n_workers=2, progress=False) as holder:
         t0 = time.monotonic()
@@ -120,6 +121,7 @@ def test_busy_slots_fail_fast_and_name_the_holder(spark):
     assert wait_until(lambda: not active_jobs(spark))
 
 
+@pytest.mark.core
 def test_key_material_is_private_and_removed(spark):
     with spark_dask.start(spark, n_workers=1, progress=False) as client:
         (w,) = client.scheduler_info()["workers"].values()
@@ -135,6 +137,7 @@ def test_key_material_is_private_and_removed(spark):
     assert not os.path.exists(workdir)
 
 
+@pytest.mark.core
 def test_strangers_are_refused(spark):
     with spark_dask.start(spark, n_workers=1, progress=False) as client:
         address = client.scheduler.address
@@ -153,12 +156,14 @@ def test_strangers_are_refused(spark):
         assert len(client.scheduler_info()["workers"]) == 1
 
 
+@pytest.mark.core
 def test_require_encryption_refuses_unencrypted_spark(spark):
     with pytest.raises(PlanError, match="spark.network.crypto.enabled=true"):
         spark_dask.start(spark, require_encryption=True)
     assert not active_jobs(spark)
 
 
+@pytest.mark.core
 @pytest.mark.parametrize("kwargs,match", [
     ({"threads_per_worker": 4}, "exceeds the 1 cores"),
     ({"relaunch_attempts": -1}, "relaunch_attempts"),
@@ -169,6 +174,7 @@ def test_more_bad_input(spark, kwargs, match):
     assert not active_jobs(spark)
 
 
+@pytest.mark.core
 def test_memory_limit_beyond_the_host_fails_before_submitting(spark):
     # local-cluster: the executors run on this host, so the driver checks it at once
     # (on other masters each task checks its own host)
@@ -197,6 +203,7 @@ DRIVER = textwrap.dedent(
 )
 
 
+@pytest.mark.core
 @pytest.mark.timeout(300)
 def test_killed_driver_leaves_no_worker_behind(tmp_path):
     script = tmp_path / "driver.py"
@@ -247,6 +254,7 @@ EXITING = textwrap.dedent(
 )
 
 
+@pytest.mark.core
 @pytest.mark.timeout(300)
 def test_interpreter_exit_closes_the_cluster(tmp_path):
     import subprocess
@@ -260,6 +268,7 @@ def test_interpreter_exit_closes_the_cluster(tmp_path):
     assert wait_until(lambda: not dask_processes(tag), 30), [p.info for p in dask_processes(tag)]
 
 
+@pytest.mark.core
 def test_start_on_a_stopped_session_is_refused(spark):
     """Last in this module: it stops the module's SparkSession."""
     spark.stop()

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The test command of README.md and of CI (.ci/run): two environments, one after the other.
+#
+#   .venv    the newest pyspark, every test extra: the whole suite (Spark Connect included)
+#   .venv35  the newest pyspark 3.5.x with pandas<3, numpy<2, pyarrow<18 (pyspark 3.5's
+#            connect extra excludes NumPy 2; the newest pyarrow needs it): the core tests
+#            (pytest -m core: start, compute, teardown, bad input, GPU pinning with fake
+#            GPUs, CLI run)
+#
+# Needs Python >= 3.10 as python3 (or $PYTHON) and Java 17. Arguments go to both pytest
+# runs (e.g. -x). Exit status: non-zero when either environment fails to install or to pass.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+
+venv() {  # venv DIR PIP-ARGS...: create DIR (once) and install into it
+    local dir=$1
+    shift
+    [ -x "$dir/bin/python" ] || "$PYTHON" -m venv "$dir" || return 1
+    "$dir/bin/pip" install -q "$@"
+}
+
+t0=$SECONDS
+venv .venv -e '.[test]' || { echo "run-all: installing .venv failed" >&2; exit 1; }
+t1=$SECONDS
+venv .venv35 -e '.[test-core]' 'pyspark>=3.5,<3.6' 'pandas<3' 'numpy<2' 'pyarrow<18' ||
+    { echo "run-all: installing .venv35 failed" >&2; exit 1; }
+t2=$SECONDS
+newest=$(.venv/bin/python -c 'import pyspark; print(pyspark.__version__)')
+old=$(.venv35/bin/python -c 'import pyspark; print(pyspark.__version__)')
+echo "run-all: installed .venv (pyspark $newest) in $((t1 - t0)) s, .venv35 (pyspark $old) in $((t2 - t1)) s"
+
+echo "run-all: pyspark $newest: the whole suite"
+.venv/bin/python -m pytest "$@"
+status_newest=$?
+t3=$SECONDS
+echo "run-all: pyspark $old: the core tests (-m core)"
+.venv35/bin/python -m pytest -m core "$@"
+status_old=$?
+t4=$SECONDS
+
+echo "run-all: pyspark $newest whole suite: exit $status_newest in $((t3 - t2)) s;" \
+    "pyspark $old core tests: exit $status_old in $((t4 - t3)) s; total $((t4 - t0)) s"
+[ "$status_newest" -eq 0 ] && [ "$status_old" -eq 0 ]

@@ -1,0 +1,178 @@
+"""A barrier task whose Python worker gets a plain ``TaskContext`` (Databricks Runtime
+14.3, barrier ``mapInArrow``: NVIDIA spark-rapids PR 12456 / issue 12477).
+
+The fake is the thinnest possible: an object with the three calls a plain
+``TaskContext`` answers (``partitionId``, ``resources``, ``cpus``), installed where
+pyspark keeps the task's context, so ``BarrierTaskContext.get()`` runs its real check.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import textwrap
+
+import pytest
+
+from spark_dask import task
+from spark_dask.task import WorkerStartError
+
+pytestmark = [pytest.mark.core, pytest.mark.timeout(60)]
+
+
+class _Resource:
+    def __init__(self, addresses):
+        self.addresses = addresses
+
+
+class FakePlainContext:
+    """What a plain TaskContext answers: no allGather, no getTaskInfos."""
+
+    def __init__(self, partition, gpus=(), cpus=1):
+        self._partition = partition
+        self._gpus = list(gpus)
+        self._cpus = cpus
+
+    def partitionId(self):
+        return self._partition
+
+    def resources(self):
+        return {"gpu": _Resource(self._gpus)} if self._gpus else {}
+
+    def cpus(self):
+        return self._cpus
+
+
+@pytest.fixture
+def plain_task_context():
+    """Put a plain context where pyspark's worker puts it (``TaskContext._taskContext``)."""
+    from pyspark import TaskContext
+
+    saved = TaskContext._taskContext
+    ctx = FakePlainContext(1, gpus=["1"], cpus=2)
+    TaskContext._taskContext = ctx
+    yield ctx
+    TaskContext._taskContext = saved
+
+
+def test_context_falls_back_to_the_plain_task_context(plain_task_context):
+    ctx = task._context()  # pyspark's BarrierTaskContext.get() refuses the plain context
+    assert isinstance(ctx, task._PlainContext)
+    assert "BARRIER" in ctx.reason.upper()  # NOT_IN_BARRIER_STAGE (3.5, 4.x)
+    assert (ctx.partitionId(), ctx.cpus(), ctx.resources()["gpu"].addresses) == (1, 2, ["1"])
+
+
+def test_no_task_context_at_all_is_a_clear_error():
+    from pyspark import TaskContext
+
+    assert TaskContext.get() is None  # the test process is no Spark task
+    with pytest.raises(WorkerStartError, match="no Spark task context"):
+        task._context()
+
+
+def test_facts_and_gang_without_task_infos(monkeypatch):
+    monkeypatch.setenv("SPARK_LOCAL_IP", "10.1.2.3")
+    monkeypatch.setenv("SPARK_EXECUTOR_ID", "7")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")
+    ctx = task._PlainContext(FakePlainContext(1, gpus=["1"], cpus=2), "plain TaskContext")
+    spec = {"requires": [], "n_workers": 3, "workers_per_task": 1}
+    me = task.task_facts(ctx, spec)
+    assert (me["partition"], me["executor"], me["host"], me["executor_id"]) == (1, "10.1.2.3:7", "10.1.2.3", "7")
+    assert me["gpus"] == ["6"] and me["cpus"] == 2  # address 1 through CUDA_VISIBLE_DEVICES
+    assert "no barrier task infos" in me["context"]
+    me["unreachable"] = None
+    gang = task._gang_from_task_infos(ctx, me)
+    assert [t["partition"] for t in gang] == [0, 1, 2]
+    assert gang[1] is me
+    assert [(t["executor"], t["host"]) for t in (gang[0], gang[2])] == [(None, None), (None, None)]
+
+
+def test_host_without_spark_local_ip(monkeypatch):
+    monkeypatch.delenv("SPARK_LOCAL_IP", raising=False)
+    host = task._fallback_host()
+    assert host in (socket.gethostname(), socket.gethostbyname(socket.gethostname()))
+
+
+def test_barrier_context_still_gives_addresses_from_task_infos():
+    class Info:
+        def __init__(self, address):
+            self.address = address
+
+    class FakeBarrier(FakePlainContext):
+        def getTaskInfos(self):
+            return [Info("10.0.0.1:4040"), Info("10.0.0.2:4040")]
+
+        def allGather(self, message=""):
+            return [message]
+
+    ctx = FakeBarrier(1)
+    me = task.task_facts(ctx, {"requires": []})
+    assert (me["executor"], me["host"]) == ("10.0.0.2:4040", "10.0.0.2") and "context" not in me
+    me["unreachable"] = None
+    gang = task._gang_from_task_infos(ctx, me)
+    assert [t["host"] for t in gang] == ["10.0.0.1", "10.0.0.2"]
+
+
+def _spec(tmp_path, listener, gather: bool) -> dict:
+    script = tmp_path / "fake_worker.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import sys
+            print("fake worker", *sys.argv[1:])
+            """
+        )
+    )
+    host, port = listener.getsockname()
+    return {
+        "cluster_id": "spark-dask-test",
+        "scheduler_address": f"tcp://{host}:{port}",
+        "tls": None,
+        "kind": "cpu",
+        "pinned": gather,
+        "gather": gather,
+        "workers_per_task": 1,
+        "n_workers": 2,
+        "requires": [],
+        "threads_per_worker": None,
+        "memory_limit": "auto",
+        "executor_cores": 2,
+        "executor_memory": 2**28,
+        "worker_options": {},
+        "worker_command": [sys.executable, str(script), "{name}", "{nthreads}", "{memory_limit}"],
+        "death_timeout": 5,
+        "kill_grace": 1,
+        "connect_timeout": 2,
+        "env": {},
+        "log_lines": 5,
+        "rmm": None,
+    }
+
+
+@pytest.fixture
+def listener():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        yield s
+
+
+def test_run_task_with_a_plain_context_starts_its_worker(tmp_path, listener, monkeypatch):
+    ctx = task._PlainContext(FakePlainContext(1, cpus=2), "plain TaskContext")
+    monkeypatch.setattr(task, "_context", lambda: ctx)
+    row = task.run_task(_spec(tmp_path, listener, gather=False))
+    assert row["status"] == "ok" and row["partition"] == 1
+    [worker] = row["workers"]
+    assert worker["name"] == "spark-1" and worker["exit_code"] == 0
+    # the task sized its worker as the only gang task on its executor: its 2 cores
+    assert worker["log_tail"].startswith("fake worker spark-1 2 ")
+    json.dumps(row)  # the row goes back to the driver as JSON
+
+
+def test_run_task_that_needs_all_gather_says_why(tmp_path, listener, monkeypatch):
+    ctx = task._PlainContext(FakePlainContext(0, gpus=["0"]), "plain TaskContext")
+    monkeypatch.setattr(task, "_context", lambda: ctx)
+    with pytest.raises(WorkerStartError, match="no BarrierTaskContext") as e:
+        task.run_task(_spec(tmp_path, listener, gather=True))
+    assert "spark.task.resource.gpu.amount=1" in str(e.value)
