@@ -83,6 +83,7 @@ def test_register_background_job_group(entry_point, monkeypatch):
 
 
 @pytest.mark.spark
+@pytest.mark.core
 @pytest.mark.timeout(180)
 def test_the_gang_job_group_is_registered_with_databricks(spark, entry_point, monkeypatch):
     monkeypatch.setenv(db.RUNTIME_ENV, "15.4")

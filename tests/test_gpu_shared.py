@@ -21,10 +21,12 @@ import warnings
 import pytest
 
 import spark_dask
+from spark_dask import SparkDaskError
+from spark_dask.session import spark_version
 
 from .conftest import active_jobs, assert_no_leftovers, gpu_conf, make_spark, stop_spark, wait_until
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.spark, pytest.mark.core, pytest.mark.timeout(240)]
 
 
 @pytest.fixture(scope="module", params=["0.5", "1"], ids=["half-gpu-tasks", "whole-gpu-tasks"])
@@ -102,6 +104,13 @@ def test_spark_gpu_tasks_run_beside_the_workers(spark):
 
 
 def test_exclusive_mode_holds_the_gpus_and_says_so(spark):
+    if spark.task_gpus < 1 and spark_version(spark) < (4, 0):
+        # Spark 3.5 cannot give a whole GPU to a task over a fractional default amount
+        # (SPARK-45527): without a task profile both tasks get GPU 0, said at once
+        with pytest.raises(SparkDaskError, match="same GPU"):
+            spark_dask.start(spark, worker="cpu", gpu_mode="exclusive", progress=False)
+        assert wait_until(lambda: not active_jobs(spark))
+        return
     with pytest.warns(UserWarning, match="take every task slot Spark jobs can use") as record:
         client = spark_dask.start(spark, worker="cpu", gpu_mode="exclusive", progress=False)
     assert any("gpu_mode='shared'" in str(w.message) for w in record)

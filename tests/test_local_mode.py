@@ -15,7 +15,7 @@ import spark_dask
 
 from .conftest import assert_no_leftovers, make_spark, stop_spark
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.spark, pytest.mark.core, pytest.mark.timeout(180)]
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from spark_dask import signals
 
 from .conftest import dask_processes, wait_until
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.spark, pytest.mark.core, pytest.mark.timeout(300)]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
