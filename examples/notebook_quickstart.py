@@ -5,11 +5,12 @@
 # MAGIC Import this file into a Databricks workspace as a notebook (each `# COMMAND` is a
 # MAGIC cell), or run it anywhere as a script: `python examples/notebook_quickstart.py`.
 # MAGIC On Databricks, `spark` exists already and the cluster needs nothing installed at
-# MAGIC start: `%pip install spark-dask` in the first cell is enough.
+# MAGIC start: `%pip install` of the spark-dask wheel (docs/databricks.md, Install) in the first cell is enough.
 
 # COMMAND ----------
 
-# On Databricks: %pip install spark-dask   (notebook-scoped: the Dask workers use it too)
+# On Databricks: %pip install /Volumes/<catalog>/<schema>/<volume>/spark_dask-0.1.0-py3-none-any.whl
+# (notebook-scoped: the Dask workers use it too; see docs/databricks.md, Install)
 import os
 import sys
 

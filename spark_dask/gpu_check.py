@@ -32,8 +32,8 @@ from dataclasses import dataclass
 QUERY = ["--query-gpu=index,pci.bus_id,name,memory.total", "--format=csv,noheader,nounits"]
 # What must be importable for the checks (module -> what to install).
 REQUIRED = {
-    "pyspark": "pyspark",
-    "dask_cuda": "dask-cuda[cu12] (pip install -e '.[cuda]')",
+    "pyspark": "pyspark (pip install -e '.[spark]')",
+    "dask_cuda": "dask-cuda[cu12] (pip install -e '.[cuda12]')",
     "rmm": "rmm-cu12 (comes with cudf-cu12)",
     "cudf": "cudf-cu12",
     "dask_cudf": "dask-cudf-cu12",
