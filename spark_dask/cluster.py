@@ -468,7 +468,7 @@ class SparkCluster(Cluster):
         if plan.kind == "cuda" and not opts["worker_command"]:
             requires.append("dask_cuda")
         # warnings the tasks attach to their workers (rmm missing, distributed patch level)
-        self.scheduler.add_plugin(TaskWarnings(self._task_warning))
+        self.scheduler.add_plugin(TaskWarnings(self._warn))
         return {
             "cluster_id": self.tag,
             "scheduler_address": self.scheduler.address,
@@ -523,11 +523,6 @@ class SparkCluster(Cluster):
             # beside Spark's own GPU tasks an auto-sized pool leaves them the rest
             "share": share if self.gang.gpu_mode == "shared" else None,
         }
-
-    def _task_warning(self, msg: str) -> None:
-        """A warning a Spark task sent with its worker: told once (a Python warning),
-        kept in the cluster log."""
-        self._warn(msg)
 
     def _watch_worker_status_changes(self) -> None:
         """Wake the start-up wait when a worker turns from ``init`` to ``running``

@@ -426,6 +426,8 @@ def run_task(spec: dict) -> dict:
         return row
 
     if spec.get("gpu_mode") == "shared":
+        if any(t["executor"] is None for t in gang):  # _PlainContext: peers unknown
+            ctx.allGather()  # raises: the tasks cannot agree which task takes which GPU
         own = {me["executor"]: me["spark_gpus"]}
         lists = {t["executor"]: executor_gpus(spec, t["executor"], own.get(t["executor"])) for t in gang}
         assignment = assign_shared(gang, lists)

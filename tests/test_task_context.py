@@ -176,3 +176,13 @@ def test_run_task_that_needs_all_gather_says_why(tmp_path, listener, monkeypatch
     with pytest.raises(WorkerStartError, match="no BarrierTaskContext") as e:
         task.run_task(_spec(tmp_path, listener, gather=True))
     assert "spark.task.resource.gpu.amount=1" in str(e.value)
+
+
+def test_run_task_sharing_gpus_without_task_infos_says_why(tmp_path, listener, monkeypatch):
+    # gpu_mode="shared": the tasks on an executor split its GPUs by their placement, which
+    # a plain TaskContext does not tell: a clear error, not two workers on one GPU
+    ctx = task._PlainContext(FakePlainContext(0, gpus=["0"]), "plain TaskContext")
+    monkeypatch.setattr(task, "_context", lambda: ctx)
+    spec = {**_spec(tmp_path, listener, gather=False), "pinned": True, "gpu_mode": "shared", "gpus_per_executor": 2}
+    with pytest.raises(WorkerStartError, match="no BarrierTaskContext"):
+        task.run_task(spec)
