@@ -80,6 +80,15 @@ async def _blocking(fn, *args):
     return await future
 
 
+def _task_request(plan, facts) -> str:
+    """What each barrier task asks Spark for, as the widget and logs show it."""
+    if plan.uses_profile:
+        gpus = f", gpu={plan.task_gpus:g}" if plan.task_gpus else (", no GPU" if plan.gpu_mode else "")
+        return f"cpus={plan.task_cpus or facts.task_cpus}{gpus}"
+    gpus = f", gpu={facts.task_gpus * plan.workers_per_task:g}" if facts.task_gpus else ""
+    return f"cpus={facts.task_cpus}{gpus} (default profile)"
+
+
 def _by_host(entries) -> dict[str, list[list[str]]]:
     """``{host: [addresses of each executor on it]}`` from ``ClusterFacts.gpu_addresses``."""
     out: dict[str, list[list[str]]] = {}
@@ -894,13 +903,13 @@ class SparkCluster(Cluster):
                 {
                     "workers": f"{plan.n_workers} {plan.kind}" + (" (one per GPU)" if plan.pinned else ""),
                     "barrier tasks": plan.n_tasks,
-                    "task request": (
-                        f"cpus={plan.task_cpus or facts.task_cpus}"
-                        + (f", gpu={plan.task_gpus:g}" if plan.task_gpus else "")
-                        + ("" if plan.uses_profile else " (default profile)")
-                    ),
+                    "task request": _task_request(plan, facts),
                 }
             )
+            if plan.gpu_mode:
+                info["GPU mode"] = plan.gpu_mode + (
+                    " (beside Spark's GPU tasks)" if plan.gpu_mode == "shared" else " (whole GPUs)"
+                )
         if facts is not None:
             info["executors"] = f"{facts.executors} x {facts.executor_cores} cores" + (
                 f", {facts.executor_gpus:g} GPUs" if facts.executor_gpus else ""

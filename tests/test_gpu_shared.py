@@ -83,10 +83,14 @@ def test_spark_gpu_tasks_run_beside_the_workers(spark):
         cluster = client.cluster
         gang = cluster.gang
         assert gang.gpu_mode == "shared" and gang.n_workers == 2
+        info = cluster.spark_info()
+        assert info["GPU mode"] == "shared (beside Spark's GPU tasks)"
         if spark.task_gpus == 1:
             assert gang.uses_profile and gang.task_gpus is None  # CPUs only, no GPU held
+            assert info["task request"] == "cpus=1, no GPU"
         else:
             assert not gang.uses_profile  # ordinary half-GPU tasks
+            assert info["task request"] == "cpus=1, gpu=0.5 (default profile)"
         assert not [w for w in caught if "every task slot" in str(w.message)]
 
         # each Dask worker has its own physical GPU, whatever share Spark gave its task
