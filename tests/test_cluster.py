@@ -227,8 +227,8 @@ def test_unknown_worker_option_is_refused_on_the_driver_before_submitting(spark,
     msg = str(e.value)
     assert "worker_options['no_such_option']" in msg and "distributed.cli.dask_worker" in msg
     assert "has no option --no-such-option" in msg
-    assert elapsed < 1, elapsed
-    assert not submitted and not active_jobs(spark)
+    assert elapsed < 10, elapsed  # seconds (the driver reads the session), not a worker start
+    assert not submitted and not active_jobs(spark)  # checked before anything was submitted
     with pytest.raises(PlanError, match=r"Did you mean 'lifetime_restart'\?"):
         spark_dask.start(spark, worker_options={"lifetime_restar": True})
     with pytest.raises(PlanError, match="use threads_per_worker"):
