@@ -2,10 +2,12 @@
 
 - Stage-level CPU task profiles (Spark >= 3.4 on standalone): the gang takes
   ``cores // 2 + 1`` CPUs of the executor and Spark jobs still run beside it.
-- Spark 3.5 with a fractional ``spark.task.resource.gpu.amount``: a task profile asking
-  for whole GPUs would be handed GPU *fractions* (SPARK-45527, fixed in 4.0), two
-  workers on one GPU. spark-dask must not use the profile there; the tasks then agree
-  on one worker per GPU and report a shortfall at once.
+- Spark 3.5 with a fractional ``spark.task.resource.gpu.amount`` and
+  ``gpu_mode="exclusive"``: a task profile asking for whole GPUs would be handed GPU
+  *fractions* (SPARK-45527, fixed in 4.0), two workers on one GPU. spark-dask must not
+  use the profile there; the tasks then agree on one worker per GPU and report a
+  shortfall at once. (The default for fractional amounts, ``gpu_mode="shared"``, needs
+  no profile: tests/test_gpu_shared.py, also on 3.5.)
 
 Each class has its own Spark application (class-scoped fixtures: never two at once).
 """
@@ -71,20 +73,20 @@ class TestFractionalGpusOnSpark35:
 
     def test_no_task_profile_for_whole_gpus(self, spark):
         assert not session.cluster_facts(spark).task_profiles
-        plan = describe(spark, worker="cpu")
+        plan = describe(spark, worker="cpu", gpu_mode="exclusive")
         assert plan["task request"] == "default resource profile" and plan["workers"] == 2
 
     def test_two_workers_never_share_a_gpu(self, spark):
         # Spark hands both 0.5-GPU tasks the same address: the tasks agree on one worker
         # for that GPU and the start fails at once, naming the fix.
         with pytest.raises(SparkDaskError, match="the same GPU") as e:
-            spark_dask.start(spark, worker="cpu")
+            spark_dask.start(spark, worker="cpu", gpu_mode="exclusive")
         assert "n_workers=1" in str(e.value)
         assert wait_until(lambda: not active_jobs(spark))
         assert not dask_processes(spark=spark)
 
     def test_one_worker_per_gpu_it_owns(self, spark):
-        with spark_dask.start(spark, worker="cpu", n_workers=1) as client:
+        with spark_dask.start(spark, worker="cpu", gpu_mode="exclusive", n_workers=1) as client:
             seen = client.run(lambda: os.environ.get("CUDA_VISIBLE_DEVICES"))
             assert list(seen.values()) in (["5"], ["7"])
             cluster = client.cluster
