@@ -1,26 +1,46 @@
 """spark-dask benchmarks: start-up, teardown, steady state, footprint, growth.
 
-    python -m benchmarks [--reps 3] [--sizes 2,4,8] [--no-ray] [--json PATH]
+    python -m benchmarks [--master M]... [--option KEY=VALUE]... [--reps 3] [--sizes 2,4,8]
+                         [--no-ray] [--no-steady] [--quick] [--json PATH]
 
-Prints a table and writes JSON. Every figure is the median of ``--reps`` runs; every
-ratio compares figures measured in the same run, on the same machine.
+Prints tables and writes JSON. Every figure is the median of ``--reps`` runs, with its
+spread (minimum-maximum); every ratio compares figures measured in the same run, on the
+same machine, interleaved (a spark-dask start, then its floor, then the next start).
+
+Configurations: each ``--master`` (default: ``local-cluster[2,1,1024]`` and
+``local-cluster[2,4,1024]``) is measured with spark-dask's defaults (TLS, scheduler
+dashboard, nannies, progress output) plus the ``--option`` values given (passed to
+``SparkCluster``, e.g. ``--option tls=False``). ``--quick`` (what CI runs): N = 2, no
+steady state, no Ray-on-Spark.
 
 Floors, measured here too:
-- stage floor: an empty barrier stage of N tasks, submit -> every task running
-  (each task passes ``BarrierTaskContext.barrier()`` and returns);
-- worker floor: N bare ``dask worker`` processes (with a nanny, as spark-dask starts
-  them) started by hand to registration with a local scheduler;
+- stage floor: an empty barrier stage of N tasks, submit -> every task has run (the
+  cheapest way to get N barrier tasks running: no ``BarrierTaskContext.barrier()`` call,
+  which Spark answers by polling once a second; the stage with that call is reported
+  beside it, as ``stage + barrier()``);
+- worker floor: N bare ``dask worker`` processes (with a nanny, no worker dashboard)
+  started by hand at once, to registration with a local scheduler;
 - start-up floor = stage floor + worker floor;
 - teardown floor: cancel of a running empty barrier stage -> no active Spark job.
+
+Steady state: the same workloads on a spark-dask cluster (TLS, its default) and on a
+``LocalCluster`` with the same workers (2 x 1 thread, 4 GiB) and TLS; a TCP LocalCluster
+beside them shows what TLS itself costs. Each workload is sized at the start so that
+one run takes at least 10 s on the TLS LocalCluster; runs are interleaved.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import asyncio
+import contextlib
+import io
 import json
+import math
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -34,11 +54,20 @@ if _BIN not in os.environ.get("PATH", "").split(os.pathsep):
 
 import psutil  # noqa: E402
 
-MASTER = "local-cluster[2,4,1024]"  # 8 task slots: room for N = 2, 4, 8
+MASTERS = ["local-cluster[2,1,1024]", "local-cluster[2,4,1024]"]
+TARGETS = {
+    "start": 1.0,  # warm start-up / floor, N = 2 and 4
+    "growth": 1.1,  # warm start-up / floor, N = 8
+    "close_2": 0.15,  # seconds, N = 2
+    "close_8": 0.5,  # seconds, N = 8
+    "steady": 0.97,  # LocalCluster time / spark-dask time
+    "ray_cold": 10.0,  # Ray-on-Spark setup / spark-dask cold start
+    "ray_warm": 25.0,  # Ray-on-Spark setup / spark-dask warm start
+}
 
 
 # ------------------------------------------------------------------------------ helpers
-def new_spark(master: str = MASTER):
+def new_spark(master: str):
     from pyspark.sql import SparkSession
 
     spark = (
@@ -68,6 +97,18 @@ def median(xs):
     return statistics.median(xs) if xs else float("nan")
 
 
+def spread(xs) -> str:
+    """``median (min-max)`` of a list of seconds."""
+    if not xs:
+        return "-"
+    return f"{median(xs):.2f} ({min(xs):.2f}-{max(xs):.2f})"
+
+
+def slots(master: str) -> int:
+    m = re.match(r"local-cluster\[\s*(\d+)\s*,\s*(\d+)", master)
+    return int(m.group(1)) * int(m.group(2)) if m else 2
+
+
 def active_jobs(spark):
     return list(spark.sparkContext.statusTracker().getActiveJobsIds())
 
@@ -84,12 +125,30 @@ def gang_processes(tag: str) -> list[psutil.Process]:
     return out
 
 
+def parse_options(items: list[str]) -> dict:
+    """``["tls=False", "memory_limit=4GiB"]`` -> ``{"tls": False, "memory_limit": "4GiB"}``."""
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--option {item!r}: expected KEY=VALUE")
+        try:
+            out[key.strip()] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            out[key.strip()] = value
+    return out
+
+
 # ------------------------------------------------------------------------------ floors
 def _ship_by_value() -> None:
     """The floor stages' functions live here; executors cannot import this package."""
     from pyspark import cloudpickle
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+def _empty_task(_it):
+    yield 1
 
 
 def _barrier_task(_it):
@@ -99,11 +158,12 @@ def _barrier_task(_it):
     yield 1
 
 
-def stage_floor(spark, n: int) -> float:
-    """Submit -> every task of an empty barrier stage running (and returned)."""
+def stage_floor(spark, n: int, barrier_call: bool = False) -> float:
+    """Submit -> every task of an empty barrier stage has run (and returned)."""
     sc = spark.sparkContext
+    fn = _barrier_task if barrier_call else _empty_task
     t0 = time.perf_counter()
-    sc.parallelize(range(n), n).barrier().mapPartitions(_barrier_task).collect()
+    sc.parallelize(range(n), n).barrier().mapPartitions(fn).collect()
     return time.perf_counter() - t0
 
 
@@ -138,7 +198,7 @@ def teardown_floor(spark, n: int) -> float:
     t0 = time.perf_counter()
     sc.cancelJobGroup(group)
     while active_jobs(spark):
-        time.sleep(0.01)
+        time.sleep(0.005)
     elapsed = time.perf_counter() - t0
     t.join(30)
     return elapsed
@@ -168,21 +228,23 @@ def worker_floor(n: int, nanny: bool = True) -> float:
 
 
 # ------------------------------------------------------------------------------ ours
-def ours(spark, n: int, **kw) -> dict:
+def ours(spark, n: int, options: dict) -> dict:
     """start() -> N workers connected; close() -> no Dask process, no active Spark job."""
     import spark_dask
 
-    t0 = time.perf_counter()
-    cluster = spark_dask.SparkCluster(spark, n_workers=n, progress=False, **kw)
-    start = time.perf_counter() - t0
+    quiet = io.StringIO()  # the progress lines (a default) would interleave with the tables
+    with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
+        t0 = time.perf_counter()
+        cluster = spark_dask.SparkCluster(spark, n_workers=n, **options)
+        start = time.perf_counter() - t0
     tag = cluster.tag
     footprint = launcher_rss(tag)
     t1 = time.perf_counter()
     cluster.close()
     while gang_processes(tag) or active_jobs(spark):
-        time.sleep(0.01)
+        time.sleep(0.002)
     close = time.perf_counter() - t1
-    return {"start": start, "close": close, "launcher_rss": footprint, "timings": cluster.timings}
+    return {"start": start, "close": close, "launcher_rss": footprint, "timings": dict(cluster.timings)}
 
 
 def launcher_rss(tag: str) -> list[tuple[int, int]]:
@@ -229,60 +291,78 @@ def ray_on_spark(spark, n: int) -> dict | None:
 
 # ------------------------------------------------------------------------------ steady state
 def workloads():
+    """Workloads of ``k`` units each: many small tasks, a shuffle, an array reduction.
+    A unit takes about a second on 2 one-thread workers; ``k`` is set so that a run
+    takes at least 10 s."""
     import dask
     import dask.array as da
     import dask.dataframe as dd
     import numpy as np
     import pandas as pd
 
-    def tiny(client):
-        futs = client.map(lambda x: x + 1, range(10_000), pure=False)
-        assert sum(client.gather(futs)) == sum(range(1, 10_001))
+    def tiny(client, k):
+        n = 500 * k
+        futs = client.map(lambda x: x + 1, range(n), pure=False)
+        assert sum(client.gather(futs)) == sum(range(1, n + 1))
 
-    def shuffle(client):
+    def shuffle(client, k):
         rng = np.random.default_rng(0)
-        pdf = pd.DataFrame({"k": rng.integers(0, 1000, 400_000), "x": rng.random(400_000)})
-        ddf = dd.from_pandas(pdf, npartitions=16)
+        rows = 400_000 * k
+        pdf = pd.DataFrame({"k": rng.integers(0, 1000, rows), "x": rng.random(rows)})
+        ddf = dd.from_pandas(pdf, npartitions=8 * k)
         with dask.config.set({"dataframe.shuffle.method": "tasks"}):
-            ddf.shuffle("k").groupby("k").x.mean().compute()
+            out = ddf.shuffle("k").groupby("k").x.mean().compute()
+        assert len(out) == 1000
 
-    def array(client):
-        x = da.random.default_rng(0).random((6000, 6000), chunks=(1000, 1000))
-        (x + x.T).mean(axis=0).sum().compute()
+    def array(client, k):
+        side = int(4000 * math.sqrt(k)) // 500 * 500
+        x = da.random.default_rng(0).random((side, side), chunks=(500, 500))
+        assert float((x + x.T).mean(axis=0).sum().compute()) > 0
 
-    return {"10k tiny tasks": tiny, "dataframe shuffle+groupby": shuffle, "array reduction": array}
+    return {"many small tasks": tiny, "dataframe shuffle + groupby": shuffle, "array reduction": array}
 
 
-def time_workloads(client, reps: int) -> dict:
-    out = {}
-    for name, fn in workloads().items():
-        fn(client)  # warm-up
-        runs = []
-        for _ in range(reps):
+def steady_state(spark, reps: int, options: dict, minimum: float = 10.0) -> dict:
+    """Each workload on spark-dask and LocalCluster (TLS and TCP), runs interleaved."""
+    import spark_dask
+    from distributed import Client, LocalCluster
+    from distributed.security import Security
+
+    common = {"n_workers": 2, "threads_per_worker": 1, "memory_limit": "4GiB"}
+    quiet = io.StringIO()
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(contextlib.redirect_stdout(quiet))
+        clients = {}
+        # one spark-dask cluster (a second would not find free slots for its gang)
+        clients["spark-dask TLS"] = stack.enter_context(spark_dask.start(spark, **{**options, **common, "tls": True}))
+        for name, security in (("LocalCluster TLS", Security.temporary()), ("LocalCluster TCP", None)):
+            lc = stack.enter_context(
+                LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="4GiB", processes=True,
+                             dashboard_address=":0", security=security, protocol="tls" if security else "tcp")
+            )  # fmt: skip
+            clients[name] = stack.enter_context(Client(lc, security=security))
+        out: dict = {}
+        for wname, fn in workloads().items():
+            base = clients["LocalCluster TLS"]
+            fn(base, 1)  # warm-up
             t0 = time.perf_counter()
-            fn(client)
-            runs.append(time.perf_counter() - t0)
-        out[name] = median(runs)
+            fn(base, 1)
+            unit = time.perf_counter() - t0
+            k = max(1, math.ceil(minimum * 1.1 / max(unit, 1e-3)))
+            for c in clients.values():
+                fn(c, 1)  # warm-up of each cluster
+            runs: dict = {name: [] for name in clients}
+            for _ in range(reps):
+                for name, c in clients.items():  # interleaved: drift hits every cluster alike
+                    t0 = time.perf_counter()
+                    fn(c, k)
+                    runs[name].append(time.perf_counter() - t0)
+            out[wname] = {"units": k, "runs": runs}
+            print(f"  steady: {wname} done (k={k})", file=sys.stderr)
     return out
 
 
-def steady_state(spark, reps: int) -> dict:
-    import spark_dask
-    from distributed import Client, LocalCluster
-
-    res = {}
-    with spark_dask.start(spark, n_workers=2, threads_per_worker=1, memory_limit="4GiB", progress=False) as c:
-        res["spark-dask (TLS)"] = time_workloads(c, reps)
-    with spark_dask.start(spark, n_workers=2, threads_per_worker=1, memory_limit="4GiB", progress=False,
-                          tls=False) as c:  # fmt: skip
-        res["spark-dask (TCP)"] = time_workloads(c, reps)
-    with LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="4GiB", processes=True,
-                      dashboard_address=":0") as lc, Client(lc) as c:  # fmt: skip
-        res["LocalCluster (TCP)"] = time_workloads(c, reps)
-    return res
-
-
-def driver_footprint(spark) -> int:
+def driver_footprint(spark, options: dict) -> int:
     """RSS growth of the driver process while a 2-worker cluster runs (scheduler side)."""
     import gc
 
@@ -291,10 +371,93 @@ def driver_footprint(spark) -> int:
     me = psutil.Process()
     gc.collect()
     before = me.memory_info().rss
-    with spark_dask.start(spark, n_workers=2, progress=False):
+    with contextlib.redirect_stdout(io.StringIO()), spark_dask.start(spark, n_workers=2, **options):
         gc.collect()
         during = me.memory_info().rss
     return during - before
+
+
+# ------------------------------------------------------------------------------ one master
+def bench_master(master: str, sizes: list[int], reps: int, options: dict, ray: bool, t_all: float) -> dict:
+    def note(what):
+        print(f"{master}: {what} ({time.perf_counter() - t_all:.0f}s)", file=sys.stderr)
+
+    R: dict = {"master": master}
+    # Cold: the first cluster (or the first empty stage) of a fresh Spark application.
+    cold_ours, cold_stage = [], []
+    for _ in range(reps):
+        spark = new_spark(master)
+        cold_ours.append(ours(spark, 2, options))
+        stop_spark(spark)
+        spark = new_spark(master)
+        cold_stage.append(stage_floor(spark, 2))
+        stop_spark(spark)
+    R["cold"] = {
+        "n": 2,
+        "start_runs": [r["start"] for r in cold_ours],
+        "close_runs": [r["close"] for r in cold_ours],
+        "stage_floor_runs": cold_stage,
+    }
+    note("cold done")
+
+    # Warm: one application; its executors' Python workers already started.
+    spark = new_spark(master)
+    try:
+        ours(spark, 2, options)
+        stage_floor(spark, 2)
+        warm = {}
+        for n in [n for n in sizes if n <= slots(master)]:
+            runs, stage, stage_b, close_floor = [], [], [], []
+            for _ in range(reps):  # interleaved
+                runs.append(ours(spark, n, options))
+                stage.append(stage_floor(spark, n))
+                stage_b.append(stage_floor(spark, n, barrier_call=True))
+                close_floor.append(teardown_floor(spark, n))
+            rss = [x for r in runs for x in r["launcher_rss"]]
+            warm[n] = {
+                "start_runs": [r["start"] for r in runs],
+                "close_runs": [r["close"] for r in runs],
+                "scheduler_runs": [r["timings"].get("scheduler", float("nan")) for r in runs],
+                "workers_runs": [r["timings"].get("workers", float("nan")) for r in runs],
+                "stage_floor_runs": stage,
+                "stage_barrier_runs": stage_b,
+                "close_floor_runs": close_floor,
+                "launcher_rss_mb": median([x[0] for x in rss]) / 2**20 if rss else float("nan"),
+                "launcher_uss_mb": median([x[1] for x in rss]) / 2**20 if rss else float("nan"),
+            }
+            note(f"warm n={n} done")
+        R["warm"] = warm
+        R["driver_rss_mb"] = driver_footprint(spark, options) / 2**20
+        R["ray"] = None
+        if ray:
+            try:
+                ray_runs = [ray_on_spark(spark, 2) for _ in range(2)]
+                if ray_runs[0] is not None:
+                    R["ray"] = {"start_runs": [r["start"] for r in ray_runs], "close_runs": [r["close"] for r in ray_runs]}
+            except Exception as e:  # report, do not hide
+                R["ray"] = {"error": f"{type(e).__name__}: {e}"[:300]}
+            note("ray done")
+    finally:
+        stop_spark(spark)
+    return R
+
+
+def finish(R: dict) -> None:
+    """Medians and floors from the recorded runs (worker floors measured per N)."""
+    for M in R["masters"]:
+        for entry in [M["cold"], *M["warm"].values()]:
+            n = entry.get("n") or next(k for k, v in M["warm"].items() if v is entry)
+            entry["start"] = median(entry["start_runs"])
+            entry["close"] = median(entry["close_runs"])
+            entry["stage_floor"] = median(entry["stage_floor_runs"])
+            entry["worker_floor"] = median(R["worker_floor"][str(n)])
+            entry["floor"] = entry["stage_floor"] + entry["worker_floor"]
+            entry["ratio"] = entry["start"] / entry["floor"]
+            # per-run ratios for the spread: each start against the floor of its own round
+            entry["ratio_runs"] = [s / (f + entry["worker_floor"]) for s, f in zip(entry["start_runs"], entry["stage_floor_runs"])]
+        if M.get("ray") and "start_runs" in M["ray"]:
+            M["ray"]["start"] = median(M["ray"]["start_runs"])
+            M["ray"]["close"] = median(M["ray"]["close_runs"])
 
 
 # ------------------------------------------------------------------------------ main
@@ -302,166 +465,143 @@ def main(argv=None) -> dict:
     import warnings
 
     warnings.filterwarnings("ignore")
-    ap = argparse.ArgumentParser(description="spark-dask benchmarks")
+    ap = argparse.ArgumentParser(prog="python -m benchmarks", description="spark-dask benchmarks")
+    ap.add_argument("--master", action="append", default=None, help=f"Spark master (repeatable; default: {' and '.join(MASTERS)})")
+    ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="a SparkCluster option (repeatable)")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--sizes", default="2,4,8")
     ap.add_argument("--no-ray", action="store_true")
+    ap.add_argument("--no-steady", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="N = 2 only, no steady state, no Ray-on-Spark (CI)")
     ap.add_argument("--json", default=os.path.join(os.path.dirname(__file__), "results", "latest.json"))
     args = ap.parse_args(argv)
-    sizes = [int(s) for s in args.sizes.split(",")]
+    masters = args.master or MASTERS
+    options = parse_options(args.option)
+    sizes = [2] if args.quick else [int(s) for s in args.sizes.split(",")]
+    ray = not (args.no_ray or args.quick)
     _ship_by_value()
-    reps = args.reps
     t_all = time.perf_counter()
+    import distributed
+    import pyspark
+
     R: dict = {
         "machine": {
             "cpus": psutil.cpu_count(),
             "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
             "platform": platform.platform(),
             "python": platform.python_version(),
+            "pyspark": pyspark.__version__,
+            "distributed": distributed.__version__,
+            "load_before": list(os.getloadavg()),
         },
-        "reps": reps,
-        "master": MASTER,
+        "reps": args.reps,
+        "options": options,
+        "targets": TARGETS,
     }
-    import distributed
-    import pyspark
-
-    R["machine"]["pyspark"] = pyspark.__version__
-    R["machine"]["distributed"] = distributed.__version__
-
-    # Cold: the first cluster (or the first empty stage) of a fresh Spark application.
-    cold_ours, cold_stage = [], []
-    for _ in range(reps):
-        spark = new_spark()
-        cold_ours.append(ours(spark, 2))
-        stop_spark(spark)
-        spark = new_spark()
-        cold_stage.append(stage_floor(spark, 2))
-        stop_spark(spark)
-    R["cold"] = {
-        "n": 2,
-        "start": median([r["start"] for r in cold_ours]),
-        "close": median([r["close"] for r in cold_ours]),
-        "stage_floor": median(cold_stage),
-        "worker_floor": median([worker_floor(2) for _ in range(reps)]),
-        "worker_floor_no_nanny": median([worker_floor(2, nanny=False) for _ in range(reps)]),
-    }
-    R["cold"]["floor"] = R["cold"]["stage_floor"] + R["cold"]["worker_floor"]
-    print(f"cold done ({time.perf_counter() - t_all:.0f}s)", file=sys.stderr)
-
-    # Warm, growth, teardown floor, footprint, steady state: one application.
-    spark = new_spark()
-    ours(spark, 2)  # warm the executors' Python workers
-    stage_floor(spark, 2)
-    warm = {}
-    for n in sizes:
-        runs = [ours(spark, n) for _ in range(reps)]
-        stage = median([stage_floor(spark, n) for _ in range(reps)])
-        wf = median([worker_floor(n) for _ in range(reps)])
-        warm[n] = {
-            "start": median([r["start"] for r in runs]),
-            "scheduler": median([r["timings"]["scheduler"] for r in runs]),
-            "workers": median([r["timings"]["workers"] for r in runs]),
-            "close": median([r["close"] for r in runs]),
-            "close_floor": median([teardown_floor(spark, n) for _ in range(reps)]),
-            "stage_floor": stage,
-            "worker_floor": wf,
-            "floor": stage + wf,
-            "launcher_rss_mb": median([median([x[0] for x in r["launcher_rss"]]) / 2**20 for r in runs if r["launcher_rss"]]),
-            "launcher_uss_mb": median([median([x[1] for x in r["launcher_rss"]]) / 2**20 for r in runs if r["launcher_rss"]]),
-        }
-        print(f"warm n={n} done ({time.perf_counter() - t_all:.0f}s)", file=sys.stderr)
-    R["warm"] = warm
-    R["driver_rss_mb"] = driver_footprint(spark) / 2**20
-    R["steady"] = steady_state(spark, reps)
-    print(f"steady done ({time.perf_counter() - t_all:.0f}s)", file=sys.stderr)
-
-    R["ray"] = None
-    if not args.no_ray:
+    R["worker_floor"] = {str(n): [worker_floor(n) for _ in range(args.reps)] for n in sorted(set(sizes) | {2})}
+    print(f"worker floors done ({time.perf_counter() - t_all:.0f}s)", file=sys.stderr)
+    R["masters"] = [bench_master(m, sizes, args.reps, options, ray, t_all) for m in masters]
+    R["steady"] = None
+    if not (args.no_steady or args.quick):
+        spark = new_spark(masters[-1])
         try:
-            ray_runs = [ray_on_spark(spark, 2) for _ in range(2)]
-            if ray_runs[0] is not None:
-                R["ray"] = {
-                    "start": median([r["start"] for r in ray_runs]),
-                    "close": median([r["close"] for r in ray_runs]),
-                    "runs": len(ray_runs),
-                }
-        except Exception as e:  # report, do not hide
-            R["ray"] = {"error": f"{type(e).__name__}: {e}"[:300]}
-    stop_spark(spark)
+            R["steady"] = {"master": masters[-1], "workloads": steady_state(spark, args.reps, options)}
+        finally:
+            stop_spark(spark)
+        print(f"steady done ({time.perf_counter() - t_all:.0f}s)", file=sys.stderr)
+    R["machine"]["load_after"] = list(os.getloadavg())
     R["total_seconds"] = time.perf_counter() - t_all
+    finish(R)
 
-    os.makedirs(os.path.dirname(args.json), exist_ok=True)
+    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
     with open(args.json, "w") as f:
         json.dump(R, f, indent=2, default=str)
     print(render(R))
     return R
 
 
+def _mark(ok: bool) -> str:
+    return "yes" if ok else "**no**"
+
+
 def render(R: dict) -> str:
-    lines = []
+    T = R.get("targets", TARGETS)
     m = R["machine"]
-    lines.append(
+    opts = ", ".join(f"{k}={v!r}" for k, v in R.get("options", {}).items()) or "defaults"
+    lines = [
         f"machine: {m['cpus']} CPUs, {m['memory_gib']} GiB, {m['platform']}, Python {m['python']}, "
-        f"pyspark {m['pyspark']}, distributed {m['distributed']}; {R['master']}; median of {R['reps']} runs"
-    )
-    lines.append("")
-    lines.append("| start-up | N | spark-dask s | floor s (stage + worker) | ratio | target |")
-    lines.append("|---|---|---|---|---|---|")
-    c = R["cold"]
-    lines.append(
-        f"| cold | {c['n']} | {c['start']:.2f} | {c['floor']:.2f} ({c['stage_floor']:.2f} + {c['worker_floor']:.2f}) "
-        f"| {c['start'] / c['floor']:.2f} | ≤ 1.5 |"
-    )
-    for n, w in R["warm"].items():
+        f"pyspark {m['pyspark']}, distributed {m['distributed']}; spark-dask options: {opts}; "
+        f"median (min-max) of {R['reps']} runs; load average before/after "
+        f"{m['load_before'][0]:.2f}/{m['load_after'][0]:.2f}",
+        "",
+        "| master | start-up | N | spark-dask s | floor s (stage + worker) | stage + barrier() s | ratio (spread) | target |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for M in R["masters"]:
+        c = M["cold"]
         lines.append(
-            f"| warm | {n} | {w['start']:.2f} | {w['floor']:.2f} ({w['stage_floor']:.2f} + {w['worker_floor']:.2f}) "
-            f"| {w['start'] / w['floor']:.2f} | ≤ 1.5 |"
+            f"| {M['master']} | cold | 2 | {spread(c['start_runs'])} | {c['floor']:.2f} ({c['stage_floor']:.2f} + "
+            f"{c['worker_floor']:.2f}) | | {c['ratio']:.2f} ({min(c['ratio_runs']):.2f}-{max(c['ratio_runs']):.2f}) | |"
         )
+        for n, w in M["warm"].items():
+            target = T["growth"] if int(n) >= 8 else T["start"]
+            lines.append(
+                f"| {M['master']} | warm | {n} | {spread(w['start_runs'])} | {w['floor']:.2f} ({w['stage_floor']:.2f} + "
+                f"{w['worker_floor']:.2f}) | {median(w['stage_barrier_runs']):.2f} | {w['ratio']:.2f} "
+                f"({min(w['ratio_runs']):.2f}-{max(w['ratio_runs']):.2f}) | ≤ {target} {_mark(w['ratio'] <= target)} |"
+            )
+    lines += ["", "| master | teardown | N | spark-dask s | floor s (cancel empty stage) | target |", "|---|---|---|---|---|---|"]
+    for M in R["masters"]:
+        lines.append(f"| {M['master']} | cold app | 2 | {spread(M['cold']['close_runs'])} | | |")
+        for n, w in M["warm"].items():
+            target = T["close_2"] if int(n) <= 2 else T["close_8"] if int(n) >= 8 else None
+            mark = f"≤ {target} s {_mark(w['close'] <= target)}" if target else ""
+            lines.append(f"| {M['master']} | warm | {n} | {spread(w['close_runs'])} | {spread(w['close_floor_runs'])} | {mark} |")
     lines.append("")
-    lines.append("| teardown | N | spark-dask s | floor s (cancel empty stage) | target |")
-    lines.append("|---|---|---|---|---|")
-    lines.append(f"| cold app | {c['n']} | {c['close']:.2f} | | ≤ 1 s |")
-    for n, w in R["warm"].items():
-        lines.append(f"| warm | {n} | {w['close']:.2f} | {w['close_floor']:.2f} | ≤ 1 s |")
-    lines.append("")
-    ray = R.get("ray")
-    if ray is None:
-        lines.append("Ray-on-Spark: skipped (ray not installed; pip install 'spark-dask[bench]')")
-    elif "error" in ray:
-        lines.append(f"Ray-on-Spark: failed: {ray['error']}")
-    else:
-        ours2 = R["warm"].get(2, R["warm"][min(R["warm"])])["start"]
+    for M in R["masters"]:
+        ray = M.get("ray")
+        if ray is None:
+            lines.append(f"{M['master']}: Ray-on-Spark not measured (--no-ray/--quick, or ray not installed: pip install 'spark-dask[bench]')")
+        elif "error" in ray:
+            lines.append(f"{M['master']}: Ray-on-Spark failed: {ray['error']}")
+        else:
+            warm2 = M["warm"][min(M["warm"], key=int)]["start"]
+            cold = M["cold"]["start"]
+            lines.append(
+                f"{M['master']}: Ray-on-Spark 2 worker nodes, no dashboard: setup {spread(ray['start_runs'])} s, "
+                f"shutdown {spread(ray['close_runs'])} s; spark-dask is {ray['start'] / cold:.1f}x faster cold "
+                f"(target ≥ {T['ray_cold']:.0f}x {_mark(ray['start'] / cold >= T['ray_cold'])}), "
+                f"{ray['start'] / warm2:.1f}x warm (target ≥ {T['ray_warm']:.0f}x {_mark(ray['start'] / warm2 >= T['ray_warm'])})"
+            )
+    if R.get("steady"):
+        W = R["steady"]["workloads"]
+        names = list(next(iter(W.values()))["runs"])
+        lines += [
+            "",
+            f"steady state on {R['steady']['master']}, 2 workers x 1 thread, 4 GiB; seconds, median (min-max)",
+            "",
+            "| workload | units | " + " | ".join(names) + " | ratio |",
+            "|---|---|" + "---|" * (len(names) + 1),
+        ]
+        for wname, w in W.items():
+            r = w["runs"]
+            tls = median(r["LocalCluster TLS"]) / median(r["spark-dask TLS"])
+            tls_runs = [a / b for a, b in zip(r["LocalCluster TLS"], r["spark-dask TLS"])]
+            lines.append(
+                f"| {wname} | {w['units']} | " + " | ".join(spread(r[n]) for n in names)
+                + f" | {tls:.3f} ({min(tls_runs):.2f}-{max(tls_runs):.2f}) {_mark(tls >= T['steady'])} |"
+            )
         lines.append(
-            f"Ray-on-Spark (2 worker nodes, no dashboard): setup {ray['start']:.1f} s, shutdown "
-            f"{ray['close']:.1f} s (median of {ray['runs']}); spark-dask warm start is "
-            f"{ray['start'] / ours2:.1f}x faster (target ≥ 5x)"
+            f"(ratio = LocalCluster TLS time / spark-dask time, per round in brackets; target ≥ {T['steady']})"
         )
-    lines.append("")
-    lines.append("| steady state (2 workers x 1 thread) | " + " | ".join(R["steady"]) + " | ratio TLS | ratio TCP |")
-    lines.append("|---|" + "---|" * (len(R["steady"]) + 2))
-    names = list(next(iter(R["steady"].values())))
-    base = R["steady"]["LocalCluster (TCP)"]
-    for name in names:
-        row = [f"{R['steady'][k][name]:.2f} s" for k in R["steady"]]
-        lines.append(
-            f"| {name} | " + " | ".join(row)
-            + f" | {base[name] / R['steady']['spark-dask (TLS)'][name]:.2f} "
-            + f"| {base[name] / R['steady']['spark-dask (TCP)'][name]:.2f} |"
-        )
-    lines.append("(ratio = LocalCluster time / spark-dask time; target ≥ 0.95)")
-    lines.append("")
-    rss = [w["launcher_rss_mb"] for w in R["warm"].values()]
-    uss = [w["launcher_uss_mb"] for w in R["warm"].values()]
-    lines.append(
-        f"footprint: launcher (Spark task process) {median(uss):.0f} MB own memory (USS) per task, "
-        f"{median(rss):.0f} MB RSS with the pages shared with the PySpark daemon (target ≤ 50 MB); "
-        f"driver RSS growth with a 2-worker cluster {R['driver_rss_mb']:.0f} MB"
-    )
-    lines.append("")
-    lines.append("| growth N | start s | scheduler s | submit → all connected s |")
-    lines.append("|---|---|---|---|")
-    for n, w in R["warm"].items():
-        lines.append(f"| {n} | {w['start']:.2f} | {w['scheduler']:.2f} | {w['workers']:.2f} |")
+    lines += ["", "| master | N | launcher USS MB | launcher RSS MB | scheduler s | submit → all connected s |", "|---|---|---|---|---|---|"]
+    for M in R["masters"]:
+        for n, w in M["warm"].items():
+            lines.append(
+                f"| {M['master']} | {n} | {w['launcher_uss_mb']:.0f} | {w['launcher_rss_mb']:.0f} | "
+                f"{spread(w['scheduler_runs'])} | {spread(w['workers_runs'])} |"
+            )
+        lines.append(f"driver RSS growth with a 2-worker cluster on {M['master']}: {M['driver_rss_mb']:.0f} MB")
     lines.append(f"total benchmark time: {R['total_seconds']:.0f} s")
     return "\n".join(lines)
 

@@ -758,10 +758,14 @@ class SparkCluster(Cluster):
         if self.scheduler is not None:
             # Nannies first: each stops its worker process and exits, so the Spark task
             # returns. Then the scheduler, which also closes any worker without a nanny.
-            nannies = [ws.nanny for ws in self.scheduler.workers.values() if ws.nanny]
+            nannies = [
+                (ws.nanny, bool((ws.extra.get("spark") or {}).get("fast_close")))
+                for ws in self.scheduler.workers.values()
+                if ws.nanny
+            ]
             with suppress(Exception):
                 await asyncio.wait_for(
-                    asyncio.gather(*(self._terminate_nanny(a) for a in nannies)),
+                    asyncio.gather(*(self._terminate_nanny(a, fast) for a, fast in nannies)),
                     self.options["close_timeout"],
                 )
             with suppress(Exception):
@@ -791,10 +795,15 @@ class SparkCluster(Cluster):
         _live_clusters.discard(self)
         signals.unregister(self)
 
-    async def _terminate_nanny(self, address: str) -> None:
+    async def _terminate_nanny(self, address: str, fast: bool = False) -> None:
         # The nanny closes its end before it answers: a closed comm is success here.
+        # ``fast``: the nanny runs spark-dask's preload, whose spark_dask_close stops the
+        # worker and then ends the nanny process at once (no interpreter shutdown).
         with suppress(Exception):
-            await self.scheduler.rpc(address).terminate(reason="spark-dask cluster closed")
+            if fast:
+                await self.scheduler.rpc(address).spark_dask_close(reason="spark-dask cluster closed")
+            else:
+                await self.scheduler.rpc(address).terminate(reason="spark-dask cluster closed")
 
     def get_logs(self, cluster=True, scheduler=True, workers=True):
         """Logs of the cluster manager, scheduler, workers and the Spark tasks.

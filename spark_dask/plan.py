@@ -690,6 +690,12 @@ def worker_command(fields: dict, kind: str, template=None, options: dict | None 
 
     A CPU worker runs under a nanny unless ``options`` says ``no_nanny: True`` (then
     neither ``--nanny`` nor ``--preload-nanny`` is given, never both switches).
+
+    The worker's own dashboard is off (``--no-dashboard``) unless ``options`` mention
+    it (``dashboard``, ``no_dashboard``, ``dashboard_address``): it costs each worker an
+    import of bokeh at start (about a second of CPU on the executor, measured on the
+    critical path of start-up), and Databricks' driver proxy reaches only the driver,
+    never an executor's port. The scheduler's dashboard shows every worker.
     """
     if template:
         parts = shlex.split(template) if isinstance(template, str) else list(template)
@@ -716,6 +722,8 @@ def worker_command(fields: dict, kind: str, template=None, options: dict | None 
             cmd += ["--nworkers", "1", "--no-nanny"]
         else:
             cmd += ["--nworkers", "1", "--nanny", "--preload-nanny", fields["preload"]]
+    if not {"dashboard", "no_dashboard", "dashboard_address"} & set(options):
+        cmd.append("--no-dashboard")
     if fields.get("tls_ca_file"):
         cmd += [
             "--tls-ca-file", fields["tls_ca_file"],

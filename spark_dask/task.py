@@ -16,12 +16,14 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import queue
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 from spark_dask.plan import (
@@ -51,6 +53,7 @@ from spark_dask.rapids import rmm_installed, rmm_option, rmm_problem
 PRELOAD = '''\
 """spark-dask worker preload (written by the Spark task that started this worker)."""
 import json
+import logging
 import os
 import signal
 import threading
@@ -79,10 +82,29 @@ def _watch(task_pid, grace):
         os._exit(1)
 
 
+def _close_and_exit(nanny):
+    async def spark_dask_close(reason="spark-dask cluster closed"):
+        # The cluster is closing: stop the worker process, then leave at once. An
+        # interpreter shutdown after `dask worker` ends costs 0.1-0.5 s that the Spark
+        # task (and so the end of the Spark job) would wait for.
+        try:
+            await nanny.close(reason=reason)
+        finally:
+            logging.shutdown()  # flush the log the Spark task reads
+            os._exit(0)
+
+    return spark_dask_close
+
+
 def dask_setup(worker):
     facts = json.loads(os.environ.get("SPARK_DASK_FACTS", "{}"))
     if hasattr(worker, "startup_information"):
         worker.startup_information["spark"] = lambda _worker: facts
+    else:
+        from distributed import Nanny
+
+        if isinstance(worker, Nanny):  # --preload-nanny: the driver's fast close
+            worker.handlers["spark_dask_close"] = _close_and_exit(worker)
     task_pid = int(os.environ.get("SPARK_DASK_TASK_PID", "0"))
     if task_pid:
         grace = float(os.environ.get("SPARK_DASK_KILL_GRACE", "5"))
@@ -517,6 +539,8 @@ def run_task(spec: dict) -> dict:
                     "gpu": w["gpu"],
                     "cluster": spec["cluster_id"],
                     "warnings": worker_warnings,
+                    # the nanny runs the preload: the driver may close it with spark_dask_close
+                    "fast_close": "--preload-nanny" in cmd,
                 }
             )
             env.update(gpu_env(w["gpu"], spec.get("env")))  # the GPU, numbered in PCI order
@@ -537,23 +561,27 @@ def run_task(spec: dict) -> dict:
             logs.append(log)
 
         row["t"]["spawned"] = time.time()
-        # Stay alive while the workers run. They exit when the scheduler closes them.
-        pending = list(range(len(procs)))
+        # Stay alive while the workers run. They exit when the scheduler closes them;
+        # a thread per worker waits for its exit, so the task returns (and the Spark
+        # job ends) the moment the last one is gone, not at the next poll.
+        exits: queue.Queue = queue.Queue()
+        for i, p in enumerate(procs):
+            threading.Thread(target=lambda i=i, p=p: (p.wait(), exits.put(i)), daemon=True).start()
+        pending = len(procs)
         while pending:
-            for i in list(pending):
-                try:
-                    procs[i].wait(timeout=0.5)
-                except subprocess.TimeoutExpired:
-                    continue
-                pending.remove(i)
-                text = _read(logs[i])
-                if procs[i].returncode != 0 and REGISTERED_MARKER not in text:
-                    raise WorkerStartError(
-                        f"spark-dask: Dask worker {mine[i]['name']} on {where} exited with "
-                        f"code {procs[i].returncode} before it connected to "
-                        f"{spec['scheduler_address']}.\ncommand: {' '.join(procs[i].args)}\n"
-                        f"--- worker log (last lines) ---\n{tail(text)}"
-                    )
+            try:
+                i = exits.get(timeout=1.0)
+            except queue.Empty:
+                continue
+            pending -= 1
+            text = _read(logs[i])
+            if procs[i].returncode != 0 and REGISTERED_MARKER not in text:
+                raise WorkerStartError(
+                    f"spark-dask: Dask worker {mine[i]['name']} on {where} exited with "
+                    f"code {procs[i].returncode} before it connected to "
+                    f"{spec['scheduler_address']}.\ncommand: {' '.join(procs[i].args)}\n"
+                    f"--- worker log (last lines) ---\n{tail(text)}"
+                )
     finally:
         _stop(procs, float(spec["kill_grace"]))
         for w, p, log in zip(mine, procs, logs):

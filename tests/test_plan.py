@@ -350,6 +350,15 @@ def test_default_cpu_command_uses_the_tasks_python_and_a_nanny():
     assert cmd[-2:] == ["--resources", "X=1"]
 
 
+def test_worker_dashboard_is_off_unless_asked_for():
+    assert worker_command(FIELDS, "cpu").count("--no-dashboard") == 1
+    assert worker_command(FIELDS, "cuda").count("--no-dashboard") == 1
+    for opts in ({"dashboard": True}, {"dashboard_address": ":8788"}, {"no_dashboard": True}):
+        cmd = worker_command(FIELDS, "cpu", options=opts)
+        assert cmd.count("--no-dashboard") == (1 if "no_dashboard" in opts else 0)
+    assert "--no-dashboard" not in worker_command(FIELDS, "cpu", template="{python} -m w {scheduler_address}")
+
+
 def test_cpu_command_without_nanny_has_no_nanny_flags():
     for opts in ({"no_nanny": True}, {"nanny": False}):
         cmd = worker_command(FIELDS, "cpu", options=opts)
