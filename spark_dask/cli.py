@@ -23,32 +23,17 @@ import traceback
 from contextlib import contextmanager, suppress
 
 import click
-import yaml
+
+from spark_dask import options
 
 # --------------------------------------------------------------------------------------
-# Options shared by the commands; they mirror spark_dask.start()'s keyword arguments.
+# Options. Those of spark_dask.start() come from the option table (spark_dask/options.py),
+# which also writes their docs; --master/--conf/--app-name are the CLI's own.
 # --------------------------------------------------------------------------------------
 
-
-def _key_values(ctx, param, values) -> dict:
-    out = {}
-    for item in values or ():
-        if "=" not in item:
-            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", ctx=ctx, param=param)
-        key, value = item.split("=", 1)
-        out[key.strip()] = value
-    return out
-
-
-def _typed_key_values(ctx, param, values) -> dict:
-    """KEY=VALUE with YAML-typed values: ``nanny=false`` is False, ``n=2`` is 2."""
-    return {k: yaml.safe_load(v) if v != "" else "" for k, v in _key_values(ctx, param, values).items()}
-
-
-def _task_profile(ctx, param, value):
-    if value is None:
-        return None
-    return {"auto": "auto", "true": True, "false": False}[value.lower()]
+_key_values = options.key_values
+_typed_key_values = options.typed_key_values
+_task_profile = options.bool_choice
 
 
 def session_options(f):
@@ -74,101 +59,8 @@ def session_options(f):
     return f
 
 
-def plan_options(f):
-    """The options that decide the size and shape of the cluster (used by run and info)."""
-    f = click.option(
-        "--gpu-mode",
-        type=click.Choice(["auto", "shared", "exclusive"]),
-        default=None,
-        help="GPU executors: run the Dask workers beside Spark's GPU tasks ('shared') or hold "
-        "their GPUs whole ('exclusive') [default: auto: shared when Spark's task GPU amount is "
-        "fractional or the RAPIDS SQL plugin is on].",
-    )(f)
-    f = click.option(
-        "--task-profile",
-        type=click.Choice(["auto", "true", "false"], case_sensitive=False),
-        default=None,
-        callback=_task_profile,
-        help="Ask Spark for a stage-level task resource profile for the gang "
-        "[default: spark-dask.task-profile, auto].",
-    )(f)
-    f = click.option(
-        "--memory-limit",
-        default=None,
-        help="Memory per worker: 'auto' or a size such as '8GiB' [default: auto].",
-    )(f)
-    f = click.option(
-        "--threads-per-worker",
-        type=click.IntRange(min=1),
-        default=None,
-        help="Threads per worker [default: the Spark task's CPUs].",
-    )(f)
-    f = click.option(
-        "--worker",
-        type=click.Choice(["auto", "cuda", "cpu"]),
-        default=None,
-        help="Worker program: dask-cuda ('cuda'), plain ('cpu'); auto: cuda when Spark tasks "
-        "own GPUs [default: auto].",
-    )(f)
-    f = click.option(
-        "--n-workers",
-        type=click.IntRange(min=1),
-        default=None,
-        help="Number of Dask workers [default: one per executor GPU, else one per executor].",
-    )(f)
-    return f
-
-
-def run_options(f):
-    """The remaining start() options (only meaningful when a cluster starts)."""
-    f = click.option(
-        "--silence-logs",
-        default=None,
-        help="Log level below which the scheduler's log lines are not printed; 'false' "
-        "prints all [default: warning].",
-    )(f)
-    f = click.option(
-        "--env",
-        multiple=True,
-        metavar="KEY=VALUE",
-        callback=_key_values,
-        help="Environment variable for the worker processes (repeatable).",
-    )(f)
-    f = click.option(
-        "--progress/--no-progress",
-        default=None,
-        help="Show 'n/N Dask workers connected' while starting [default: on].",
-    )(f)
-    f = click.option(
-        "--dashboard/--no-dashboard",
-        default=None,
-        help="Serve the scheduler dashboard (Databricks: through the driver proxy) [default: on].",
-    )(f)
-    f = click.option(
-        "--tls/--no-tls",
-        default=None,
-        help="Per-cluster TLS credentials; --no-tls is plain TCP [default: on].",
-    )(f)
-    f = click.option(
-        "--timeout",
-        default=None,
-        help="How long to wait for every worker, e.g. '5m' [default: 180s].",
-    )(f)
-    f = click.option(
-        "--worker-command",
-        default=None,
-        help="Command template replacing the default worker command (see docs/configuration.md).",
-    )(f)
-    f = click.option(
-        "--worker-option",
-        "worker_options",
-        multiple=True,
-        metavar="KEY=VALUE",
-        callback=_typed_key_values,
-        help="Extra worker command-line option, e.g. rmm_pool_size=10GB or nanny=false "
-        "(repeatable).",
-    )(f)
-    return f
+plan_options = options.click_options("info")  # the size and shape of the cluster (run and info)
+run_options = options.click_options("run")  # every start() option
 
 
 def _start_kwargs(options: dict) -> dict:
@@ -531,7 +423,6 @@ def main():
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
 )
 @session_options
-@plan_options
 @run_options
 @click.option(
     "-m",

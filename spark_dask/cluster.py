@@ -28,7 +28,7 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 from distributed.security import Security
 from distributed.utils import Log, Logs, silence_logging_cmgr
 
-from spark_dask import config, rapids, signals, widget
+from spark_dask import config, options, rapids, signals, widget
 from spark_dask.databricks import DashboardSettings, dashboard_settings
 from spark_dask.launcher import GangLauncher, session_closed, summarize_spark_error
 from spark_dask.plan import (
@@ -173,55 +173,146 @@ class SparkCluster(Cluster):
     Parameters
     ----------
     spark : SparkSession, optional
-        Classic or Spark Connect session; defaults to the active session (looked up now).
-        With Spark Connect the scheduler runs in this Python process, not on the
+        Classic or Spark Connect session; defaults to the active session (looked up
+        now). With Spark Connect the scheduler runs in this Python process, not on the
         Spark driver.
     n_workers : int, optional
-        Number of Dask workers. Default: every executor GPU, or one per executor.
-    worker : {"auto", "cuda", "cpu"}
-        ``auto`` starts dask-cuda workers when the Spark tasks own GPUs.
+        Number of Dask workers. Default: one per executor GPU, else one per executor.
+        The gang needs one Spark task slot per barrier task at once; more than the
+        application has is a ``PlanError`` at once (instead of Spark's ten minutes of
+        retries). (``spark-dask.n-workers``; CLI ``--n-workers``)
+    worker : {'auto', 'cuda', 'cpu'}, optional
+        Worker program: ``cuda`` (dask-cuda), ``cpu`` (nanny + worker); ``auto``:
+        ``cuda`` when the Spark tasks own GPUs. Default: ``'auto'``. ``cuda`` runs
+        ``python -m dask cuda worker`` (one worker per GPU, pinned with
+        ``CUDA_VISIBLE_DEVICES``); ``cpu`` runs ``python -m
+        distributed.cli.dask_worker`` under a nanny. Both with the Spark task's own
+        interpreter (``sys.executable``), never a script from ``PATH``.
+        (``spark-dask.worker``; CLI ``--worker``)
     threads_per_worker : int, optional
-        Default: the task's CPUs (the executor's cores when it hosts one gang task).
+        Threads per worker. Default: dask-cuda: 1; CPU: the task's CPUs (executor cores
+        with one gang task per executor). dask-cuda workers get dask-cuda's own default,
+        1: tasks on one worker share its GPU, and more threads make them compete for
+        device memory rather than run faster. CPU workers get the CPUs of their Spark
+        task, or the executor's cores when the gang has one task on that executor,
+        divided over the task's workers. More than ``spark.executor.cores`` is a
+        ``PlanError``. (``spark-dask.threads-per-worker``; CLI ``--threads-per-worker``)
     memory_limit : int or str, optional
-        ``"auto"``: host memory left after the executor JVMs, split over its workers.
+        Memory per worker: bytes, a size such as ``8GiB``, or ``auto``. Default:
+        ``'auto'``. ``auto``: the host's memory (cgroup-aware) left after the executor
+        JVMs placed on it, split over the Dask workers on that host, at least 256 MiB. A
+        number of bytes or a string such as ``"8GiB"`` sets it for every worker; more
+        than the host has is refused (before anything is submitted on
+        ``local``/``local-cluster`` masters, else by the task on its host).
+        (``spark-dask.memory-limit``; CLI ``--memory-limit``)
     worker_options : dict, optional
-        Extra worker command-line options, e.g. ``{"rmm_pool_size": "10GB"}``.
+        Extra worker command-line options, e.g. ``{"rmm_pool_size": "10GB"}`` →
+        ``--rmm-pool-size 10GB``. Default: ``{}``. Checked on the driver against the
+        worker program (``dask worker``, or ``dask cuda worker``) before anything
+        starts: an unknown option, a value of the wrong shape, or an option spark-dask
+        sets itself (``name``, ``nthreads``, TLS, ...) is a ``PlanError`` naming the
+        keyword to use instead. Not checked with a ``worker_command`` template. The
+        rules (switches, lists, ``resources``, ``preload``, ``nanny=False``) are in the
+        *Workers* page of the docs. (``spark-dask.worker-options``; CLI
+        ``--worker-option``)
     worker_command : str or list, optional
-        Command template replacing the default worker command (see the docs).
-    timeout : str or float, optional
-        How long to wait for every worker before failing (default ``180s``).
-    tls : bool, optional
-        Per-cluster TLS credentials (default True). False: plain TCP, with a warning.
-    dashboard : bool, optional
-        Serve the scheduler dashboard on a free port of the driver address (on
-        Databricks: at the root of a free port in 9000-9999, linked through the driver
-        proxy; see ``spark-dask.dashboard-prefix``).
-    progress : bool, optional
-        Show "n/N Dask workers connected" while starting.
-    task_profile : {"auto", True, False}, optional
-        Ask Spark for a stage-level task resource profile for the gang.
-    gpu_mode : {"auto", "shared", "exclusive"}, optional
-        GPU executors: ``shared`` runs the Dask workers beside Spark's own GPU tasks
-        (the RAPIDS Accelerator), ``exclusive`` holds each worker's GPU whole in Spark.
-        ``auto``: shared when Spark's task GPU amount is fractional or the RAPIDS SQL
-        plugin is on (see the RAPIDS page of the docs).
-    scheduler_host : str, optional
-        Address of this machine the executors use to reach the scheduler (default:
-        the Spark driver's address; with Spark Connect, this machine's address on the
-        route to the Connect server). The scheduler listens on it.
+        A command template (string or list) that replaces the default worker command.
+        Default: ``None``. Any program that speaks Dask's protocol. Placeholders:
+        ``{python}`` ``{scheduler_address}`` ``{name}`` ``{nthreads}``
+        ``{memory_limit}`` ``{local_directory}`` ``{tls_ca_file}`` ``{tls_cert}``
+        ``{tls_key}`` ``{preload}`` ``{death_timeout}``; ``worker_options`` are appended
+        as flags. See the *Workers* page of the docs. (``spark-dask.worker-command``;
+        CLI ``--worker-command``)
     env : dict, optional
-        Environment variables for the worker processes.
-    require_encryption : bool, optional
-        Refuse to start unless Spark encrypts its own RPC (``spark.network.crypto.enabled``
-        or ``spark.ssl.enabled``), which carries the cluster's TLS key to the executors.
+        Environment variables for the worker processes. Default: none. Workers pinned to
+        a GPU also get ``CUDA_VISIBLE_DEVICES`` and ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` (a
+        ``CUDA_DEVICE_ORDER`` of yours wins). (CLI ``--env``)
+    task_profile : {'auto', True, False}, optional
+        Ask Spark for a stage-level task resource profile for the gang. Default:
+        ``'auto'``. ``auto``: where Spark supports it (Spark ≥ 3.4 on
+        standalone/``local-cluster``, ≥ 3.5 on YARN/Kubernetes, dynamic allocation off;
+        Spark Connect ≥ 4.0): whole GPUs per task (exclusive GPU mode), a CPU-only
+        profile (shared GPU mode with whole-GPU Spark tasks), or ``cores // 2 + 1`` CPUs
+        per task on CPU clusters, which puts one gang task on each executor and leaves
+        the other cores to Spark. ``true`` asks for one even where it changes nothing;
+        ``false`` never. (``spark-dask.task-profile``; CLI ``--task-profile``)
+    timeout : str or float, optional
+        How long ``start()`` waits for every worker before it fails. Default:
+        ``'180s'``. Seconds or a Dask time string (``"5m"``). On expiry ``start()``
+        raises with what is known (the barrier stage's job group, where to look) and
+        nothing is left running. (``spark-dask.timeout``; CLI ``--timeout``)
     relaunch_attempts : int, optional
         How often a failed barrier stage (a lost executor) is relaunched while the
-        cluster runs (default 3).
+        cluster runs. Default: ``3``. A lost task or executor fails the whole barrier
+        stage; the cluster notices at once, logs it and submits a new stage for the
+        workers. Running Dask computations continue once the workers are back.
+        (``spark-dask.relaunch-attempts``; CLI ``--relaunch-attempts``)
+    tls : bool, optional
+        TLS with fresh per-cluster credentials between scheduler, workers and clients.
+        Default: ``True``. ``false``: plain TCP, with a warning: anyone who can reach
+        the driver's scheduler port can run code on the cluster. (``spark-dask.tls``;
+        CLI ``--tls / --no-tls``)
+    require_encryption : bool, optional
+        Refuse to start unless Spark encrypts its own RPC. Default: ``False``. The
+        cluster's TLS key reaches the executors inside the Spark task, i.e. over Spark's
+        RPC. ``true`` refuses unless ``spark.network.crypto.enabled`` (with
+        ``spark.authenticate``) or ``spark.ssl.enabled`` is on, and needs ``tls=True``.
+        (``spark-dask.require-encryption``; CLI ``--require-encryption /
+        --no-require-encryption``)
+    scheduler_host : str, optional
+        Address of this machine that the executors use to reach the scheduler (it
+        listens there). Default: the driver's address; Connect: this machine's address
+        towards the server. Unset: the Spark driver's address; with Spark Connect, this
+        machine's address on the route to the Connect server (a connected UDP socket
+        picks it; nothing is sent). It must be an address of this machine (not a NAT or
+        port-forwarded one). See the *Spark Connect* page of the docs.
+        (``spark-dask.scheduler-host``; CLI ``--scheduler-host``)
+    dashboard : bool, optional
+        Serve the scheduler's dashboard. Default: ``True``. Off Databricks: on the
+        driver address, a port the OS picks. On Databricks: at the root of a free port
+        in 9000-9999 on all driver interfaces (the driver proxy connects to the driver's
+        IP; 9000-9999 is the range Ray-on-Spark uses behind the proxy, which refuses
+        8787), linked through the driver proxy. See the *Databricks* page of the docs.
+        (``spark-dask.dashboard``; CLI ``--dashboard / --no-dashboard``)
+    progress : bool, optional
+        Show "2/4 Dask workers connected" while starting (terminal and notebook).
+        Default: ``True``. (``spark-dask.progress``; CLI ``--progress / --no-progress``)
     silence_logs : str or False, optional
-        Level below which the in-process scheduler's log lines are not printed
-        (default ``"warning"``, as LocalCluster); False prints everything.
+        Level below which the scheduler's log lines are not printed; ``false`` prints
+        them all. Default: ``'warning'``. The scheduler runs in this (driver) process,
+        as with ``LocalCluster``. ``get_logs()`` keeps the lines either way.
+        (``spark-dask.silence-logs``; CLI ``--silence-logs``)
+    gpu_mode : {'auto', 'shared', 'exclusive'}, optional
+        GPU executors: run the workers beside Spark's own GPU tasks (``shared``) or hold
+        their GPUs whole (``exclusive``). Default: ``'auto'``. ``shared``: the Dask
+        workers (one per GPU) run beside Spark's own GPU tasks (the RAPIDS Accelerator):
+        the gang holds one Spark task's GPU share per worker (fractional
+        ``spark.task.resource.gpu.amount``) or no GPU at all (whole-GPU Spark tasks,
+        through a CPU-only task profile). ``exclusive``: each worker's Spark task holds
+        its GPU whole. ``auto``: shared when Spark's task GPU amount is fractional or
+        the RAPIDS SQL plugin is on, else exclusive. See the *RAPIDS* page of the docs.
+        (``spark-dask.gpu-mode``; CLI ``--gpu-mode``)
     asynchronous : bool
         Use ``await SparkCluster(..., asynchronous=True)`` inside an event loop.
+    loop : IOLoop, optional
+        The event loop to run on (as for any ``distributed.deploy.Cluster``).
+    name : str, optional
+        The cluster's name; default its Spark job tag ``spark-dask-<id>``.
+    quiet : bool
+        No progress line and no slot warning.
+
+    Notes
+    -----
+    Every keyword defaults to its ``dask.config`` key ``spark-dask.<name>`` (``_`` as
+    ``-``), set in ``spark_dask/spark_dask.yaml``, by ``dask.config.set`` or by an
+    environment variable such as ``DASK_SPARK_DASK__TIMEOUT=5m``; an explicit argument
+    wins. Keys without a keyword argument: ``multiprocessing-method``,
+    ``executor-wait``, ``slot-wait``, ``close-timeout``, ``death-timeout``,
+    ``kill-grace``, ``close-on-sigterm``, ``connect-timeout``, ``dashboard-prefix``,
+    ``rapids.rmm-pool-size``, ``rapids.rmm-reserve``, ``rapids.rmm-fraction``,
+    ``rapids.spill-fraction``, ``rapids.dask-fraction``. The configuration page of the
+    docs describes each one (generated, like this section, from
+    ``spark_dask/options.py``).
 
     Examples
     --------
@@ -331,8 +422,7 @@ class SparkCluster(Cluster):
     @staticmethod
     def _resolve_options(**given) -> dict:
         opts = {k: config.get(k.replace("_", "-"), v) for k, v in given.items()}
-        timeouts = ("close-timeout", "death-timeout", "executor-wait", "kill-grace", "slot-wait", "connect-timeout")
-        for key in timeouts:
+        for key in options.time_keys():  # durations without a keyword argument
             opts[key.replace("-", "_")] = parse_timedelta(config.get(key))
         try:
             opts["timeout"] = parse_timedelta(opts["timeout"])
