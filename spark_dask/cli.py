@@ -146,6 +146,32 @@ def client_config(cluster) -> dict:
     return cfg
 
 
+@contextmanager
+def _child_environment(cluster):
+    """``DASK_CONFIG`` (and ``SPARK_DASK_SCHEDULER_FILE``) for the script's child processes.
+
+    The script itself is configured in memory (:func:`client_config`); a process it
+    starts (``subprocess``, ``multiprocessing`` with spawn, a program in another
+    language) reads the connection files of :meth:`SparkCluster.write_connection`
+    instead: ``DASK_CONFIG`` names their directory, so a plain ``Client()`` there joins
+    the cluster. The previous values come back afterwards; the files go with the cluster.
+    """
+    from spark_dask.connection import ENV_SCHEDULER_FILE
+
+    scheduler_file = cluster.write_connection()
+    values = {"DASK_CONFIG": os.path.dirname(scheduler_file), ENV_SCHEDULER_FILE: scheduler_file}
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 def exit_code(code) -> int:
     """The process exit status for ``SystemExit(code)``, as Python itself maps it."""
     if code is None:
@@ -225,7 +251,10 @@ def run_script(
 
     Inside the script a plain ``distributed.Client()`` and
     ``dask.distributed.get_client()`` connect to the cluster (``dask.config`` holds
-    its address and credentials, and a default client exists), and
+    its address and credentials, and a default client exists); so does a plain
+    ``Client()`` in the script's child processes (``DASK_CONFIG`` names the directory
+    of the cluster's connection files, ``SPARK_DASK_SCHEDULER_FILE`` its
+    ``scheduler.json``); and
     ``SparkSession.builder.getOrCreate()`` returns the same SparkSession. A
     SparkSession this call created is stopped at the end, except on Databricks, where
     the session belongs to the cluster.
@@ -268,7 +297,7 @@ def run_script(
                 file=sys.stderr,
                 flush=True,
             )
-            with dask.config.set(client_config(cluster)):
+            with dask.config.set(client_config(cluster)), _child_environment(cluster):
                 client = Client(cluster, set_as_default=True)
                 code = exec_target(target, args, module)
         finally:
@@ -440,8 +469,11 @@ def run(target, args, as_module, master, spark_conf, app_name, **options):
     with ARGS as its arguments, then tears the cluster down and exits with the
     script's exit status. Inside the script a plain distributed.Client() or
     dask.distributed.get_client() connects to the cluster, and
-    SparkSession.builder.getOrCreate() returns the same session. Options after TARGET
-    belong to the script.
+    SparkSession.builder.getOrCreate() returns the same session. The script's child
+    processes get DASK_CONFIG (the directory of the cluster's connection files:
+    scheduler.json, TLS credentials, a Dask config file) and SPARK_DASK_SCHEDULER_FILE,
+    so a plain Client() there, or a client in another language, joins too. Options
+    after TARGET belong to the script.
 
     Exit status: the script's; 1 when the cluster cannot start or the script raises;
     143 on SIGTERM (after teardown).

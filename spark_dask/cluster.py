@@ -452,6 +452,49 @@ class SparkCluster(Cluster):
             raise PlanError(f"gpu_mode must be one of {GPU_MODES}, got {opts['gpu_mode']!r}")
         return opts
 
+    # ------------------------------------------------------------------ connection files
+    def write_connection(self, directory=None) -> str:
+        """Write the files another process needs to join this cluster; the path of
+        ``scheduler.json``.
+
+        ``directory`` (created with mode 0700 if missing; default: a new private
+        temporary directory) receives:
+
+        - ``scheduler.json``, distributed's scheduler-file format (``address``, ``id``,
+          ``services``, ...): ``Client(scheduler_file=...)``, ``dask worker
+          --scheduler-file`` and clients in other languages read it;
+        - with TLS (the default), the client credentials ``ca.pem``,
+          ``client-cert.pem``, ``client-key.pem`` (mode 0600);
+        - ``spark-dask-client.yaml``, a Dask config file with ``scheduler-address``,
+          ``distributed.comm.require-encryption`` and ``distributed.comm.tls.ca-file`` /
+          ``client.cert`` / ``client.key``.
+
+        With ``DASK_CONFIG=<directory>`` in its environment, a plain
+        ``distributed.Client()`` in any other process on a machine that can reach the
+        scheduler joins the cluster. The files (and a directory this call created) are
+        removed when the cluster closes. ``spark-dask run`` does this for its script and
+        sets ``DASK_CONFIG`` for the script's child processes.
+
+        Parameters
+        ----------
+        directory : str or os.PathLike, optional
+            Where to write the files.
+
+        Returns
+        -------
+        str
+            The path of ``scheduler.json``.
+
+        Examples
+        --------
+        >>> path = cluster.write_connection("/tmp/my-cluster")       # doctest: +SKIP
+        >>> # in another process: DASK_CONFIG=/tmp/my-cluster python -c \\
+        >>> #     "from distributed import Client; print(Client())"
+        """
+        from spark_dask.connection import write_connection
+
+        return write_connection(self, directory)
+
     # ------------------------------------------------------------------ lifecycle
     def __await__(self):
         async def _():
