@@ -1,9 +1,13 @@
 """spark-dask benchmarks: start-up, teardown, steady state, footprint, growth.
 
-    python -m benchmarks [--reps 3] [--sizes 2,4,8] [--no-ray] [--json PATH]
+    python -m benchmarks [--reps 3] [--sizes 2,4,8] [--no-ray] [--json PATH] [--plot-dir DIR]
+    python -m benchmarks --plot JSON [--plot-dir DIR]      # redraw the plots of a run
 
-Prints a table and writes JSON. Every figure is the median of ``--reps`` runs; every
-ratio compares figures measured in the same run, on the same machine.
+Prints a table, writes JSON (each figure's median and, as ``<name>_runs``, every
+repetition) and SVG plots (``benchmarks/plots.py``: start-up and teardown against the
+floor and Ray-on-Spark, hand-off throughput when measured). Every figure is the median
+of ``--reps`` runs; every ratio compares figures measured in the same run, on the same
+machine.
 
 Floors, measured here too:
 - stage floor: an empty barrier stage of N tasks, submit -> every task running
@@ -33,6 +37,8 @@ if _BIN not in os.environ.get("PATH", "").split(os.pathsep):
     os.environ["PATH"] = _BIN + os.pathsep + os.environ.get("PATH", "")
 
 import psutil  # noqa: E402
+
+from benchmarks.plots import write_plots  # noqa: E402
 
 MASTER = "local-cluster[2,4,1024]"  # 8 task slots: room for N = 2, 4, 8
 
@@ -307,7 +313,15 @@ def main(argv=None) -> dict:
     ap.add_argument("--sizes", default="2,4,8")
     ap.add_argument("--no-ray", action="store_true")
     ap.add_argument("--json", default=os.path.join(os.path.dirname(__file__), "results", "latest.json"))
+    ap.add_argument("--plot-dir", default=None, help="where the SVG plots go (default: next to --json)")
+    ap.add_argument("--plot", metavar="JSON", default=None, help="only redraw the plots of this run's JSON")
     args = ap.parse_args(argv)
+    if args.plot:
+        with open(args.plot) as f:
+            R = json.load(f)
+        for path in write_plots(R, args.plot_dir or os.path.dirname(os.path.abspath(args.plot))):
+            print(f"wrote {path}")
+        return R
     sizes = [int(s) for s in args.sizes.split(",")]
     _ship_by_value()
     reps = args.reps
@@ -340,7 +354,9 @@ def main(argv=None) -> dict:
     R["cold"] = {
         "n": 2,
         "start": median([r["start"] for r in cold_ours]),
+        "start_runs": [r["start"] for r in cold_ours],
         "close": median([r["close"] for r in cold_ours]),
+        "close_runs": [r["close"] for r in cold_ours],
         "stage_floor": median(cold_stage),
         "worker_floor": median([worker_floor(2) for _ in range(reps)]),
         "worker_floor_no_nanny": median([worker_floor(2, nanny=False) for _ in range(reps)]),
@@ -359,6 +375,8 @@ def main(argv=None) -> dict:
         wf = median([worker_floor(n) for _ in range(reps)])
         warm[n] = {
             "start": median([r["start"] for r in runs]),
+            "start_runs": [r["start"] for r in runs],
+            "close_runs": [r["close"] for r in runs],
             "scheduler": median([r["timings"]["scheduler"] for r in runs]),
             "workers": median([r["timings"]["workers"] for r in runs]),
             "close": median([r["close"] for r in runs]),
@@ -382,6 +400,7 @@ def main(argv=None) -> dict:
             if ray_runs[0] is not None:
                 R["ray"] = {
                     "start": median([r["start"] for r in ray_runs]),
+                    "start_runs": [r["start"] for r in ray_runs],
                     "close": median([r["close"] for r in ray_runs]),
                     "runs": len(ray_runs),
                 }
@@ -394,6 +413,11 @@ def main(argv=None) -> dict:
     with open(args.json, "w") as f:
         json.dump(R, f, indent=2, default=str)
     print(render(R))
+    try:
+        plots = write_plots(R, args.plot_dir or os.path.dirname(os.path.abspath(args.json)))
+        print("plots: " + ", ".join(plots))
+    except ImportError:  # matplotlib: pip install -e '.[bench]'
+        print("plots: skipped (pip install matplotlib)")
     return R
 
 

@@ -1120,11 +1120,12 @@ def start(spark=None, **kwargs) -> Client:
 
     Returns once every worker is connected. Leaving the ``with`` block (or
     ``client.close()``) closes the workers, the Spark barrier job and the scheduler.
+    Keyword arguments are those of ``SparkCluster``.
 
+    Examples
+    --------
     >>> with spark_dask.start(spark) as client:          # doctest: +SKIP
     ...     ddf.groupby("k").x.mean().compute()
-
-    Keyword arguments are those of :class:`SparkCluster`.
     """
     cluster = SparkCluster(spark, **kwargs)
     try:
