@@ -30,7 +30,7 @@ venv .venv35 -e '.[test-core]' 'pyspark>=3.5,<3.6' 'pandas<3' 'numpy<2' 'pyarrow
 # the Node.js client example's packages (tests/test_connection.py runs it); without npm
 # those checks skip locally and fail under CI
 if command -v npm >/dev/null 2>&1; then
-    (cd examples/clients/node && npm ci --no-audit --no-fund --loglevel=error) ||
+    (cd examples/clients/node && timeout 300 npm ci --no-audit --no-fund --loglevel=error) ||
         { echo "run-all: npm ci in examples/clients/node failed" >&2; exit 1; }
 else
     echo "run-all: npm not found: the Node.js client example will not run (bash .ci/install-node)" >&2

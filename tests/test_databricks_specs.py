@@ -26,12 +26,14 @@ import yaml
 from spark_dask import cli, rapids
 from spark_dask.plan import ClusterFacts, plan_gang
 
+from .conftest import needs
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HERE = os.path.join(ROOT, "examples", "databricks")
 
-compute = pytest.importorskip("databricks.sdk.service.compute")
-jobs = pytest.importorskip("databricks.sdk.service.jobs")
-bundle_jobs = pytest.importorskip("databricks.bundles.jobs")
+compute = needs("databricks.sdk.service.compute", "test")
+jobs = needs("databricks.sdk.service.jobs", "test")
+bundle_jobs = needs("databricks.bundles.jobs", "test")
 
 # Access modes whose notebooks and jobs get a classic session that can start processes
 # (docs/databricks.md, "Standard access mode, serverless, Databricks Connect").

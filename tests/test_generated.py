@@ -22,7 +22,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_generated_files_are_up_to_date():
-    assert generate.stale() == [], "run: python tools/generate.py"
+    stale = generate.stale()
+    assert stale == [], (
+        f"generated files out of date: {', '.join(stale)}. Edit spark_dask/options.py (or the "
+        "notebook sources), then run: python tools/generate.py"
+    )
 
 
 def test_signature_table_and_yaml_agree():

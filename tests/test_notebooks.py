@@ -11,7 +11,7 @@ import pytest
 
 from tools import notebooks
 
-from .conftest import dask_processes, wait_until
+from .conftest import dask_processes, needs, wait_until
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NB_DIR = os.path.join(ROOT, "examples", "notebooks")
@@ -27,7 +27,7 @@ def test_sources_are_databricks_notebooks(name):
     """Databricks' source format: the header line, cells split by ``# COMMAND ----------``,
     magic cells as ``# MAGIC`` lines; the first magic is the Markdown title, a ``%pip``
     cell installs spark-dask; the Jupyter notebook has the same cells."""
-    nbformat = pytest.importorskip("nbformat")
+    nbformat = needs("nbformat", "notebooks")
     with open(os.path.join(NB_DIR, name)) as f:
         text = f.read()
     assert text.startswith(notebooks.HEADER + "\n")
@@ -48,8 +48,8 @@ def test_sources_are_databricks_notebooks(name):
 
 
 def _execute(name: str, tmp_path):
-    nbformat = pytest.importorskip("nbformat")
-    nbclient = pytest.importorskip("nbclient")
+    nbformat = needs("nbformat", "notebooks")
+    nbclient = needs("nbclient", "notebooks")
     with open(os.path.join(NB_DIR, name)) as f:
         nb = nbformat.read(f, as_version=4)
     os.environ.pop("DATABRICKS_RUNTIME_VERSION", None)

@@ -164,15 +164,16 @@ def configuration_md() -> str:
         "([command line](cli.md)), always wins over the configured default. Keys without a "
         "keyword argument are set through `dask.config` (or its environment variables) only.",
         "",
-        "| option | keyword argument | `spark-dask run` | default | what it is |",
-        "|---|---|---|---|---|",
+        "| option: key, keyword argument, `spark-dask run` flag | default | what it is |",
+        "|---|---|---|",
     ]
     for o in OPTIONS:
-        kw = f"`{o.name}`" if o.keyword else ""
-        flag = f"`{o.cli.flag.replace('/', ' / ')}`" if o.cli else ""
-        out.append(
-            f"| [`{o.key}`](#{anchor(o)}) | {kw} | {_cell(flag)} | {_cell(shown(o))} | {_cell(o.help)} |"
-        )
+        names = [f"[`{o.key}`](#{anchor(o)})"]
+        if o.keyword:
+            names.append(f"`{o.name}=`")
+        if o.cli:
+            names.append(f"`{o.cli.flag.replace('/', ' / ')}`")
+        out.append(f"| {'<br>'.join(names)} | {_cell(shown(o))} | {_cell(o.help)} |")
     for group, title in GROUPS.items():
         out += ["", f"## {title}"]
         for o in OPTIONS:
