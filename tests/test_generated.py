@@ -38,6 +38,10 @@ def test_signature_table_and_yaml_agree():
     assert [n for n, p in params.items() if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD] == ["self", "spark"]
     for o in options.keyword_options():  # None: take the configured default
         assert params[o.name].default is None, o.name
+    init = inspect.getsource(SparkCluster.__init__)
+    for o in options.keyword_options():  # each configured keyword reaches _resolve_options
+        if o.config:
+            assert f"{o.name}={o.name}," in init, f"SparkCluster.__init__ must pass {o.name}= to _resolve_options"
 
     with open(os.path.join(ROOT, "spark_dask", "spark_dask.yaml")) as f:
         assert yaml.safe_load(f) == options.defaults()
