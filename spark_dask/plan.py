@@ -637,7 +637,20 @@ def spare_slots(facts: ClusterFacts, plan: GangPlan) -> int | None:
 
 
 def hog_warning(facts: ClusterFacts, plan: GangPlan) -> str | None:
-    """The warning given at start when the gang leaves Spark jobs no task slot at all."""
+    """The warning given at start (and on a scale-up) when the gangs leave Spark jobs no
+    task slot at all. Under dynamic allocation Spark adds executors for waiting jobs: only
+    when the gangs hold every slot the most executors allowed would have."""
+    if facts.dynamic_allocation:
+        capacity = gang_capacity(facts, plan)
+        if capacity is None or plan.n_tasks < capacity:
+            return None
+        return (
+            f"spark-dask: the Dask cluster's {plan.n_tasks} tasks take every task slot of the "
+            f"{facts.max_executors} executors dynamic allocation may add "
+            f"(spark.dynamicAllocation.maxExecutors). A Spark job started while it runs waits "
+            "until the cluster closes or shrinks (cluster.scale(n)). To leave room: fewer "
+            "workers, or a higher maxExecutors."
+        )
     spare = spare_slots(facts, plan)
     if spare is None or spare > 0:
         return None

@@ -526,3 +526,10 @@ def test_spark_decoration_is_stripped_from_our_task_errors():
         "spark-dask: on executor 0 (host h, partition 0): memory_limit=64 TiB per worker exceeds "
         "the 24 GiB of memory of the host; use 'auto'"
     )
+
+
+def test_no_slot_warning_under_dynamic_allocation_below_its_maximum():
+    f = facts(executors=1, slots=1, dynamic_allocation=True, max_executors=2)
+    assert hog_warning(f, plan_gang(f, n_workers=1)) is None  # Spark adds an executor
+    assert "maxExecutors" in hog_warning(f, plan_gang(f, n_workers=2))
+    assert hog_warning(facts(executors=1, slots=1, dynamic_allocation=True), plan_gang(facts(dynamic_allocation=True))) is None
