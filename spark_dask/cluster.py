@@ -54,7 +54,6 @@ from spark_dask.plan import (
     memory_problem,
     plan_gang,
     scale_step,
-    spare_slots,
     starved_stages,
     tasks_for,
     workers_for,
@@ -364,7 +363,8 @@ class SparkCluster(Cluster):
         self._reconcile: asyncio.Task | None = None
         self._reconcile_again = False
         self._scale_lock: asyncio.Lock | None = None
-        self._hogging = False
+        self._hogging = False  # the slot warning was given
+        self._last_scale_note: str | None = None
         self._warned_waiting: set[int] = set()
         self._torn_down = False
         self._connected = False
@@ -455,7 +455,7 @@ class SparkCluster(Cluster):
             for note in self.gang.notes + ((hog_warning(self.facts, self.gang),) if not self.quiet else ()):
                 if note:
                     self._warn(note)
-            self._hogging = spare_slots(self.facts, self.gang) == 0
+            self._hogging = hog_warning(self.facts, self.gang) is not None
             problem = encryption_problem(
                 bool(opts["require_encryption"]),
                 bool(opts["tls"]),
@@ -594,7 +594,7 @@ class SparkCluster(Cluster):
             if gang.reason == "relaunch":
                 if not any(g.reason == "relaunch" and g.status == "starting" for g in self._live_gangs()):
                     self.gang_status = "running"
-                self._log(f"spark-dask: all {gang.wanted} Dask workers of {gang.tag} are back")
+                self._log(f"spark-dask: all {gang.wanted} Dask workers are back ({gang.tag})")
             elif gang.reason == "scale":
                 self._note(f"spark-dask: {gang.tag}: {gang.wanted} more Dask workers connected")
         extra = gang.surplus()
@@ -813,7 +813,7 @@ class SparkCluster(Cluster):
                         python_warning=False,
                     )
             for g in live:  # a scale-up gang waiting for slots that Spark jobs hold
-                if not g.barrier or not g.pending or g.reason == "start" or g.index in self._warned_waiting:
+                if not g.barrier or not g.pending or g.reason != "scale" or g.index in self._warned_waiting:
                     continue
                 if g.submitted_at is not None and now - g.submitted_at >= self.options["slot_wait"]:
                     self._warned_waiting.add(g.index)
@@ -1101,18 +1101,19 @@ class SparkCluster(Cluster):
             per = max(self.gang.workers_per_task, 1)
             held = sum(g.tasks_held() for g in live) + tasks_for(self._lost, per)
             step = scale_step(n, current, held, None if bound is None else bound // per, per, self._bound_reason())
-            if step.note:
+            if step.note and step.note != self._last_scale_note:  # Adaptive asks every interval
                 self._warn(step.note)
+            self._last_scale_note = step.note
             self._target = step.target
             total = replace(self.gang, n_tasks=held + step.new_tasks, n_workers=step.target)
-            hogging = spare_slots(facts, total) == 0
-            if hogging and not self._hogging and not self.quiet:
-                self._warn(hog_warning(facts, total))
-            self._hogging = hogging
+            warning = hog_warning(facts, total)
+            if warning and not self._hogging and not self.quiet:
+                self._warn(warning)
+                self._hogging = True  # said once (at start or at the first scale-up)
         else:
             scale_step(n, current, 0, None)  # checks n
             self._target = n
-            self._hogging = False
+            self._last_scale_note = None
         self._kick()
 
     async def _scale_down(self, workers) -> None:

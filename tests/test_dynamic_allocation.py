@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import time
 
+import psutil
 import pytest
 from distributed import Client
 
@@ -109,3 +110,29 @@ def test_a_worker_that_cannot_start_fails_fast_without_spark_retries(spark):
     assert "exited with code" in msg and "No module named 'no_such_module'" in msg
     assert "Spark job ended before the workers connected" in msg
     assert time.monotonic() - t0 < 60  # one attempt, not spark.task.maxFailures of them
+
+
+def test_spark_reruns_a_plain_job_task_lost_with_its_executor(spark):
+    """Last in this module: it kills an executor."""
+    app_id = spark.sparkContext.applicationId
+    cluster = SparkCluster(spark, n_workers=1, progress=False)
+    try:
+        client = Client(cluster)
+        (w,) = client.scheduler_info()["workers"].values()
+        jvm = next(
+            p for p in psutil.process_iter(["cmdline"])
+            if "CoarseGrainedExecutorBackend" in " ".join(p.info["cmdline"] or [])
+            and app_id in " ".join(p.info["cmdline"])
+            and f"--executor-id {w['spark']['executor_id']} " in " ".join(p.info["cmdline"])
+        )  # fmt: skip
+        jvm.kill()
+        # Spark runs the task again on an executor (dynamic allocation adds one): the
+        # worker comes back under its attempt's name; the cluster relaunches nothing
+        assert wait_until(lambda: [x["name"] for x in client.scheduler_info()["workers"].values()] == ["spark-0-a1"], 120), (
+            client.scheduler_info()["workers"], cluster.get_logs()["Cluster"])  # fmt: skip
+        assert cluster.relaunches == 0 and len(cluster.gangs) == 1
+        assert client.submit(sum, [1, 1]).result() == 2
+        client.close()
+    finally:
+        cluster.close()
+    assert_no_leftovers(spark, cluster)
