@@ -11,7 +11,9 @@ For each master: a cluster of one worker, then ``runs`` rounds of
   a one-task Spark job submitted then has finished (``spark job``: the slot serves
   Spark again, the job's own run included).
 
-Prints the median (and min-max) of each and the machine's load; a JSON line at the end.
+Then ``close()`` of the cluster with its 2 workers in 2 gangs, and of clusters started with
+2 workers in one gang (``runs`` times). Prints the median (and min-max) of each and the
+machine's load; a JSON line at the end.
 """
 
 from __future__ import annotations
@@ -65,10 +67,18 @@ def measure(master: str, runs: int) -> dict:
                 out["slot"].append(time.monotonic() - t0)
                 sc.parallelize(range(2), 1).count()
                 out["spark job"].append(time.monotonic() - t0)
+            cluster.scale(2)
+            _wait(lambda: running(2))
             t0 = time.monotonic()
         finally:
             cluster.close()
-        out["close (1 worker)"] = [time.monotonic() - t0]
+        out["close (2 gangs)"] = [time.monotonic() - t0]
+        out["close (1 gang of 2)"] = []
+        for _ in range(runs):
+            cluster = SparkCluster(spark, n_workers=2, progress=False)
+            t0 = time.monotonic()
+            cluster.close()
+            out["close (1 gang of 2)"].append(time.monotonic() - t0)
     finally:
         stop_spark(spark)
     return out
