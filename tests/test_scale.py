@@ -115,7 +115,8 @@ def test_scale_down_moves_the_data_first(spark):
         wait(futures)
         held = {addr: len(keys) for addr, keys in client.has_what().items()}
         assert all(held.values()), held  # both workers hold results
-        cluster.scale(1)
+        one = min(w["memory_limit"] for w in cluster.scheduler_info["workers"].values())
+        cluster.scale(memory=one)  # the Cluster contract: enough workers for that memory, 1
         assert wait_until(lambda: len(cluster.scheduler_info["workers"]) == 1, 30)
         (survivor,) = client.has_what()
         assert len(client.has_what()[survivor]) == 50  # every result moved to the survivor
@@ -165,7 +166,9 @@ def test_lost_executor_relaunches_only_its_gang(spark):
     cluster = SparkCluster(spark, n_workers=1, progress=False)
     try:
         client = Client(cluster)
-        cluster.scale(2)
+        (w,) = client.scheduler_info()["workers"].values()
+        assert w["nthreads"] == 1  # a one-core executor's worker
+        cluster.scale(cores=2)  # the Cluster contract: enough workers for 2 threads, 2
         client.wait_for_workers(2, timeout=60)
         info = client.scheduler_info()["workers"]
         first = next(a for a, w in info.items() if w["spark"]["gang"] == 0)
