@@ -313,7 +313,7 @@ def run_script(
                     client.close()
             if cluster is not None:
                 cluster.close()
-                ended = cluster.launcher is None or cluster.launcher.done.is_set()
+                ended = all(g.done for g in cluster.gangs)
                 print(
                     f"spark-dask: cluster {cluster.tag} closed in {time.monotonic() - t0:.1f}s "
                     f"(Spark barrier job ended: {'yes' if ended else 'NO'}); exit status {code}",

@@ -130,9 +130,10 @@ OPTIONS: tuple[Option, ...] = (
     # ------------------------------------------------------------------ workers
     Option(
         "n-workers", None, "int, optional",
-        "Number of Dask workers.",
+        "Number of Dask workers at start; `cluster.scale(n)` / `cluster.adapt(...)` change it later.",
         "The gang needs one Spark task slot per barrier task at once; more than the application "
-        "has is a `PlanError` at once (instead of Spark's ten minutes of retries).",
+        "has is a `PlanError` at once (instead of Spark's ten minutes of retries). Under dynamic "
+        "allocation the default is one per executor present now (at least one).",
         keyword=True,
         default_text="one per executor GPU, else one per executor",
         cli=Cli("--n-workers", "int>=1", ("run", "info")),
@@ -247,7 +248,8 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "slot-wait", "15s", "str",
-        "A gang stage without any running task after this long fails `start()`.",
+        "The starting gang without any running task after this long fails `start()`; a scale-up "
+        "gang still waiting for slots after this long is reported once, and waits on.",
         "Spark checks a barrier stage against the application's *total* slots; when they exist "
         "but are busy (another spark-dask cluster, a long Spark job) the stage would wait "
         "silently. The error names the stages that hold the slots.",
@@ -256,7 +258,8 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "close-timeout", "10s", "str",
-        "How long `close()` lets the Spark barrier job finish by itself before cancelling it.",
+        "How long `close()` lets the gangs' Spark jobs end by themselves (all in the same window) "
+        "before cancelling them.",
         "Also how long `close()` waits for the nannies to terminate their workers.",
         group="startup",
         time=True,
@@ -276,7 +279,8 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "relaunch-attempts", 3, "int, optional",
-        "How often a failed barrier stage (a lost executor) is relaunched while the cluster runs.",
+        "How often failed gangs (a lost executor) are relaunched while the cluster runs; each "
+        "relaunch replaces only the failed gang's workers.",
         "A lost task or executor fails the whole barrier stage; the cluster notices at once, logs "
         "it and submits a new stage for the workers. Running Dask computations continue once the "
         "workers are back.",

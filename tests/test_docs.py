@@ -43,6 +43,7 @@ UNREAD_OK = {
     ("spark_dask/cluster.py", "'spark-dask: ' + problem"),  # text from *_problem() functions
     ("spark_dask/cluster.py", "problem"),  # connect_session_problem()
     ("spark_dask/cluster.py", "f'spark-dask: {what}.\\n{detail}'"),  # _gang_error(what): its callers raise it with the text
+    ("spark_dask/cluster.py", "ended[0]"),  # _gang_error(gang, what): the text is its second argument
     ("spark_dask/gpu_check.py", "discovered"),  # caught on the next line, never shown
     ("spark_dask/task.py", "f'spark-dask: {version[1]}'"),  # version_problem()
     ("spark_dask/task.py", "f'spark-dask: on {where}: {problem}'"),  # *_problem() texts

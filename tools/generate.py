@@ -193,7 +193,25 @@ def configuration_md() -> str:
                              f"`{o.cli.flag.replace('/', ' / ')}`" + (f" `{o.cli.metavar}`" if o.cli.metavar else "")))  # fmt: skip
             rows.append(("default", f"`{yaml_scalar(o.default)}`" + (f" ({o.default_text})" if o.default_text else "")))
             out += ["", "| | |", "|---|---|"] + [f"| {k} | {_cell(v)} |" for k, v in rows]
+    out += ["", SCALING_MD]
     return "\n".join(out) + "\n"
+
+
+SCALING_MD = """## Scaling
+
+`cluster.scale(n)` and `cluster.adapt(...)` take no `spark-dask.*` keys of their own:
+
+- `adapt()` is distributed's `Adaptive`; its defaults come from distributed's keys
+  `distributed.adaptive.interval` (1 s), `.wait-count` (3), `.target-duration` (5 s),
+  `.minimum`, `.maximum` (`DASK_DISTRIBUTED__ADAPTIVE__INTERVAL=500ms`, ...), or its
+  keyword arguments. spark-dask bounds `maximum` by what the Spark application holds
+  and passes a `worker_key` that retires a Spark task's workers together.
+- Under dynamic allocation the Spark confs decide how fast executors come and go:
+  `spark.dynamicAllocation.maxExecutors` (the most workers), `schedulerBacklogTimeout`
+  (how long a waiting worker task waits before Spark asks for an executor; default
+  1 s), `executorIdleTimeout` (how long an executor whose worker retired stays; default
+  60 s), and `shuffleTracking.enabled` or an external shuffle service, which Spark
+  needs for dynamic allocation at all."""
 
 
 # ---------------------------------------------------------------------------------- README
