@@ -1,7 +1,11 @@
 """spark-dask benchmarks: start-up, teardown, steady state, footprint, growth.
 
     python -m benchmarks [--master M]... [--option KEY=VALUE]... [--reps 3] [--sizes 2,4,8]
-                         [--no-ray] [--no-steady] [--quick] [--json PATH]
+                         [--no-ray] [--no-steady] [--quick] [--json PATH] [--plot-dir DIR]
+    python -m benchmarks --plot JSON [--plot-dir DIR]      # redraw the plots of a run
+
+SVG plots (``benchmarks/plots.py``): start-up and teardown against the floor and
+Ray-on-Spark, per master; hand-off throughput when measured.
 
 Prints tables and writes JSON. Every figure is the median of ``--reps`` runs, with its
 spread (minimum-maximum); every ratio compares figures measured in the same run, on the
@@ -53,6 +57,8 @@ if _BIN not in os.environ.get("PATH", "").split(os.pathsep):
     os.environ["PATH"] = _BIN + os.pathsep + os.environ.get("PATH", "")
 
 import psutil  # noqa: E402
+
+from benchmarks.plots import write_plots  # noqa: E402
 
 MASTERS = ["local-cluster[2,1,1024]", "local-cluster[2,4,1024]"]
 TARGETS = {
@@ -449,6 +455,8 @@ def finish(R: dict) -> None:
             n = entry.get("n") or next(k for k, v in M["warm"].items() if v is entry)
             entry["start"] = median(entry["start_runs"])
             entry["close"] = median(entry["close_runs"])
+            if "close_floor_runs" in entry:
+                entry["close_floor"] = median(entry["close_floor_runs"])
             entry["stage_floor"] = median(entry["stage_floor_runs"])
             entry["worker_floor"] = median(R["worker_floor"][str(n)])
             entry["floor"] = entry["stage_floor"] + entry["worker_floor"]
@@ -474,7 +482,15 @@ def main(argv=None) -> dict:
     ap.add_argument("--no-steady", action="store_true")
     ap.add_argument("--quick", action="store_true", help="N = 2 only, no steady state, no Ray-on-Spark (CI)")
     ap.add_argument("--json", default=os.path.join(os.path.dirname(__file__), "results", "latest.json"))
+    ap.add_argument("--plot-dir", default=None, help="where the SVG plots go (default: next to --json)")
+    ap.add_argument("--plot", metavar="JSON", default=None, help="only redraw the plots of this run's JSON")
     args = ap.parse_args(argv)
+    if args.plot:
+        with open(args.plot) as f:
+            R = json.load(f)
+        for path in write_plots(R, args.plot_dir or os.path.dirname(os.path.abspath(args.plot))):
+            print(f"wrote {path}")
+        return R
     masters = args.master or MASTERS
     options = parse_options(args.option)
     sizes = [2] if args.quick else [int(s) for s in args.sizes.split(",")]
@@ -517,6 +533,11 @@ def main(argv=None) -> dict:
     with open(args.json, "w") as f:
         json.dump(R, f, indent=2, default=str)
     print(render(R))
+    try:
+        plots = write_plots(R, args.plot_dir or os.path.dirname(os.path.abspath(args.json)))
+        print("plots: " + ", ".join(plots))
+    except ImportError as e:  # matplotlib: pip install 'spark-dask[bench]'
+        print(f"plots: not drawn ({e})")
     return R
 
 

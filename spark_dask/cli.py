@@ -23,32 +23,17 @@ import traceback
 from contextlib import contextmanager, suppress
 
 import click
-import yaml
+
+from spark_dask import options
 
 # --------------------------------------------------------------------------------------
-# Options shared by the commands; they mirror spark_dask.start()'s keyword arguments.
+# Options. Those of spark_dask.start() come from the option table (spark_dask/options.py),
+# which also writes their docs; --master/--conf/--app-name are the CLI's own.
 # --------------------------------------------------------------------------------------
 
-
-def _key_values(ctx, param, values) -> dict:
-    out = {}
-    for item in values or ():
-        if "=" not in item:
-            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", ctx=ctx, param=param)
-        key, value = item.split("=", 1)
-        out[key.strip()] = value
-    return out
-
-
-def _typed_key_values(ctx, param, values) -> dict:
-    """KEY=VALUE with YAML-typed values: ``nanny=false`` is False, ``n=2`` is 2."""
-    return {k: yaml.safe_load(v) if v != "" else "" for k, v in _key_values(ctx, param, values).items()}
-
-
-def _task_profile(ctx, param, value):
-    if value is None:
-        return None
-    return {"auto": "auto", "true": True, "false": False}[value.lower()]
+_key_values = options.key_values
+_typed_key_values = options.typed_key_values
+_task_profile = options.bool_choice
 
 
 def session_options(f):
@@ -74,101 +59,8 @@ def session_options(f):
     return f
 
 
-def plan_options(f):
-    """The options that decide the size and shape of the cluster (used by run and info)."""
-    f = click.option(
-        "--gpu-mode",
-        type=click.Choice(["auto", "shared", "exclusive"]),
-        default=None,
-        help="GPU executors: run the Dask workers beside Spark's GPU tasks ('shared') or hold "
-        "their GPUs whole ('exclusive') [default: auto: shared when Spark's task GPU amount is "
-        "fractional or the RAPIDS SQL plugin is on].",
-    )(f)
-    f = click.option(
-        "--task-profile",
-        type=click.Choice(["auto", "true", "false"], case_sensitive=False),
-        default=None,
-        callback=_task_profile,
-        help="Ask Spark for a stage-level task resource profile for the gang "
-        "[default: spark-dask.task-profile, auto].",
-    )(f)
-    f = click.option(
-        "--memory-limit",
-        default=None,
-        help="Memory per worker: 'auto' or a size such as '8GiB' [default: auto].",
-    )(f)
-    f = click.option(
-        "--threads-per-worker",
-        type=click.IntRange(min=1),
-        default=None,
-        help="Threads per worker [default: the Spark task's CPUs].",
-    )(f)
-    f = click.option(
-        "--worker",
-        type=click.Choice(["auto", "cuda", "cpu"]),
-        default=None,
-        help="Worker program: dask-cuda ('cuda'), plain ('cpu'); auto: cuda when Spark tasks "
-        "own GPUs [default: auto].",
-    )(f)
-    f = click.option(
-        "--n-workers",
-        type=click.IntRange(min=1),
-        default=None,
-        help="Number of Dask workers [default: one per executor GPU, else one per executor].",
-    )(f)
-    return f
-
-
-def run_options(f):
-    """The remaining start() options (only meaningful when a cluster starts)."""
-    f = click.option(
-        "--silence-logs",
-        default=None,
-        help="Log level below which the scheduler's log lines are not printed; 'false' "
-        "prints all [default: warning].",
-    )(f)
-    f = click.option(
-        "--env",
-        multiple=True,
-        metavar="KEY=VALUE",
-        callback=_key_values,
-        help="Environment variable for the worker processes (repeatable).",
-    )(f)
-    f = click.option(
-        "--progress/--no-progress",
-        default=None,
-        help="Show 'n/N Dask workers connected' while starting [default: on].",
-    )(f)
-    f = click.option(
-        "--dashboard/--no-dashboard",
-        default=None,
-        help="Serve the scheduler dashboard (Databricks: through the driver proxy) [default: on].",
-    )(f)
-    f = click.option(
-        "--tls/--no-tls",
-        default=None,
-        help="Per-cluster TLS credentials; --no-tls is plain TCP [default: on].",
-    )(f)
-    f = click.option(
-        "--timeout",
-        default=None,
-        help="How long to wait for every worker, e.g. '5m' [default: 180s].",
-    )(f)
-    f = click.option(
-        "--worker-command",
-        default=None,
-        help="Command template replacing the default worker command (see docs/configuration.md).",
-    )(f)
-    f = click.option(
-        "--worker-option",
-        "worker_options",
-        multiple=True,
-        metavar="KEY=VALUE",
-        callback=_typed_key_values,
-        help="Extra worker command-line option, e.g. rmm_pool_size=10GB or nanny=false "
-        "(repeatable).",
-    )(f)
-    return f
+plan_options = options.click_options("info")  # the size and shape of the cluster (run and info)
+run_options = options.click_options("run")  # every start() option
 
 
 def _start_kwargs(options: dict) -> dict:
@@ -254,6 +146,32 @@ def client_config(cluster) -> dict:
     return cfg
 
 
+@contextmanager
+def _child_environment(cluster):
+    """``DASK_CONFIG`` (and ``SPARK_DASK_SCHEDULER_FILE``) for the script's child processes.
+
+    The script itself is configured in memory (:func:`client_config`); a process it
+    starts (``subprocess``, ``multiprocessing`` with spawn, a program in another
+    language) reads the connection files of :meth:`SparkCluster.write_connection`
+    instead: ``DASK_CONFIG`` names their directory, so a plain ``Client()`` there joins
+    the cluster. The previous values come back afterwards; the files go with the cluster.
+    """
+    from spark_dask.connection import ENV_SCHEDULER_FILE
+
+    scheduler_file = cluster.write_connection()
+    values = {"DASK_CONFIG": os.path.dirname(scheduler_file), ENV_SCHEDULER_FILE: scheduler_file}
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 def exit_code(code) -> int:
     """The process exit status for ``SystemExit(code)``, as Python itself maps it."""
     if code is None:
@@ -333,7 +251,10 @@ def run_script(
 
     Inside the script a plain ``distributed.Client()`` and
     ``dask.distributed.get_client()`` connect to the cluster (``dask.config`` holds
-    its address and credentials, and a default client exists), and
+    its address and credentials, and a default client exists); so does a plain
+    ``Client()`` in the script's child processes (``DASK_CONFIG`` names the directory
+    of the cluster's connection files, ``SPARK_DASK_SCHEDULER_FILE`` its
+    ``scheduler.json``); and
     ``SparkSession.builder.getOrCreate()`` returns the same SparkSession. A
     SparkSession this call created is stopped at the end, except on Databricks, where
     the session belongs to the cluster.
@@ -376,7 +297,7 @@ def run_script(
                 file=sys.stderr,
                 flush=True,
             )
-            with dask.config.set(client_config(cluster)):
+            with dask.config.set(client_config(cluster)), _child_environment(cluster):
                 client = Client(cluster, set_as_default=True)
                 code = exec_target(target, args, module)
         finally:
@@ -392,7 +313,7 @@ def run_script(
                     client.close()
             if cluster is not None:
                 cluster.close()
-                ended = cluster.launcher is None or cluster.launcher.done.is_set()
+                ended = all(g.done for g in cluster.gangs)
                 print(
                     f"spark-dask: cluster {cluster.tag} closed in {time.monotonic() - t0:.1f}s "
                     f"(Spark barrier job ended: {'yes' if ended else 'NO'}); exit status {code}",
@@ -531,7 +452,6 @@ def main():
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
 )
 @session_options
-@plan_options
 @run_options
 @click.option(
     "-m",
@@ -549,8 +469,11 @@ def run(target, args, as_module, master, spark_conf, app_name, **options):
     with ARGS as its arguments, then tears the cluster down and exits with the
     script's exit status. Inside the script a plain distributed.Client() or
     dask.distributed.get_client() connects to the cluster, and
-    SparkSession.builder.getOrCreate() returns the same session. Options after TARGET
-    belong to the script.
+    SparkSession.builder.getOrCreate() returns the same session. The script's child
+    processes get DASK_CONFIG (the directory of the cluster's connection files:
+    scheduler.json, TLS credentials, a Dask config file) and SPARK_DASK_SCHEDULER_FILE,
+    so a plain Client() there, or a client in another language, joins too. Options
+    after TARGET belong to the script.
 
     Exit status: the script's; 1 when the cluster cannot start or the script raises;
     143 on SIGTERM (after teardown).

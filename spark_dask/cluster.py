@@ -1,5 +1,12 @@
 """``SparkCluster``: a Dask cluster whose scheduler runs on the Spark driver and whose
-workers run inside one Spark barrier stage. ``start()``: the same, as a Client."""
+workers run inside Spark jobs (barrier stages: "gangs", :mod:`spark_dask.gang`).
+``start()``: the same, as a Client.
+
+This module is the Dask-facing side: the scheduler, the start-up wait, ``scale`` /
+``adapt`` (distributed's ``Adaptive``), teardown, logs and the widget. Which gangs to
+submit is decided in :mod:`spark_dask.plan`; submitting, cancelling and following them
+is :mod:`spark_dask.gang`'s part.
+"""
 
 from __future__ import annotations
 
@@ -8,38 +15,48 @@ import atexit
 import datetime
 import json
 import logging
+import math
 import sys
 import threading
 import time
 import uuid
 import warnings
 import weakref
+from contextlib import ExitStack, suppress
+from dataclasses import replace
 
 import distributed
-from contextlib import ExitStack, suppress
 
 from dask.utils import parse_bytes, parse_timedelta
 from dask.widgets import get_template
 from distributed import Client, Scheduler
 from distributed.core import Status, rpc
+from distributed.deploy.adaptive import Adaptive
 from distributed.deploy.cluster import Cluster
 from distributed.objects import SchedulerInfo
 from distributed.diagnostics.plugin import SchedulerPlugin
 from distributed.security import Security
 from distributed.utils import Log, Logs, silence_logging_cmgr
 
-from spark_dask import config, rapids, signals, widget
+from spark_dask import config, options, rapids, signals, widget
 from spark_dask.databricks import DashboardSettings, dashboard_settings
-from spark_dask.launcher import GangLauncher, session_closed, summarize_spark_error
+from spark_dask.gang import Gang, end_gangs, gang_of_placeholder
+from spark_dask.launcher import session_closed, stage_snapshot, summarize_spark_error
 from spark_dask.plan import (
     GPU_MODES,
     PlanError,
+    adapt_maximum,
     check_request,
     encryption_problem,
+    gang_steps,
     hog_warning,
+    max_workers,
     memory_problem,
     plan_gang,
+    scale_step,
     starved_stages,
+    tasks_for,
+    workers_for,
 )
 from spark_dask.session import (
     active_session,
@@ -89,6 +106,12 @@ def _task_request(plan, facts) -> str:
     return f"cpus={facts.task_cpus}{gpus} (default profile)"
 
 
+def _task_number(name: str) -> int | None:
+    """The task number in a worker name (``spark-3-gpu1`` -> 3)."""
+    parts = str(name).split("-")
+    return int(parts[1]) if len(parts) > 1 and parts[0] == "spark" and parts[1].isdigit() else None
+
+
 def _by_host(entries) -> dict[str, list[list[str]]]:
     """``{host: [addresses of each executor on it]}`` from ``ClusterFacts.gpu_addresses``."""
     out: dict[str, list[list[str]]] = {}
@@ -117,18 +140,34 @@ def _register_atexit() -> None:
 
 
 class _WorkerWatch(SchedulerPlugin):
-    """Wakes the start-up wait whenever a worker joins or leaves."""
+    """Wakes the start-up wait whenever a worker joins or leaves, and tells the cluster
+    (which gang's worker it is)."""
 
     name = "spark-dask-watch"
 
-    def __init__(self, event: asyncio.Event):
+    def __init__(self, event: asyncio.Event, on_add=None, on_remove=None):
         self.event = event
+        self.on_add = on_add
+        self.on_remove = on_remove
 
     def add_worker(self, scheduler, worker):
         self.event.set()
+        if self.on_add is not None:
+            self.on_add(scheduler, worker)
 
     def remove_worker(self, scheduler, worker, **kwargs):
         self.event.set()
+        if self.on_remove is not None:
+            self.on_remove(worker)
+
+
+def _task_group(ws) -> tuple:
+    """``worker_key`` of Adaptive and of scale-down: the workers of one Spark task (a
+    task owning several GPUs starts one per GPU) leave together, so its slot is freed."""
+    facts = getattr(ws, "extra", {}).get("spark")
+    if isinstance(facts, dict) and "gang" in facts:
+        return (facts.get("gang"), facts.get("partition"))
+    return (None, ws.address)
 
 
 def _in_notebook() -> bool:
@@ -165,72 +204,172 @@ class _Progress:
 class SparkCluster(Cluster):
     """A Dask cluster inside a running Spark application.
 
-    The scheduler runs in this (driver) process; the workers run in one Spark
-    barrier-mode stage, one Dask worker per executor GPU (dask-cuda) or one per
-    executor on CPU clusters. The stage holds its task slots while the cluster runs
-    and ends when the cluster closes.
+    The scheduler runs in this (driver) process; the workers run in Spark barrier-mode
+    stages ("gangs"), one Dask worker per executor GPU (dask-cuda) or one per executor
+    on CPU clusters. A gang holds its task slots while its workers run and ends when
+    they leave. ``scale(n)`` adds gangs (into free task slots) or retires workers
+    (their data moves to the others first, then their tasks return their slots to
+    Spark); ``adapt(minimum=, maximum=)`` lets distributed's ``Adaptive`` do it. Under
+    dynamic allocation (autoscaling clusters), where Spark refuses barrier stages, each
+    worker runs as a plain one-task Spark job and Spark adds executors for waiting ones.
 
     Parameters
     ----------
     spark : SparkSession, optional
-        Classic or Spark Connect session; defaults to the active session (looked up now).
-        With Spark Connect the scheduler runs in this Python process, not on the
+        Classic or Spark Connect session; defaults to the active session (looked up
+        now). With Spark Connect the scheduler runs in this Python process, not on the
         Spark driver.
     n_workers : int, optional
-        Number of Dask workers. Default: every executor GPU, or one per executor.
-    worker : {"auto", "cuda", "cpu"}
-        ``auto`` starts dask-cuda workers when the Spark tasks own GPUs.
+        Number of Dask workers at start; ``cluster.scale(n)`` / ``cluster.adapt(...)``
+        change it later. Default: one per executor GPU, else one per executor. The gang
+        needs one Spark task slot per barrier task at once; more than the application
+        has is a ``PlanError`` at once (instead of Spark's ten minutes of retries).
+        Under dynamic allocation the default is one per executor present now (at least
+        one). (``spark-dask.n-workers``; CLI ``--n-workers``)
+    worker : {'auto', 'cuda', 'cpu'}, optional
+        Worker program: ``cuda`` (dask-cuda), ``cpu`` (nanny + worker); ``auto``:
+        ``cuda`` when the Spark tasks own GPUs. Default: ``'auto'``. ``cuda`` runs
+        ``python -m dask cuda worker`` (one worker per GPU, pinned with
+        ``CUDA_VISIBLE_DEVICES``); ``cpu`` runs ``python -m
+        distributed.cli.dask_worker`` under a nanny. Both with the Spark task's own
+        interpreter (``sys.executable``), never a script from ``PATH``.
+        (``spark-dask.worker``; CLI ``--worker``)
     threads_per_worker : int, optional
-        Default: the task's CPUs (the executor's cores when it hosts one gang task).
+        Threads per worker. Default: dask-cuda: 1; CPU: the task's CPUs (executor cores
+        with one gang task per executor). dask-cuda workers get dask-cuda's own default,
+        1: tasks on one worker share its GPU, and more threads make them compete for
+        device memory rather than run faster. CPU workers get the CPUs of their Spark
+        task, or the executor's cores when the gang has one task on that executor,
+        divided over the task's workers. More than ``spark.executor.cores`` is a
+        ``PlanError``. (``spark-dask.threads-per-worker``; CLI ``--threads-per-worker``)
     memory_limit : int or str, optional
-        ``"auto"``: host memory left after the executor JVMs, split over its workers.
+        Memory per worker: bytes, a size such as ``8GiB``, or ``auto``. Default:
+        ``'auto'``. ``auto``: the host's memory (cgroup-aware) left after the executor
+        JVMs placed on it, split over the Dask workers on that host, at least 256 MiB. A
+        number of bytes or a string such as ``"8GiB"`` sets it for every worker; more
+        than the host has is refused (before anything is submitted on
+        ``local``/``local-cluster`` masters, else by the task on its host).
+        (``spark-dask.memory-limit``; CLI ``--memory-limit``)
     worker_options : dict, optional
-        Extra worker command-line options, e.g. ``{"rmm_pool_size": "10GB"}``.
+        Extra worker command-line options, e.g. ``{"rmm_pool_size": "10GB"}`` →
+        ``--rmm-pool-size 10GB``. Default: ``{}``. Checked on the driver against the
+        worker program (``dask worker``, or ``dask cuda worker``) before anything
+        starts: an unknown option, a value of the wrong shape, or an option spark-dask
+        sets itself (``name``, ``nthreads``, TLS, ...) is a ``PlanError`` naming the
+        keyword to use instead. Not checked with a ``worker_command`` template. The
+        rules (switches, lists, ``resources``, ``preload``, ``nanny=False``) are in the
+        *Workers* page of the docs. (``spark-dask.worker-options``; CLI
+        ``--worker-option``)
     worker_command : str or list, optional
-        Command template replacing the default worker command (see the docs).
-    timeout : str or float, optional
-        How long to wait for every worker before failing (default ``180s``).
-    tls : bool, optional
-        Per-cluster TLS credentials (default True). False: plain TCP, with a warning.
-    dashboard : bool, optional
-        Serve the scheduler dashboard on a free port of the driver address (on
-        Databricks: at the root of a free port in 9000-9999, linked through the driver
-        proxy; see ``spark-dask.dashboard-prefix``).
-    progress : bool, optional
-        Show "n/N Dask workers connected" while starting.
-    task_profile : {"auto", True, False}, optional
-        Ask Spark for a stage-level task resource profile for the gang.
-    gpu_mode : {"auto", "shared", "exclusive"}, optional
-        GPU executors: ``shared`` runs the Dask workers beside Spark's own GPU tasks
-        (the RAPIDS Accelerator), ``exclusive`` holds each worker's GPU whole in Spark.
-        ``auto``: shared when Spark's task GPU amount is fractional or the RAPIDS SQL
-        plugin is on (see the RAPIDS page of the docs).
-    scheduler_host : str, optional
-        Address of this machine the executors use to reach the scheduler (default:
-        the Spark driver's address; with Spark Connect, this machine's address on the
-        route to the Connect server). The scheduler listens on it.
+        A command template (string or list) that replaces the default worker command.
+        Default: ``None``. Any program that speaks Dask's protocol. Placeholders:
+        ``{python}`` ``{scheduler_address}`` ``{name}`` ``{nthreads}``
+        ``{memory_limit}`` ``{local_directory}`` ``{tls_ca_file}`` ``{tls_cert}``
+        ``{tls_key}`` ``{preload}`` ``{death_timeout}``; ``worker_options`` are appended
+        as flags. See the *Workers* page of the docs. (``spark-dask.worker-command``;
+        CLI ``--worker-command``)
     env : dict, optional
-        Environment variables for the worker processes.
-    require_encryption : bool, optional
-        Refuse to start unless Spark encrypts its own RPC (``spark.network.crypto.enabled``
-        or ``spark.ssl.enabled``), which carries the cluster's TLS key to the executors.
+        Environment variables for the worker processes. Default: none. Workers pinned to
+        a GPU also get ``CUDA_VISIBLE_DEVICES`` and ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` (a
+        ``CUDA_DEVICE_ORDER`` of yours wins). (CLI ``--env``)
+    task_profile : {'auto', True, False}, optional
+        Ask Spark for a stage-level task resource profile for the gang. Default:
+        ``'auto'``. ``auto``: where Spark supports it (Spark ≥ 3.4 on
+        standalone/``local-cluster``, ≥ 3.5 on YARN/Kubernetes, dynamic allocation off;
+        Spark Connect ≥ 4.0): whole GPUs per task (exclusive GPU mode), a CPU-only
+        profile (shared GPU mode with whole-GPU Spark tasks), or ``cores // 2 + 1`` CPUs
+        per task on CPU clusters, which puts one gang task on each executor and leaves
+        the other cores to Spark. ``true`` asks for one even where it changes nothing;
+        ``false`` never. (``spark-dask.task-profile``; CLI ``--task-profile``)
+    timeout : str or float, optional
+        How long ``start()`` waits for every worker before it fails. Default:
+        ``'180s'``. Seconds or a Dask time string (``"5m"``). On expiry ``start()``
+        raises with what is known (the barrier stage's job group, where to look) and
+        nothing is left running. (``spark-dask.timeout``; CLI ``--timeout``)
     relaunch_attempts : int, optional
-        How often a failed barrier stage (a lost executor) is relaunched while the
-        cluster runs (default 3).
+        How often failed gangs (a lost executor) are relaunched while the cluster runs;
+        each relaunch replaces only the failed gang's workers. Default: ``3``. A lost
+        task or executor fails the whole barrier stage; the cluster notices at once,
+        logs it and submits a new stage for the workers. Running Dask computations
+        continue once the workers are back. (``spark-dask.relaunch-attempts``; CLI
+        ``--relaunch-attempts``)
+    tls : bool, optional
+        TLS with fresh per-cluster credentials between scheduler, workers and clients.
+        Default: ``True``. ``false``: plain TCP, with a warning: anyone who can reach
+        the driver's scheduler port can run code on the cluster. (``spark-dask.tls``;
+        CLI ``--tls / --no-tls``)
+    require_encryption : bool, optional
+        Refuse to start unless Spark encrypts its own RPC. Default: ``False``. The
+        cluster's TLS key reaches the executors inside the Spark task, i.e. over Spark's
+        RPC. ``true`` refuses unless ``spark.network.crypto.enabled`` (with
+        ``spark.authenticate``) or ``spark.ssl.enabled`` is on, and needs ``tls=True``.
+        (``spark-dask.require-encryption``; CLI ``--require-encryption /
+        --no-require-encryption``)
+    scheduler_host : str, optional
+        Address of this machine that the executors use to reach the scheduler (it
+        listens there). Default: the driver's address; Connect: this machine's address
+        towards the server. Unset: the Spark driver's address; with Spark Connect, this
+        machine's address on the route to the Connect server (a connected UDP socket
+        picks it; nothing is sent). It must be an address of this machine (not a NAT or
+        port-forwarded one). See the *Spark Connect* page of the docs.
+        (``spark-dask.scheduler-host``; CLI ``--scheduler-host``)
+    dashboard : bool, optional
+        Serve the scheduler's dashboard. Default: ``True``. Off Databricks: on the
+        driver address, a port the OS picks. On Databricks: at the root of a free port
+        in 9000-9999 on all driver interfaces (the driver proxy connects to the driver's
+        IP; 9000-9999 is the range Ray-on-Spark uses behind the proxy, which refuses
+        8787), linked through the driver proxy. See the *Databricks* page of the docs.
+        (``spark-dask.dashboard``; CLI ``--dashboard / --no-dashboard``)
+    progress : bool, optional
+        Show "2/4 Dask workers connected" while starting (terminal and notebook).
+        Default: ``True``. (``spark-dask.progress``; CLI ``--progress / --no-progress``)
     silence_logs : str or False, optional
-        Level below which the in-process scheduler's log lines are not printed
-        (default ``"warning"``, as LocalCluster); False prints everything.
+        Level below which the scheduler's log lines are not printed; ``false`` prints
+        them all. Default: ``'warning'``. The scheduler runs in this (driver) process,
+        as with ``LocalCluster``. ``get_logs()`` keeps the lines either way.
+        (``spark-dask.silence-logs``; CLI ``--silence-logs``)
+    gpu_mode : {'auto', 'shared', 'exclusive'}, optional
+        GPU executors: run the workers beside Spark's own GPU tasks (``shared``) or hold
+        their GPUs whole (``exclusive``). Default: ``'auto'``. ``shared``: the Dask
+        workers (one per GPU) run beside Spark's own GPU tasks (the RAPIDS Accelerator):
+        the gang holds one Spark task's GPU share per worker (fractional
+        ``spark.task.resource.gpu.amount``) or no GPU at all (whole-GPU Spark tasks,
+        through a CPU-only task profile). ``exclusive``: each worker's Spark task holds
+        its GPU whole. ``auto``: shared when Spark's task GPU amount is fractional or
+        the RAPIDS SQL plugin is on, else exclusive. See the *RAPIDS* page of the docs.
+        (``spark-dask.gpu-mode``; CLI ``--gpu-mode``)
     asynchronous : bool
         Use ``await SparkCluster(..., asynchronous=True)`` inside an event loop.
+    loop : IOLoop, optional
+        The event loop to run on (as for any ``distributed.deploy.Cluster``).
+    name : str, optional
+        The cluster's name; default its Spark job tag ``spark-dask-<id>``.
+    quiet : bool
+        No progress line and no slot warning.
+
+    Notes
+    -----
+    Every keyword defaults to its ``dask.config`` key ``spark-dask.<name>`` (``_`` as
+    ``-``), set in ``spark_dask/spark_dask.yaml``, by ``dask.config.set`` or by an
+    environment variable such as ``DASK_SPARK_DASK__TIMEOUT=5m``; an explicit argument
+    wins. Keys without a keyword argument: ``multiprocessing-method``,
+    ``executor-wait``, ``slot-wait``, ``close-timeout``, ``death-timeout``,
+    ``kill-grace``, ``close-on-sigterm``, ``connect-timeout``, ``dashboard-prefix``,
+    ``rapids.rmm-pool-size``, ``rapids.rmm-reserve``, ``rapids.rmm-fraction``,
+    ``rapids.spill-fraction``, ``rapids.dask-fraction``. The configuration page of the
+    docs describes each one (generated, like this section, from
+    ``spark_dask/options.py``).
 
     Examples
     --------
     >>> cluster = SparkCluster(spark, n_workers=4)       # doctest: +SKIP
     >>> client = cluster.get_client()                    # doctest: +SKIP
+    >>> cluster.scale(2)                                 # doctest: +SKIP
+    >>> cluster.adapt(minimum=1, maximum=8)              # doctest: +SKIP
     >>> cluster.close()                                  # doctest: +SKIP
     """
 
-    _supports_scaling = False
+    _supports_scaling = True
     # Seconds close() lets the barrier job end by itself before cancelling it; None: the
     # close-timeout option (a closing signal handler sets a shorter one).
     close_grace: float | None = None
@@ -293,19 +432,34 @@ class SparkCluster(Cluster):
         self.tag = f"spark-dask-{self.id}"
         super().__init__(asynchronous=asynchronous, loop=loop, name=name or self.tag, quiet=quiet)
         self.scheduler: Scheduler | None = None
-        self.launcher: GangLauncher | None = None
+        # The plan of the starting gang: the shape every later gang takes (worker kind,
+        # GPU pinning and mode, task resource request, barrier or plain jobs).
         self.gang = None
+        self.gangs: list[Gang] = []  # every gang (Spark job) submitted, in order
+        self.connect = False  # a Spark Connect session
         self.facts = None
         self.security: Security | None = None
-        self.task_rows: list[dict] = []
         self.timings: dict[str, float] = {}
         self._changed = asyncio.Event()
         self._start_task: asyncio.Task | None = None
         self._watch_task: asyncio.Task | None = None  # stage starvation / session stop
         self._spec: dict | None = None
         self.relaunches = 0
-        self.gang_tags: list[str] = []  # job group / tag of every barrier stage submitted
+        self.gang_tags: list[str] = []  # job group / tag of every gang submitted
         self.gang_status = "not started"
+        self._target = 0  # workers the cluster is to have (scale)
+        self._next_task = 0  # the cluster-wide number of the next gang's first task
+        self._lost = 0  # workers of failed gangs not yet relaunched
+        self._lost_reason = ""
+        self._start_failures = 0  # gangs in a row whose workers could not start
+        self._worker_size: tuple[int, int] | None = None  # (threads, memory) of the first workers
+        self._by_address: dict[str, Gang] = {}
+        self._reconcile: asyncio.Task | None = None
+        self._reconcile_again = False
+        self._scale_lock: asyncio.Lock | None = None
+        self._hogging = False  # the slot warning was given
+        self._last_scale_note: str | None = None
+        self._warned_waiting: set[int] = set()
         self._torn_down = False
         self._connected = False
         self._exit_stack = ExitStack()
@@ -331,8 +485,7 @@ class SparkCluster(Cluster):
     @staticmethod
     def _resolve_options(**given) -> dict:
         opts = {k: config.get(k.replace("_", "-"), v) for k, v in given.items()}
-        timeouts = ("close-timeout", "death-timeout", "executor-wait", "kill-grace", "slot-wait", "connect-timeout")
-        for key in timeouts:
+        for key in options.time_keys():  # durations without a keyword argument
             opts[key.replace("-", "_")] = parse_timedelta(config.get(key))
         try:
             opts["timeout"] = parse_timedelta(opts["timeout"])
@@ -362,6 +515,49 @@ class SparkCluster(Cluster):
             raise PlanError(f"gpu_mode must be one of {GPU_MODES}, got {opts['gpu_mode']!r}")
         return opts
 
+    # ------------------------------------------------------------------ connection files
+    def write_connection(self, directory=None) -> str:
+        """Write the files another process needs to join this cluster; the path of
+        ``scheduler.json``.
+
+        ``directory`` (created with mode 0700 if missing; default: a new private
+        temporary directory) receives:
+
+        - ``scheduler.json``, distributed's scheduler-file format (``address``, ``id``,
+          ``services``, ...): ``Client(scheduler_file=...)``, ``dask worker
+          --scheduler-file`` and clients in other languages read it;
+        - with TLS (the default), the client credentials ``ca.pem``,
+          ``client-cert.pem``, ``client-key.pem`` (mode 0600);
+        - ``spark-dask-client.yaml``, a Dask config file with ``scheduler-address``,
+          ``distributed.comm.require-encryption`` and ``distributed.comm.tls.ca-file`` /
+          ``client.cert`` / ``client.key``.
+
+        With ``DASK_CONFIG=<directory>`` in its environment, a plain
+        ``distributed.Client()`` in any other process on a machine that can reach the
+        scheduler joins the cluster. The files (and a directory this call created) are
+        removed when the cluster closes. ``spark-dask run`` does this for its script and
+        sets ``DASK_CONFIG`` for the script's child processes.
+
+        Parameters
+        ----------
+        directory : str or os.PathLike, optional
+            Where to write the files.
+
+        Returns
+        -------
+        str
+            The path of ``scheduler.json``.
+
+        Examples
+        --------
+        >>> path = cluster.write_connection("/tmp/my-cluster")       # doctest: +SKIP
+        >>> # in another process: DASK_CONFIG=/tmp/my-cluster python -c \\
+        >>> #     "from distributed import Client; print(Client())"
+        """
+        from spark_dask.connection import write_connection
+
+        return write_connection(self, directory)
+
     # ------------------------------------------------------------------ lifecycle
     def __await__(self):
         async def _():
@@ -381,6 +577,7 @@ class SparkCluster(Cluster):
                 problem = await _blocking(connect_session_problem, self.spark, opts["scheduler_host"])
                 if problem:
                     raise PlanError(problem)
+            self.connect = is_connect(self.spark)
             self.facts = await _blocking(
                 cluster_facts, self.spark, opts["executor_wait"], opts["n_workers"]
             )
@@ -394,6 +591,7 @@ class SparkCluster(Cluster):
             for note in self.gang.notes + ((hog_warning(self.facts, self.gang),) if not self.quiet else ()):
                 if note:
                     self._warn(note)
+            self._hogging = hog_warning(self.facts, self.gang) is not None
             problem = encryption_problem(
                 bool(opts["require_encryption"]),
                 bool(opts["tls"]),
@@ -412,7 +610,7 @@ class SparkCluster(Cluster):
                 dashboard=bool(opts["dashboard"]),
                 dashboard_address=self._dashboard.address,
                 http_prefix=self._dashboard.http_prefix,
-                plugins=[_WorkerWatch(self._changed)],
+                plugins=[_WorkerWatch(self._changed, self._worker_added, self._worker_removed)],
                 validate=False,
             )
             await self.scheduler
@@ -426,15 +624,24 @@ class SparkCluster(Cluster):
             self.timings["scheduler"] = time.monotonic() - t0
 
             t_submit = time.monotonic()
-            self._launch(self.tag)
-            await self._wait_for_gang(opts["timeout"])
+            self._scale_lock = asyncio.Lock()
+            self._target = self.gang.n_workers
+            if not self.gang.barrier:
+                self._log(
+                    "spark-dask: dynamic allocation is on, where Spark runs no barrier stages: each "
+                    "Dask worker runs as a Spark job of one task, started as Spark finds (or adds) "
+                    "an executor for it"
+                )
+            gangs = [self._submit_gang(step, "start") for step in gang_steps(self.gang, self.gang.n_workers)]
+            await self._wait_for_gangs(gangs, opts["timeout"])
             now = time.monotonic()
             self.timings["workers"] = now - t_submit
             self.timings["start"] = now - t0
             self._connected = True
             self.gang_status = "running"
+            self._worker_size = self._observed_worker_size()
             self.status = Status.running
-            if not self.launcher.connect:
+            if not self.connect:
                 self._watch_task = asyncio.ensure_future(self._watch_starved_stages())
             else:
                 # Connect: a stopped session does not end the collecting thread (the client
@@ -452,21 +659,90 @@ class SparkCluster(Cluster):
     def _register_signals(self) -> None:
         signals.register(self, signals.close_on_sigterm(config.get("close-on-sigterm")))
 
-    def _launch(self, tag: str) -> None:
-        """Submit a barrier stage running the planned workers (first launch or relaunch)."""
-        if self._spec is None:  # the same for every relaunch: built (and checked) once
+    def _submit_gang(self, plan, reason: str) -> Gang:
+        """Submit a gang (Spark job) for ``plan``'s workers: at start, to scale up, or to
+        relaunch the workers of a failed gang. Its workers are named from the next task
+        number of the cluster, so names never repeat."""
+        if self._spec is None:  # the same for every gang: built (and checked) once
             self._spec = self._task_spec()
-        self.gang_tags.append(tag)
-        self.launcher = GangLauncher(
+        spec = self._spec
+        if reason != "start" and self.gang.barrier and self._worker_size is not None:
+            # Later gangs' workers take the size the first workers got (each task sizes
+            # its workers from its own gang only), unless the user chose one.
+            threads, memory = self._worker_size
+            spec = {
+                **spec,
+                "threads_per_worker": spec["threads_per_worker"] or threads,
+                "memory_limit": memory if spec["memory_limit"] == "auto" else spec["memory_limit"],
+            }
+        gang = Gang(
             self.spark,
-            self.gang,
-            self._spec,
-            tag=tag,
-            description=f"spark-dask: {self.gang.n_workers} Dask workers for {self.scheduler.address}",
+            plan,
+            spec,
+            cluster_tag=self.tag,
+            index=len(self.gangs),
+            first=self._next_task,
+            reason=reason,
             on_done=self._gang_ended_threadsafe,
         )
-        self.gang_status = "starting"
-        self.launcher.start()
+        self._next_task += plan.n_tasks
+        self.gangs.append(gang)
+        self.gang_tags.append(gang.tag)
+        if self.gang_status in ("not started", "running") and reason == "start":
+            self.gang_status = "starting"
+        return gang.submit()
+
+    @property
+    def launcher(self):
+        """The launcher of the newest gang (None before the first)."""
+        return self.gangs[-1].launcher if self.gangs else None
+
+    @property
+    def task_rows(self) -> list[dict]:
+        """The status rows of every ended gang's tasks (exit codes, log tails, notes)."""
+        return [r for g in self.gangs for r in g.rows]
+
+    def _live_gangs(self) -> list[Gang]:
+        return [g for g in self.gangs if not g.done]
+
+    def _gang_of(self, name: str) -> Gang | None:
+        tag = gang_of_placeholder(name)
+        for g in self.gangs:
+            if (tag is not None and g.tag == tag) or (tag is None and name in g.seen):
+                return g
+        return None
+
+    def _worker_added(self, scheduler, address: str) -> None:
+        """Scheduler plugin (event loop): a worker joined; note it in its gang."""
+        ws = scheduler.workers.get(address)
+        facts = ws.extra.get("spark") if ws is not None else None
+        if not isinstance(facts, dict) or facts.get("cluster") != self.tag:
+            return
+        index = facts.get("gang", 0)
+        gang = self.gangs[index] if isinstance(index, int) and 0 <= index < len(self.gangs) else None
+        if gang is None:
+            return
+        self._by_address[address] = gang
+        was = gang.status
+        gang.worker_joined(str(ws.name), address, ws.nanny)
+        if was == "starting" and gang.status == "running":
+            self._start_failures = 0
+            if gang.reason == "relaunch":
+                if not any(g.reason == "relaunch" and g.status == "starting" for g in self._live_gangs()):
+                    self.gang_status = "running"
+                self._log(f"spark-dask: all {gang.wanted} Dask workers are back ({gang.tag})")
+            elif gang.reason == "scale":
+                self._note(f"spark-dask: {gang.tag}: {gang.wanted} more Dask workers connected")
+        extra = gang.surplus()
+        if extra and self._connected:
+            asyncio.ensure_future(self._close_workers(gang, extra))
+
+    def _worker_removed(self, address: str) -> None:
+        gang = self._by_address.pop(address, None)
+        if gang is not None:
+            for name, addr in list(gang.workers.items()):
+                if addr == address:
+                    gang.worker_left(name)
 
     def _task_spec(self) -> dict:
         opts, plan, sec = self.options, self.gang, self.security
@@ -550,36 +826,53 @@ class SparkCluster(Cluster):
     def _running_workers(self) -> int:
         return sum(ws.status == Status.running for ws in self.scheduler.workers.values())
 
-    async def _wait_for_gang(self, timeout: float) -> None:
-        """Return once every planned worker is connected; fail fast when the stage fails."""
-        progress = _Progress(bool(self.options["progress"]) and not self.quiet, self.gang.n_workers)
+    async def _wait_for_gangs(self, gangs: list[Gang], timeout: float) -> None:
+        """Return once every worker of ``gangs`` is connected; fail fast when a gang fails."""
+        want = sum(g.wanted for g in gangs)
+        progress = _Progress(bool(self.options["progress"]) and not self.quiet, want)
         submitted = time.monotonic()
         deadline = submitted + timeout
-        slots_seen = self.launcher.connect  # no stage information under Spark Connect
+        barrier = all(g.barrier for g in gangs)
+        slots_seen = self.connect or not barrier  # no stage information under Spark Connect
         while True:
             self._changed.clear()
-            if self.launcher.done.is_set():
-                raise self._gang_error("the Spark barrier stage ended before the workers connected")
+            ended = [g for g in gangs if g.done]
+            if ended:
+                what = "barrier stage" if ended[0].barrier else "job"
+                raise self._gang_error(ended[0], f"the Spark {what} ended before the workers connected")
             n = self._running_workers()
             progress.update(n)
-            if n >= self.gang.n_workers:
+            if n >= want:
                 return
             remaining = deadline - time.monotonic()
             if remaining <= 0:
+                if barrier:
+                    where = (
+                        f"The Spark barrier stage (job group {self.tag}) is still running: look at its "
+                        "tasks in the Spark UI and at the executors' logs"
+                    )
+                else:
+                    limit = self.facts.max_executors
+                    where = (
+                        f"Under dynamic allocation each worker is a Spark job of one task that waits "
+                        f"until Spark has an executor for it: Spark did not add enough executors in "
+                        f"time (spark.dynamicAllocation.maxExecutors="
+                        f"{limit if limit is not None else 'unbounded'}; on Databricks the cluster's "
+                        "autoscaling maximum and how long new nodes take). Look at the Spark UI's "
+                        "executors and at the jobs of group " + self.tag
+                    )
                 raise SparkDaskError(
-                    f"spark-dask: only {n} of {self.gang.n_workers} Dask workers connected to "
-                    f"{self.scheduler.address} within {timeout:g}s. The Spark barrier stage "
-                    f"(job group {self.tag}) is still running: look at its tasks in the Spark UI "
-                    f"and at the executors' logs; raise the limit with timeout=... if the "
-                    f"executors are just slow. Everything was cancelled."
+                    f"spark-dask: only {n} of {want} Dask workers connected to "
+                    f"{self.scheduler.address} within {timeout:g}s. {where}; raise the limit with "
+                    f"timeout=... if the executors are just slow. Everything was cancelled."
                 )
             if not slots_seen and time.monotonic() - submitted >= self.options["slot_wait"]:
-                slots_seen = await self._check_gang_got_slots()
+                slots_seen = await self._check_gang_got_slots(gangs)
             wake = remaining if slots_seen else min(remaining, 1.0)
             with suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), wake)
 
-    async def _check_gang_got_slots(self) -> bool:
+    async def _check_gang_got_slots(self, gangs: list[Gang]) -> bool:
         """True once a gang task runs; raises when the stage still has no slot at all.
 
         Spark checks a barrier stage against the application's *total* slots; when
@@ -587,41 +880,57 @@ class SparkCluster(Cluster):
         stage waits silently. Fail now instead, saying who holds the slots.
         """
         try:
-            stages, ours = await _blocking(self.launcher.stage_snapshot)
+            stages, ours = await _blocking(stage_snapshot, self.spark, [g.tag for g in gangs])
         except Exception:
             return True
         if any(st["stageId"] in ours and st["numActiveTasks"] > 0 for st in stages) or self._running_workers():
             return True
         if not ours:  # the job is not submitted yet
             return False
-        others = [
-            f"stage {st['stageId']} '{st['name']}' ({st['numActiveTasks']} running tasks)"
-            for st in stages
-            if st["stageId"] not in ours and st["numActiveTasks"] > 0
-        ]
+        others = self._busy_stages(stages, ours)
+        n_tasks = sum(g.plan.n_tasks for g in gangs)
         raise SparkDaskError(
-            f"spark-dask: the Spark barrier stage of {self.gang.n_tasks} tasks got no free task "
+            f"spark-dask: the Spark barrier stage of {n_tasks} tasks got no free task "
             f"slots within {self.options['slot_wait']:g}s: the application's {self.facts.slots} slots "
             f"are busy" + (f" with {', '.join(others)}" if others else "")
             + ". Close the other spark-dask cluster or wait for those jobs, start with fewer "
             "workers (n_workers=...), or add executors. Nothing was left running."
         )
 
-    async def _watch_starved_stages(self, every: float = 2.0, patience: float = 10.0) -> None:
-        """Warn when a Spark stage waits for task slots that the gang holds.
+    @staticmethod
+    def _busy_stages(stages: list[dict], ours: set[int]) -> list[str]:
+        return [
+            f"stage {st['stageId']} '{st['name']}' ({st['numActiveTasks']} running tasks)"
+            for st in stages
+            if st["stageId"] not in ours and st["numActiveTasks"] > 0
+        ]
 
-        A Spark job run inside the ``with`` block needs free task slots; when the gang
-        holds them all it waits until the Dask cluster closes. That must not be silent.
+    async def _watch_starved_stages(self, every: float = 2.0, patience: float = 10.0) -> None:
+        """Warn when a Spark stage waits for task slots that the gangs hold, and when a
+        scale-up gang waits for slots that Spark jobs hold.
+
+        A Spark job run inside the ``with`` block needs free task slots; when the gangs
+        hold them all it waits until the Dask cluster closes (or shrinks). That must not
+        be silent. Under dynamic allocation Spark adds executors for waiting stages: only
+        said when the gangs hold every slot the application can ever have.
         """
         first_seen: dict[int, float] = {}
         warned: set[int] = set()
         while self.status == Status.running:
+            live = self._live_gangs()
             try:
-                stages, ours = await _blocking(self.launcher.stage_snapshot)
+                stages, ours = await _blocking(stage_snapshot, self.spark, [g.tag for g in live])
             except Exception:  # the context is stopping
                 return
             now = time.monotonic()
+            held = sum(g.tasks_held() for g in live)
+            capacity = self.facts.slots
+            if not self.gang.barrier:
+                bound = max_workers(self.facts, self.gang)
+                capacity = None if bound is None else bound // max(self.gang.workers_per_task, 1)
             starved = {st["stageId"]: st for st in starved_stages(stages, ours)}
+            if capacity is None or (not self.gang.barrier and held < capacity) or not held:
+                starved = {}
             for sid in list(first_seen):
                 if sid not in starved:
                     del first_seen[sid]
@@ -632,11 +941,24 @@ class SparkCluster(Cluster):
                     self._warn(
                         f"spark-dask: Spark stage {sid} ({st['name']}) has waited "
                         f"{now - first_seen[sid]:.0f}s for a free task slot: the Dask cluster "
-                        f"{self.tag} holds {self.gang.n_tasks} barrier task slots of "
-                        f"{self.facts.slots}. It will run once the cluster closes (Ctrl-C / "
-                        f"interrupting the cell cancels it); to run Spark and Dask side by side, "
-                        f"start the cluster with fewer workers (n_workers=...) or give the "
-                        f"executors more cores.",
+                        f"{self.tag} holds {held} {'barrier ' if self.gang.barrier else ''}task slots of "
+                        f"{capacity}. It will run once the cluster closes or shrinks "
+                        f"(cluster.scale(n)); Ctrl-C / interrupting the cell cancels it. To run Spark "
+                        f"and Dask side by side, use fewer workers (cluster.scale(...), "
+                        f"cluster.adapt(...)) or give the executors more cores.",
+                        python_warning=False,
+                    )
+            for g in live:  # a scale-up gang waiting for slots that Spark jobs hold
+                if not g.barrier or not g.pending or g.reason != "scale" or g.index in self._warned_waiting:
+                    continue
+                if g.submitted_at is not None and now - g.submitted_at >= self.options["slot_wait"]:
+                    self._warned_waiting.add(g.index)
+                    others = self._busy_stages(stages, ours)
+                    self._warn(
+                        f"spark-dask: {g.tag}, the barrier stage for {g.wanted} more Dask workers, has "
+                        f"waited {now - g.submitted_at:.0f}s for {g.plan.n_tasks} free task slots at once"
+                        + (f"; busy: {', '.join(others)}" if others else "")
+                        + ". It starts when they are free; cluster.scale(n) with fewer workers cancels it.",
                         python_warning=False,
                     )
             await asyncio.sleep(every)
@@ -649,6 +971,12 @@ class SparkCluster(Cluster):
                 asyncio.ensure_future(self._close())  # not awaited here: _teardown cancels us
                 return
             await asyncio.sleep(every)
+
+    def _note(self, msg: str) -> None:
+        """An event kept in ``get_logs()["Cluster"]`` and logged at INFO, not printed
+        (scaling happens often under ``adapt``)."""
+        self._cluster_manager_logs.append((datetime.datetime.now(), msg))
+        logger.info(msg)
 
     def _warn(self, msg: str, python_warning: bool = True) -> None:
         """Tell the user once: a Python warning (start-up decisions) or a log record
@@ -672,66 +1000,357 @@ class SparkCluster(Cluster):
         if problem:
             raise PlanError("spark-dask: " + problem)
 
-    def _gang_error(self, what: str) -> SparkDaskError:
-        err = self.launcher.error
+    def _gang_error(self, gang: Gang, what: str) -> SparkDaskError:
+        err = gang.error
         if err is None:
-            detail = "the tasks returned: " + json.dumps(self.launcher.rows)[:2000]
+            detail = "the tasks returned: " + json.dumps(gang.launcher.rows)[:2000]
         else:
             detail = summarize_spark_error(err)
         return SparkDaskError(f"spark-dask: {what}.\n{detail}")
 
-    def _gang_ended_threadsafe(self, launcher: GangLauncher) -> None:
-        """Launcher thread: the barrier stage ended (normally at close, or not)."""
-        self.task_rows = launcher.rows
+    def _gang_ended_threadsafe(self, gang: Gang) -> None:
+        """Launcher thread: a gang's Spark job ended (normally, cancelled, or failed)."""
         with suppress(RuntimeError):  # loop already closed
-            self.loop.add_callback(self._gang_ended, launcher)
+            self.loop.add_callback(self._gang_ended, gang)
 
-    async def _gang_ended(self, launcher: GangLauncher) -> None:
+    async def _gang_ended(self, gang: Gang) -> None:
         self._changed.set()
         if self.status in (Status.closing, Status.closed) or not self._connected:
-            return
-        if launcher is not self.launcher:  # an earlier attempt, already replaced
-            return
-        if session_closed(launcher.error) or await _blocking(is_stopped, self.spark):
+            return  # the start-up wait or the teardown deals with it
+        if session_closed(gang.error) or await _blocking(is_stopped, self.spark):
             self._log("spark-dask: the SparkSession was stopped; closing the Dask cluster")
             await self._close()
             return
-        if launcher.error is None:
-            self.gang_status = "ended: the workers were closed"
-            self._log("spark-dask: the Spark barrier stage ended: its Dask workers were closed")
+        outcome = gang.outcome()
+        what = "Spark barrier stage" if gang.barrier else "Spark job"
+        if outcome == "cancelled":
+            gang.status = "cancelled"
             return
-        reason = summarize_spark_error(launcher.error)
-        if self.relaunches >= self.options["relaunch_attempts"]:
-            self.gang_status = f"failed: {reason}"
-            msg = (
-                f"spark-dask: the Spark barrier stage failed and {self.relaunches} relaunches are "
-                f"used up; the cluster has no workers. Close it and start a new one. Cause: {reason}"
-            )
-            logger.error(msg)
-            self._log(msg)
+        if outcome == "retired":
+            gang.status = "ended: its workers were retired"
             return
-        self.relaunches += 1
-        msg = (
-            f"spark-dask: the Spark barrier stage failed ({reason}); relaunching the "
-            f"{self.gang.n_workers} Dask workers (relaunch {self.relaunches} of "
-            f"{self.options['relaunch_attempts']})"
-        )
-        logger.warning(msg)
-        self._log(msg)
-        self._launch(f"{self.tag}-r{self.relaunches}")
-        self.gang_status = f"relaunching ({self.relaunches})"
-        asyncio.ensure_future(self._mark_running_when_full())
+        if outcome == "closed":
+            # Its workers left without a scale-down (client.retire_workers, a worker
+            # closed from Dask): the cluster is that much smaller now.
+            gang.status = "ended: its workers were closed"
+            self._target = max(self._target - gang.wanted, 0)
+            gang.wanted = 0
+            self._log(f"spark-dask: the {what} {gang.tag} ended: its Dask workers were closed")
+            return
+        reason = gang.failure()
+        gang.status = f"failed: {reason}"
+        if outcome == "start-failed":
+            # Relaunching would fail the same way: the request is dropped.
+            self._target = max(self._target - gang.wanted, 0)
+            gang.wanted = 0
+            self._start_failures += 1
+            msg = f"spark-dask: the {what} {gang.tag} for {gang.plan.n_workers} more Dask workers failed: {reason}"
+            if self._start_failures >= 3 and self._adaptive is not None:
+                self._adaptive.stop(reason="spark-dask: gangs fail to start")
+                msg += (
+                    f"\n{self._start_failures} gangs in a row could not start their workers: adaptive "
+                    "scaling is stopped. Fix the cause and call cluster.adapt(...) again."
+                )
+            self._warn(msg, python_warning=False)
+            return
+        # A lost executor or task: relaunch this gang's workers (only these).
+        self._lost += gang.wanted
+        self._lost_reason = f"{gang.tag}: {reason.lstrip(': ')}"
+        gang.wanted = 0
+        self._kick()
 
-    async def _mark_running_when_full(self) -> None:
-        launcher = self.launcher
-        while self.status == Status.running and launcher is self.launcher and not launcher.done.is_set():
-            if self._running_workers() >= self.gang.n_workers:
-                self.gang_status = "running"
-                self._log(f"spark-dask: all {self.gang.n_workers} Dask workers are back")
-                return
-            self._changed.clear()
-            with suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), 5)
+    # ------------------------------------------------------------------ scaling
+    def _kick(self) -> None:
+        """Bring the gangs to the target (event loop; returns at once)."""
+        if self._reconcile is not None and not self._reconcile.done():
+            self._reconcile_again = True
+            return
+        self._reconcile = asyncio.ensure_future(self._correct_state())
+
+    async def _correct_state(self) -> None:
+        """Submit gangs, cancel waiting ones or retire workers until the gangs hold the
+        target number of workers; relaunch the workers of failed gangs."""
+        async with self._scale_lock:
+            while True:
+                self._reconcile_again = False
+                if self.status != Status.running:
+                    return
+                current = sum(g.wanted for g in self._live_gangs())
+                try:
+                    if self._target > current:
+                        await self._grow(self._target - current)
+                    elif self._target < current:
+                        await self._shrink(current - self._target)
+                except Exception as e:  # pragma: no cover - reported, the next call retries
+                    logger.exception("spark-dask: scaling failed")
+                    self._warn(f"spark-dask: scaling to {self._target} workers failed: {e}", python_warning=False)
+                    return
+                if not self._reconcile_again:
+                    return
+
+    async def _grow(self, n: int) -> None:
+        reason = "scale"
+        if self._lost:
+            attempts = self.options["relaunch_attempts"]
+            lost, self._lost = self._lost, 0
+            if self.relaunches >= attempts:
+                self._target = max(self._target - lost, 0)
+                n -= lost
+                left = sum(g.connected for g in self._live_gangs())
+                self.gang_status = f"failed: {self._lost_reason}" if not left else "running"
+                msg = (
+                    f"spark-dask: a Spark {'barrier stage' if self.gang.barrier else 'job'} failed and "
+                    f"{self.relaunches} relaunches are used up: its {lost} Dask workers are not "
+                    f"relaunched; the cluster has {left} workers. "
+                    + ("Close it and start a new one. " if not left else "cluster.scale(n) adds workers again. ")
+                    + f"Cause: {self._lost_reason}"
+                )
+                logger.error(msg)
+                self._log(msg)
+                if n <= 0:
+                    return
+            else:
+                self.relaunches += 1
+                reason = "relaunch"
+                msg = (
+                    f"spark-dask: the Spark {'barrier stage' if self.gang.barrier else 'job'} failed "
+                    f"({self._lost_reason}); relaunching the {lost} Dask workers (relaunch "
+                    f"{self.relaunches} of {attempts})"
+                )
+                logger.warning(msg)
+                self._log(msg)
+                self.gang_status = f"relaunching ({self.relaunches})"
+        for step in gang_steps(self.gang, n):
+            self._submit_gang(step, reason)
+
+    async def _shrink(self, excess: int) -> None:
+        live = self._live_gangs()
+        # 1. gangs none of whose workers has connected: cancelled (newest first)
+        for g in sorted((g for g in live if g.pending and not g.cancelled), key=lambda g: -g.index):
+            if 0 < g.wanted <= excess:
+                excess -= g.wanted
+                g.wanted = 0
+                await _blocking(g.cancel)
+        if excess <= 0:
+            return
+        # 2. connected workers, those Dask loses least by first (idle, little data), a
+        #    Spark task's workers together
+        leaving = {n for g in live for n in g.retiring}
+        names = [
+            n
+            for n in self.scheduler.workers_to_close(n=excess, key=_task_group, attribute="name")
+            if str(n) not in leaving and self._gang_of(str(n)) is not None
+        ]
+        chosen = []
+        for name in map(str, names):
+            if excess <= 0:
+                break
+            chosen.append(name)
+            excess -= 1
+        # 3. workers not connected yet of gangs that are starting
+        for g in sorted(live, key=lambda g: -g.index):
+            while excess > 0 and g.wanted > g.connected and not g.done:
+                g.retire([g.planned_names()[-1]])
+                excess -= 1
+        await self._retire(chosen)
+
+    async def _retire(self, names: list[str]) -> None:
+        """Scale-down: lower the gangs' wanted counts, move the workers' data to the
+        other workers (``retire_workers``), then end the workers (their tasks return)."""
+        real: dict[str, Gang] = {}
+        for name in names:
+            gang = self._gang_of(name)
+            if gang is None:
+                continue
+            for n in gang.retire([name]):
+                real[n] = gang
+        for g in self._live_gangs():
+            if g.pending and g.wanted == 0 and not g.cancelled:
+                await _blocking(g.cancel)
+        if real:
+            await self._close_workers(None, list(real), gangs=real)
+
+    async def _close_workers(self, gang: Gang | None, names: list[str], gangs: dict | None = None) -> None:
+        """Retire ``names`` in Dask (their data moves to the others), then terminate their
+        nannies: each worker's CLI exits at once and its Spark task returns its slot."""
+        gangs = gangs or {n: gang for n in names}
+        for n, g in gangs.items():
+            g.retiring.add(n)
+        present = [n for n in names if any(str(ws.name) == n for ws in self.scheduler.workers.values())]
+        if present:
+            retired = await self.scheduler.retire_workers(names=present, close_workers=True, remove=True)
+            kept = sorted(set(present) - {str(info.get("name")) for info in retired.values()})
+            if kept:
+                self._warn(
+                    f"spark-dask: Dask could not move the data of {', '.join(kept)} to another worker "
+                    "(no worker left to take it); closing them anyway: what only they held is "
+                    "recomputed or lost",
+                    python_warning=False,
+                )
+        await asyncio.gather(*(self._terminate_nanny(gangs[n].nannies[n]) for n in names if n in gangs[n].nannies))
+        self._note(f"spark-dask: retired Dask workers {', '.join(names)}")
+
+    def _observed_worker_size(self) -> tuple[int, int] | None:
+        """(threads, memory limit) of the cluster's workers, the smallest; None without any."""
+        sizes = [
+            (ws.nthreads, ws.memory_limit)
+            for ws in (self.scheduler.workers.values() if self.scheduler is not None else ())
+            if ws.nthreads
+        ]
+        if not sizes:
+            return None
+        return min(t for t, _ in sizes), min(m for _, m in sizes)
+
+    def _fresh_facts(self):
+        """The session read again (executors come and go); the start's facts where it
+        cannot be read quickly (Spark Connect without a countable master)."""
+        try:
+            facts = cluster_facts(self.spark, 0, None)
+        except Exception:
+            return self.facts
+        if self._spec is not None and facts.gpu_addresses:
+            self._spec["executor_gpus"] = _by_host(facts.gpu_addresses)
+        return facts
+
+    def _bound_reason(self) -> str:
+        shape = self.gang
+        if self.facts.dynamic_allocation:
+            return "; dynamic allocation: spark.dynamicAllocation.maxExecutors"
+        if shape.pinned:
+            return "; one Dask worker per GPU"
+        if shape.uses_profile and shape.task_cpus and shape.task_cpus > self.facts.task_cpus:
+            return (
+                f"; each Dask worker's task takes {shape.task_cpus} of an executor's "
+                f"{self.facts.executor_cores} cores, one per executor (start with task_profile=False "
+                "for several per executor)"
+            )
+        return ""
+
+    async def _scale(self, n: int) -> None:
+        if self.status != Status.running:
+            raise SparkDaskError(f"spark-dask: the cluster is {self.status.name}; it cannot scale")
+        live = self._live_gangs()
+        current = sum(g.wanted for g in live) + self._lost
+        if n > current:
+            facts = await _blocking(self._fresh_facts)
+            bound = max_workers(facts, self.gang)
+            per = max(self.gang.workers_per_task, 1)
+            held = sum(g.tasks_held() for g in live) + tasks_for(self._lost, per)
+            step = scale_step(n, current, held, None if bound is None else bound // per, per, self._bound_reason())
+            if step.note and step.note != self._last_scale_note:  # Adaptive asks every interval
+                self._warn(step.note)
+            self._last_scale_note = step.note
+            self._target = step.target
+            total = replace(self.gang, n_tasks=held + step.new_tasks, n_workers=step.target)
+            warning = hog_warning(facts, total)
+            if warning and not self._hogging and not self.quiet:
+                self._warn(warning)
+                self._hogging = True  # said once (at start or at the first scale-up)
+        else:
+            scale_step(n, current, 0, None)  # checks n
+            self._target = n
+            self._last_scale_note = None
+        self._kick()
+
+    async def _scale_down(self, workers) -> None:
+        """Adaptive's scale-down (after it retired ``workers``): drop them from their gangs."""
+        if self.status != Status.running:
+            return
+        names = [str(w) for w in workers]
+        async with self._scale_lock:
+            await self._retire(names)
+            self._target = sum(g.wanted for g in self._live_gangs())
+
+    def _size_per_worker(self) -> tuple[int | None, int | None]:
+        size = self._observed_worker_size() or self._worker_size
+        threads = self.options["threads_per_worker"] or (size[0] if size else None)
+        memory = self.options["memory_limit"]
+        if memory == "auto":
+            memory = size[1] if size else None
+        return threads, memory
+
+    # ------------------------------------------------------------------ contract
+    def scale(self, n: int = 0, memory=None, cores=None):
+        """Scale the cluster to ``n`` workers (or enough for ``cores`` threads or
+        ``memory`` bytes).
+
+        Growing submits a gang (a Spark barrier stage; under dynamic allocation a Spark
+        job per worker) for the new workers, into free Spark task slots only: beyond
+        them the cluster grows as far as the slots allow and a warning says so.
+        Shrinking retires workers: Dask moves their data to the others first, then
+        their Spark tasks return and their slots serve Spark jobs again. Returns at
+        once; ``cluster.wait_for_workers(n)`` waits for the workers.
+        """
+        threads, per_memory = self._size_per_worker()
+        if isinstance(memory, str):
+            memory = parse_bytes(memory)
+        n = workers_for(n, cores, memory, threads, per_memory)
+        return self.sync(self._scale, n)
+
+    def scale_up(self, n: int):
+        """Scale up to ``n`` workers (what ``Adaptive`` calls)."""
+        return self.scale(n)
+
+    def scale_down(self, workers):
+        """Remove ``workers`` (names; what ``Adaptive`` calls after retiring them): their
+        Spark tasks return, waiting gangs of theirs are cancelled."""
+        return self.sync(self._scale_down, list(workers))
+
+    def adapt(
+        self,
+        Adaptive=Adaptive,
+        minimum: int = 0,
+        maximum: float = math.inf,
+        minimum_cores: int | None = None,
+        maximum_cores: int | None = None,
+        minimum_memory: str | None = None,
+        maximum_memory: str | None = None,
+        **kwargs,
+    ):
+        """Let distributed's ``Adaptive`` scale the cluster with the workload.
+
+        ``maximum`` is bounded by the workers the Spark application can hold (its task
+        slots for the gangs' tasks; one worker per GPU; under dynamic allocation the
+        executors ``spark.dynamicAllocation.maxExecutors`` allows). Other keyword
+        arguments go to ``Adaptive`` (``interval``, ``wait_count``, ``target_duration``);
+        the workers of one Spark task are retired together.
+        """
+        threads, per_memory = self._size_per_worker()
+        if minimum_cores is not None:
+            minimum = max(minimum, workers_for(0, minimum_cores, None, threads, None))
+        if minimum_memory is not None:
+            minimum = max(minimum, workers_for(0, None, parse_bytes(minimum_memory), None, per_memory))
+        if maximum_cores is not None:
+            if not threads:
+                raise PlanError("adapt(maximum_cores=...) needs a worker's threads: none is known yet")
+            maximum = min(maximum, math.floor(maximum_cores / threads))
+        if maximum_memory is not None:
+            if not per_memory:
+                raise PlanError("adapt(maximum_memory=...) needs a worker's memory limit: none is known yet")
+            maximum = min(maximum, math.floor(parse_bytes(maximum_memory) / per_memory))
+        maximum, note = adapt_maximum(maximum, max_workers(self.facts, self.gang))
+        if note:
+            self._warn(note)
+        if minimum > maximum:
+            raise PlanError(f"adapt(): minimum={minimum} is above the maximum {maximum:g}")
+        kwargs.setdefault("worker_key", _task_group)
+        return super().adapt(Adaptive=Adaptive, minimum=minimum, maximum=maximum, **kwargs)
+
+    @property
+    def plan(self) -> set:
+        """Names of the workers the gangs are to hold: connected ones, and a placeholder
+        (``<gang>/pending-<i>``) for each that has not connected yet (for ``Adaptive``)."""
+        return {n for g in self._live_gangs() for n in g.planned_names()}
+
+    @property
+    def requested(self) -> set:
+        return self.plan
+
+    @property
+    def observed(self) -> set:
+        if self.scheduler is None:
+            return set()
+        return {str(ws.name) for ws in self.scheduler.workers.values() if ws.status != Status.closing_gracefully}
 
     async def _close(self):
         if self.status == Status.closed:
@@ -752,6 +1371,8 @@ class SparkCluster(Cluster):
         self.status = Status.closing
         if self._watch_task is not None:
             self._watch_task.cancel()
+        if self._reconcile is not None:
+            self._reconcile.cancel()
         with suppress(Exception):
             await Cluster._close(self)
         self.status = Status.closing
@@ -771,24 +1392,17 @@ class SparkCluster(Cluster):
             with suppress(Exception):
                 await self.scheduler.close(reason="spark-dask cluster closed")
         self.timings["close_scheduler"] = time.monotonic() - t0
-        launcher = self.launcher
-        if launcher is not None:
-            ended = launcher.done.is_set()
-            stopped = not ended and await _blocking(is_stopped, self.spark)
-            if stopped:
-                # No Spark to wait for or to cancel through: the workers were terminated
-                # above; the daemon thread of the collect ends with the client.
-                ended = await _blocking(launcher.join, 2)
-            else:
-                if not ended and graceful:
-                    grace = self.options["close_timeout"] if self.close_grace is None else self.close_grace
-                    ended = await _blocking(launcher.join, grace)
-                if not ended:
-                    await _blocking(launcher.cancel)
-                    ended = await _blocking(launcher.join, 60)
-            if not ended and not stopped:  # pragma: no cover - Spark did not end its own job
-                logger.error("spark-dask: the Spark barrier job %s did not end after cancel", self.tag)
-            self.task_rows = launcher.rows
+        running = [g for g in self.gangs if not g.done]
+        if running:
+            # Every gang at once: each ends by itself once its workers exited; the rest
+            # is cancelled after the grace. A stopped session: no Spark to wait for or to
+            # cancel through (the workers were terminated above).
+            stopped = await _blocking(is_stopped, self.spark)
+            grace = self.options["close_timeout"] if self.close_grace is None else self.close_grace
+            await _blocking(end_gangs, running, grace if graceful else 0, stopped)
+        for g in self.gangs:
+            if g.status in ("starting", "running"):
+                g.status = "ended: the cluster closed"
         self.timings["close"] = time.monotonic() - t0
         self._exit_stack.close()
         self.status = Status.closed
@@ -832,19 +1446,7 @@ class SparkCluster(Cluster):
         signals.unregister(self)  # from the main thread the previous handlers come back
         return out
 
-    # ------------------------------------------------------------------ contract
-    def scale(self, n: int) -> None:
-        raise NotImplementedError(
-            "A SparkCluster is one fixed-size Spark barrier stage and cannot scale: close it "
-            f"and start a new one with n_workers={n}."
-        )
-
-    def adapt(self, *args, **kwargs):
-        raise NotImplementedError(
-            "A SparkCluster is one fixed-size Spark barrier stage and cannot adapt: "
-            "choose n_workers when starting it."
-        )
-
+    # ------------------------------------------------------------------ logs
     async def _get_logs(self, cluster=True, scheduler=True, workers=True):
         try:
             logs = await super()._get_logs(cluster=cluster, scheduler=scheduler, workers=workers)
@@ -857,23 +1459,49 @@ class SparkCluster(Cluster):
         return logs
 
     def _task_log(self) -> str:
-        return widget.task_log(f"Spark barrier stage {self.tag}: {self.gang_status}", self._spark_tasks()[0])
+        if not self.gangs:
+            return f"Spark barrier stage {self.tag}: {self.gang_status}"
+        return widget.gangs_log((g.describe(), tasks) for g, tasks in self._gang_tasks())
+
+    def _gang_tasks(self) -> list[tuple[Gang, list[dict]]]:
+        """Each gang with its tasks' placement and status: from the workers while its
+        job runs, from the tasks' status rows after it ended."""
+        closed = self.status == Status.closed
+        workers = {} if closed else dict((self.scheduler_info or {}).get("workers", {}))
+        status = {}
+        if self.scheduler is not None and not closed:
+            for address in workers:
+                ws = self.scheduler.workers.get(address)
+                status[address] = ws.status.name if ws is not None else "gone"
+        out = []
+        for g in self.gangs:
+            if not g.done and not closed:
+                tasks = widget.live_tasks(g.plan.n_tasks, workers, status, gang=g.index, base=g.first)
+                for t in tasks:
+                    if not t["workers"] and any(_task_number(n) == t["partition"] for n in g.retiring):
+                        t["status"] = "returned: its workers were retired"
+                    elif not t["workers"] and g.pending:
+                        t["status"] = "waiting for a task slot"
+            else:
+                tasks = widget.ended_tasks(g.rows)
+            for t in tasks:
+                t["gang"] = g.tag
+            out.append((g, tasks))
+        return out
 
     def _spark_tasks(self) -> tuple[list[dict], str]:
-        """Every barrier task's placement and status, and where that comes from."""
-        launcher = self.launcher
-        if launcher is not None and launcher.running and self.gang is not None and self.status != Status.closed:
-            workers = dict((self.scheduler_info or {}).get("workers", {}))
-            scheduler = self.scheduler
-            status = {}
-            if scheduler is not None:
-                for address in workers:
-                    ws = scheduler.workers.get(address)
-                    status[address] = ws.status.name if ws is not None else "gone"
-            return widget.live_tasks(self.gang.n_tasks, workers, status), "running"
-        if self.task_rows:
-            return widget.ended_tasks(self.task_rows), "ended"
-        return [], "not running"
+        """Every gang task's placement and status, and whether any gang runs."""
+        tasks = [t for _, ts in self._gang_tasks() for t in ts]
+        if any(not g.done for g in self.gangs) and self.status != Status.closed:
+            state = "running"
+        elif tasks:
+            state = "ended"
+        else:
+            state = "not running"
+        if len(self.gangs) <= 1:  # one gang: the table has no Gang column
+            for t in tasks:
+                t.pop("gang", None)
+        return tasks, state
 
     @property
     def dashboard_link(self) -> str:
@@ -908,13 +1536,20 @@ class SparkCluster(Cluster):
             else:
                 info["application"] = self.spark.sparkContext.applicationId
         if plan is not None:
+            live = self._live_gangs()
+            target = self._target if self.gangs else plan.n_workers
+            held = sum(g.tasks_held() for g in live) if self.gangs else plan.n_tasks
             info.update(
                 {
-                    "workers": f"{plan.n_workers} {plan.kind}" + (" (one per GPU)" if plan.pinned else ""),
-                    "barrier tasks": plan.n_tasks,
+                    "workers": f"{target} {plan.kind}" + (" (one per GPU)" if plan.pinned else ""),
+                    ("barrier tasks" if plan.barrier else "Spark tasks (plain jobs)"): held,
                     "task request": _task_request(plan, facts),
                 }
             )
+            if len(self.gangs) > 1 or not plan.barrier:
+                info["gangs"] = f"{len(live)} running, {len(self.gangs)} submitted"
+            if self._adaptive is not None and getattr(self._adaptive, "state", "") == "running":
+                info["adaptive"] = f"{self._adaptive.minimum}..{self._adaptive.maximum} workers"
             if plan.gpu_mode:
                 info["GPU mode"] = plan.gpu_mode + (
                     " (beside Spark's GPU tasks)" if plan.gpu_mode == "shared" else " (whole GPUs)"
@@ -945,7 +1580,8 @@ class SparkCluster(Cluster):
         closed = self.status == Status.closed
         workers = {} if closed else dict((self.scheduler_info or {}).get("workers", {}))
         tasks, state = self._spark_tasks()
-        rows = widget.spark_rows_html(self.spark_info(), tasks, state)
+        label = "Spark barrier tasks" if self.gang is None or self.gang.barrier else "Spark tasks"
+        rows = widget.spark_rows_html(self.spark_info(), tasks, state, label)
         if not isinstance(self.scheduler_info, SchedulerInfo):
             scheduler_info_repr = "Scheduler not started yet."
         else:
@@ -996,11 +1632,12 @@ def start(spark=None, **kwargs) -> Client:
 
     Returns once every worker is connected. Leaving the ``with`` block (or
     ``client.close()``) closes the workers, the Spark barrier job and the scheduler.
+    Keyword arguments are those of ``SparkCluster``.
 
+    Examples
+    --------
     >>> with spark_dask.start(spark) as client:          # doctest: +SKIP
     ...     ddf.groupby("k").x.mean().compute()
-
-    Keyword arguments are those of :class:`SparkCluster`.
     """
     cluster = SparkCluster(spark, **kwargs)
     try:

@@ -1,9 +1,11 @@
-"""Submit the Spark barrier stage that runs the Dask workers, and cancel it.
+"""Submit the Spark job that runs a gang's Dask workers, and cancel it.
 
-One :class:`GangLauncher` is one barrier stage: ``n_tasks`` tasks, each running
+One :class:`GangLauncher` is one Spark job: a barrier stage of ``n_tasks`` tasks (or,
+under dynamic allocation, a plain job of one task), each running
 :func:`spark_dask.task.run_task`. ``collect()`` blocks for as long as the workers
-run, so it happens in a background thread; the stage carries a unique job group
+run, so it happens in a background thread; the job carries a unique job group
 and job tag (classic) or session tag (Spark Connect) so it can be cancelled.
+:mod:`spark_dask.gang` builds on it.
 """
 
 from __future__ import annotations
@@ -67,6 +69,11 @@ def summarize_spark_error(exc: BaseException) -> str:
     lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("at ")]
     keep = [ln for ln in lines if "Exception" in ln or "Error" in ln] or lines
     return "\n".join(keep[:6])
+
+
+class TaskFailed(RuntimeError):
+    """A task of a plain (non-barrier) job could not start its worker; it returned a
+    ``failed`` row instead of raising, so that Spark does not retry it."""
 
 
 def session_closed(exc: BaseException | None) -> bool:
@@ -141,6 +148,9 @@ class GangLauncher:
         try:
             raw = self._collect_connect() if self.connect else self._collect_classic()
             self.rows = [json.loads(r) for r in raw]
+            failed = [r for r in self.rows if r.get("status") == "failed"]
+            if failed:
+                self.error = TaskFailed(failed[0].get("error") or "a Spark task failed")
         except BaseException as e:  # noqa: BLE001 - reported to the cluster
             self.error = e
         finally:
@@ -166,6 +176,8 @@ class GangLauncher:
             if profile is not None:
                 rdd = rdd.withResources(profile)
             fn = task_module.classic_partition(self.spec)
+            if not self.plan.barrier:
+                return rdd.mapPartitions(fn).collect()
             return rdd.barrier().mapPartitions(fn).collect()
         finally:
             if hasattr(sc, "removeJobTag"):
@@ -187,7 +199,7 @@ class GangLauncher:
         spark.addTag(self.tag)  # thread-local: this thread submits the job
         try:
             n = self.plan.n_tasks
-            kwargs = {"barrier": True}
+            kwargs = {"barrier": True} if self.plan.barrier else {}
             profile = resource_profile(self.plan)
             if profile is not None:
                 # A Connect ResourceProfile registers itself through the thread's active
@@ -204,19 +216,8 @@ class GangLauncher:
             spark.removeTag(self.tag)
 
     def stage_snapshot(self) -> tuple[list[dict], set[int]]:
-        """(active stages of the application, the gang's own stage ids). Classic only."""
-        tracker = self.spark.sparkContext.statusTracker()
-        ours: set[int] = set()
-        for job in tracker.getJobIdsForGroup(self.tag):
-            info = tracker.getJobInfo(job)
-            if info is not None:
-                ours.update(int(s) for s in info.stageIds)
-        stages = []
-        for sid in tracker.getActiveStageIds():
-            info = tracker.getStageInfo(sid)
-            if info is not None:
-                stages.append(info._asdict())
-        return stages, ours
+        """(active stages of the application, this job's own stage ids). Classic only."""
+        return stage_snapshot(self.spark, [self.tag])
 
     def cancel(self) -> None:
         """Cancel the barrier stage (tasks are interrupted, then killed by Spark)."""
@@ -230,3 +231,21 @@ class GangLauncher:
                 sc.cancelJobsWithTag(self.tag)
         except Exception as e:  # stopped context, gone gateway: nothing left to cancel
             logger.debug("spark-dask: cancel of %s failed: %s", self.tag, e)
+
+
+def stage_snapshot(spark, tags) -> tuple[list[dict], set[int]]:
+    """(active stages of the application, the stage ids of the jobs of ``tags``, i.e.
+    the job groups of a cluster's gangs). Classic sessions only."""
+    tracker = spark.sparkContext.statusTracker()
+    ours: set[int] = set()
+    for tag in tags:
+        for job in tracker.getJobIdsForGroup(tag):
+            info = tracker.getJobInfo(job)
+            if info is not None:
+                ours.update(int(s) for s in info.stageIds)
+    stages = []
+    for sid in tracker.getActiveStageIds():
+        info = tracker.getStageInfo(sid)
+        if info is not None:
+            stages.append(info._asdict())
+    return stages, ours

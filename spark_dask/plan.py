@@ -9,7 +9,8 @@ executors by value together with :mod:`spark_dask.task`.
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 
 KINDS = ("auto", "cuda", "cpu")
 GPU_MODES = ("auto", "shared", "exclusive")
@@ -53,6 +54,9 @@ class ClusterFacts:
         ``(host, addresses)`` of every executor with GPUs, as the executors registered
         them (a host may appear once per executor on it); empty when the driver cannot
         tell (Spark Connect).
+    max_executors : int or None
+        Under dynamic allocation, ``spark.dynamicAllocation.maxExecutors`` (None:
+        unbounded, Spark's default); without it, unused.
     """
 
     executors: int
@@ -67,6 +71,7 @@ class ClusterFacts:
     master: str = ""
     rapids_plugin: bool = False
     gpu_addresses: tuple = ()
+    max_executors: int | None = None
 
     @property
     def local_mode(self) -> bool:
@@ -85,6 +90,10 @@ class GangPlan:
     ``"shared"`` (the gang holds at most one Spark task's share of a GPU per worker,
     Spark's own GPU tasks keep running on the same GPUs) or None (no GPUs). ``notes``
     are what the user should be told about the decision (warnings).
+
+    ``barrier``: the tasks run as one barrier stage (all start together or none). False
+    under dynamic allocation, which Spark refuses barrier stages under: each worker
+    then runs as a plain one-task Spark job (:func:`gang_steps`).
     """
 
     kind: str  # "cuda" or "cpu": which worker program
@@ -96,6 +105,7 @@ class GangPlan:
     task_gpus: float | None = None
     gpu_mode: str | None = None
     notes: tuple = ()
+    barrier: bool = True
 
     @property
     def uses_profile(self) -> bool:
@@ -182,20 +192,18 @@ def plan_gang(
     if gpu_mode not in GPU_MODES:
         raise PlanError(f"gpu_mode must be one of {GPU_MODES}, got {gpu_mode!r}")
     _check_n_workers(n_workers)
-    if facts.dynamic_allocation:
-        raise PlanError(
-            "Spark barrier mode does not run with dynamic allocation "
-            "(spark.dynamicAllocation.enabled=true). Start the Spark application with "
-            "spark.dynamicAllocation.enabled=false (on Databricks: disable autoscaling)."
-        )
-    if facts.executors < 1:
+    dyn = facts.dynamic_allocation
+    if facts.executors < 1 and not dyn:
         raise PlanError(
             f"no Spark executors are registered (master {facts.master!r}); "
             "start the cluster's workers or wait until executors join"
         )
-    profiles_ok = facts.task_profiles and task_profile is not False
+    profiles_ok = facts.task_profiles and task_profile is not False and not dyn
     force_profile = task_profile is True
     has_gpus = facts.executor_gpus > 0
+    # Under dynamic allocation the executors present now may be none at all: the
+    # defaults count at least one, and Spark adds executors for the waiting tasks.
+    executors = max(facts.executors, 1) if dyn else facts.executors
     if worker == "cuda" and not has_gpus:
         raise PlanError(
             "worker='cuda' but the executors have no GPUs: set "
@@ -209,8 +217,10 @@ def plan_gang(
     notes = (note,) if note and kind == "cuda" else ()
 
     if shared:
-        total = facts.executors * int(facts.executor_gpus)
+        total = executors * int(facts.executor_gpus)
         n = n_workers or total
+        if dyn:
+            total = facts.max_executors * int(facts.executor_gpus) if facts.max_executors else n
         if n > total:
             raise PlanError(
                 f"n_workers={n}, but the executors have {total} GPUs and gpu_mode='shared' "
@@ -223,7 +233,7 @@ def plan_gang(
             # Spark's tasks take whole GPUs: the gang holds none, only CPUs.
             plan = GangPlan(kind, True, n, n, 1, facts.task_cpus, None, gpu_mode="shared", notes=notes)
     elif gpu_tasks:
-        total = facts.executors * int(facts.executor_gpus)
+        total = executors * int(facts.executor_gpus)
         n = n_workers or total
         if profiles_ok and (facts.task_gpus != 1 or force_profile):
             plan = GangPlan(kind, True, n, n, 1, facts.task_cpus, 1.0, "exclusive", notes)
@@ -246,13 +256,17 @@ def plan_gang(
                 "spark.task.resource.gpu.amount=1, or run Spark >= 3.4 with stage-level "
                 "scheduling (standalone, YARN or Kubernetes, dynamic allocation off)"
             )
-        n = n_workers or facts.executors
+        n = n_workers or executors
         cpus = facts.executor_cores // 2 + 1
         if profiles_ok and n <= facts.executors and (cpus > facts.task_cpus or force_profile):
             plan = GangPlan(kind, False, n, n, 1, max(cpus, facts.task_cpus), None)
         else:
             plan = GangPlan(kind, False, n, n, 1)
 
+    if dyn:
+        # Spark refuses barrier stages under dynamic allocation: each worker's task
+        # runs as a plain Spark job of its own, started as executors become free.
+        plan = replace(plan, barrier=False)
     check_slots(plan, facts)
     return plan
 
@@ -380,16 +394,197 @@ def profile_slots(facts: ClusterFacts, task_cpus: int, task_gpus: float | None) 
     return facts.executors * per_executor
 
 
+def gang_capacity(facts: ClusterFacts, plan: GangPlan) -> int | None:
+    """Tasks of the gang's kind (its task resource request) the Spark application can
+    run at once: every gang together cannot hold more task slots than this.
+
+    Registered executors count; under dynamic allocation the most executors Spark may
+    add (``spark.dynamicAllocation.maxExecutors``), or None when that is unbounded.
+    None also when unknown (Spark Connect without a countable master).
+
+    >>> f = ClusterFacts(executors=2, executor_cores=4, executor_memory=0, slots=8)
+    >>> gang_capacity(f, GangPlan("cpu", False, 2, 2, 1, task_cpus=3)), gang_capacity(f, GangPlan("cpu", False, 2, 2))
+    (2, 8)
+    """
+    if facts.dynamic_allocation:
+        if facts.max_executors is None or facts.executor_cores < 1:
+            return None
+        return profile_slots(replace(facts, executors=facts.max_executors), facts.task_cpus, facts.task_gpus or None)
+    if plan.uses_profile:
+        return profile_slots(facts, plan.task_cpus or facts.task_cpus, plan.task_gpus)
+    return facts.slots
+
+
+def max_workers(facts: ClusterFacts, plan: GangPlan) -> int | None:
+    """The most Dask workers of the gang's kind the application can hold (None: no bound).
+
+    Task slots times workers per task; workers pinned to GPUs also at most one per GPU
+    of the executors (every one of them under dynamic allocation).
+
+    >>> f = ClusterFacts(executors=1, executor_cores=4, executor_memory=0, executor_gpus=2, task_gpus=0.5, slots=4)
+    >>> max_workers(f, GangPlan("cuda", True, 2, 2, 1, gpu_mode="shared"))
+    2
+    """
+    capacity = gang_capacity(facts, plan)
+    bound = None if capacity is None else capacity * plan.workers_per_task
+    if plan.pinned and facts.executor_gpus:
+        executors = facts.max_executors if facts.dynamic_allocation else facts.executors
+        if executors is not None:
+            gpus = executors * int(facts.executor_gpus)
+            bound = gpus if bound is None else min(bound, gpus)
+    return bound
+
+
+def tasks_for(workers: int, workers_per_task: int) -> int:
+    """Spark tasks that start ``workers`` workers; a task owning several GPUs starts one
+    worker per GPU, so steps are whole tasks (whole GPUs).
+
+    >>> tasks_for(3, 2), tasks_for(0, 1)
+    (2, 0)
+    """
+    return -(-max(workers, 0) // max(workers_per_task, 1))
+
+
+def gang_steps(shape: GangPlan, n_workers: int) -> list[GangPlan]:
+    """The gangs (Spark jobs) that add ``n_workers`` workers of the cluster's shape.
+
+    A barrier gang is one stage for all of them (all start together or none); without
+    barrier mode (dynamic allocation) every task is a Spark job of its own, so that a
+    worker waiting for an executor can be cancelled alone and Spark's dynamic allocation
+    sees each waiting task. A step is whole tasks: ``n_workers`` is rounded up to a
+    multiple of the workers per task.
+
+    >>> [(g.n_tasks, g.n_workers) for g in gang_steps(GangPlan("cpu", False, 1, 1), 3)]
+    [(3, 3)]
+    >>> [(g.n_tasks, g.barrier) for g in gang_steps(GangPlan("cpu", False, 1, 1, barrier=False), 2)]
+    [(1, False), (1, False)]
+    """
+    tasks = tasks_for(n_workers, shape.workers_per_task)
+    if tasks < 1:
+        return []
+    if shape.barrier:
+        return [replace(shape, n_tasks=tasks, n_workers=tasks * shape.workers_per_task, notes=())]
+    one = replace(shape, n_tasks=1, n_workers=shape.workers_per_task, notes=())
+    return [one] * tasks
+
+
+@dataclass(frozen=True)
+class ScaleStep:
+    """What ``scale(n)`` does: the worker count the cluster is to reach (``target``),
+    the workers and tasks to start now, and what the user is told."""
+
+    target: int
+    new_workers: int = 0
+    new_tasks: int = 0
+    note: str | None = None
+
+
+def scale_step(
+    requested: int,
+    current: int,
+    held_tasks: int,
+    capacity: int | None,
+    workers_per_task: int = 1,
+    why_bounded: str = "",
+) -> ScaleStep:
+    """Decide a scale request: ``requested`` workers wanted, ``current`` workers the
+    gangs hold or are starting, ``held_tasks`` task slots they hold, ``capacity`` task
+    slots of the gang's kind the application has (None: no bound known).
+
+    Growing only goes into free slots (a barrier stage that needs more slots than
+    exist waits ten minutes in Spark and fails): beyond them the cluster grows as far
+    as the slots allow and the note says so. Shrinking is always possible. Steps are
+    whole tasks (``workers_per_task`` workers each, e.g. one per GPU of a task).
+
+    >>> step = scale_step(4, 1, 1, 2)
+    >>> step.target, step.new_workers, step.note.startswith("spark-dask: scale(4): the Spark application has task slots for 1 more")
+    (2, 1, True)
+    >>> scale_step(1, 3, 3, 4)
+    ScaleStep(target=1, new_workers=0, new_tasks=0, note=None)
+    """
+    if isinstance(requested, bool) or not isinstance(requested, int) or requested < 0:
+        raise PlanError(f"scale() needs a number of workers >= 0, got {requested!r}")
+    per = max(workers_per_task, 1)
+    if requested <= current:
+        return ScaleStep(target=requested)
+    want = tasks_for(requested - current, per)
+    free = None if capacity is None else max(capacity - held_tasks, 0)
+    tasks = want if free is None else min(want, free)
+    target = current + tasks * per
+    note = None
+    if tasks < want:
+        note = (
+            f"spark-dask: scale({requested}): the Spark application has task slots for "
+            f"{tasks * per} more Dask workers ({capacity} slots of this kind, {held_tasks} held by "
+            f"the cluster{why_bounded}); growing to {target} workers. Add executors (or free "
+            "their slots) and scale again."
+        )
+    elif tasks * per + current != requested:
+        note = (
+            f"spark-dask: scale({requested}): each Spark task starts {per} Dask workers (one per "
+            f"GPU it owns), so the cluster grows to {target}."
+        )
+    return ScaleStep(target=target, new_workers=tasks * per, new_tasks=tasks, note=note)
+
+
+def workers_for(
+    n: int = 0,
+    cores: int | None = None,
+    memory: int | None = None,
+    threads_per_worker: int | None = None,
+    memory_per_worker: int | None = None,
+) -> int:
+    """Workers for ``scale(n, cores=..., memory=...)``: the most of the three, as
+    distributed's ``SpecCluster.scale`` counts them.
+
+    >>> workers_for(1, cores=8, threads_per_worker=4), workers_for(0, memory=3 * 2**30, memory_per_worker=2**30)
+    (2, 3)
+    """
+    if cores is not None:
+        if not threads_per_worker:
+            raise PlanError("scale(cores=...) needs the threads of a worker: none is known yet; use scale(n)")
+        n = max(n, math.ceil(cores / threads_per_worker))
+    if memory is not None:
+        if not memory_per_worker:
+            raise PlanError("scale(memory=...) needs a worker's memory limit: none is known yet; use scale(n)")
+        n = max(n, math.ceil(memory / memory_per_worker))
+    return n
+
+
+def adapt_maximum(maximum: float, bound: int | None) -> tuple[float, str | None]:
+    """``adapt(maximum=...)`` bounded by the workers the application can hold.
+
+    >>> adapt_maximum(float("inf"), 4)
+    (4, None)
+    >>> adapt_maximum(10, 4)[0]
+    4
+    """
+    if bound is None:
+        return maximum, None
+    if maximum == float("inf"):
+        return bound, None
+    if maximum > bound:
+        return bound, (
+            f"spark-dask: adapt(maximum={maximum:g}): the Spark application holds at most {bound} "
+            f"Dask workers of this kind; adapting between the minimum and {bound}."
+        )
+    return maximum, None
+
+
 def check_slots(plan: GangPlan, facts: ClusterFacts, slots: int | None = None) -> None:
     """Raise :class:`PlanError` when the gang needs more task slots than exist."""
     if slots is None:
-        if plan.uses_profile:
-            slots = profile_slots(facts, plan.task_cpus or facts.task_cpus, plan.task_gpus)
-        else:
-            slots = facts.slots
+        slots = gang_capacity(facts, plan)
     if slots is None or plan.n_tasks <= slots:
         return
     what = f"n_workers={plan.n_workers}"
+    if facts.dynamic_allocation:
+        raise PlanError(
+            f"{what} needs {plan.n_tasks} Spark task slots, but dynamic allocation gives the "
+            f"application at most {slots} (spark.dynamicAllocation.maxExecutors={facts.max_executors} "
+            f"x {facts.executor_cores} cores, spark.task.cpus={facts.task_cpus}). Use "
+            f"n_workers<={max(slots, 1) * plan.workers_per_task} or raise maxExecutors."
+        )
     raise PlanError(
         f"{what} needs {plan.n_tasks} Spark task slots at once (barrier mode), but the "
         f"application has {slots} ({facts.executors} executors x {facts.executor_cores} "
@@ -442,7 +637,20 @@ def spare_slots(facts: ClusterFacts, plan: GangPlan) -> int | None:
 
 
 def hog_warning(facts: ClusterFacts, plan: GangPlan) -> str | None:
-    """The warning given at start when the gang leaves Spark jobs no task slot at all."""
+    """The warning given at start (and on a scale-up) when the gangs leave Spark jobs no
+    task slot at all. Under dynamic allocation Spark adds executors for waiting jobs: only
+    when the gangs hold every slot the most executors allowed would have."""
+    if facts.dynamic_allocation:
+        capacity = gang_capacity(facts, plan)
+        if capacity is None or plan.n_tasks < capacity:
+            return None
+        return (
+            f"spark-dask: the Dask cluster's {plan.n_tasks} tasks take every task slot of the "
+            f"{facts.max_executors} executors dynamic allocation may add "
+            f"(spark.dynamicAllocation.maxExecutors). A Spark job started while it runs waits "
+            "until the cluster closes or shrinks (cluster.scale(n)). To leave room: fewer "
+            "workers, or a higher maxExecutors."
+        )
     spare = spare_slots(facts, plan)
     if spare is None or spare > 0:
         return None
@@ -461,7 +669,7 @@ def hog_warning(facts: ClusterFacts, plan: GangPlan) -> str | None:
     return (
         f"spark-dask: the Dask cluster's {plan.n_tasks} barrier tasks take every task slot Spark "
         f"jobs can use ({shape}). A Spark job started while it runs (spark.read.parquet, "
-        f"df.collect(), ...) waits until the cluster closes. To leave room: "
+        f"df.collect(), ...) waits until the cluster closes or shrinks (cluster.scale(n)). To leave room: "
         + ", ".join(advice)
         + "."
     )
@@ -505,19 +713,31 @@ def physical_gpu(address: str, cuda_visible_devices: str | None) -> str:
     return address
 
 
-def worker_name(partition: int, gpu: str | None) -> str:
-    """Stable Dask worker name: ``spark-<partition>`` or ``spark-<partition>-gpu<id>``."""
-    return f"spark-{partition}" if gpu is None else f"spark-{partition}-gpu{gpu}"
+def worker_name(index: int, gpu: str | None = None, attempt: int = 0) -> str:
+    """Dask worker name: ``spark-<n>`` or ``spark-<n>-gpu<id>``.
+
+    ``n`` numbers the cluster's Spark tasks over every gang it ever submitted (the
+    first gang's tasks are 0, 1, ...; each scale-up and relaunch continues the count),
+    so names stay unique: the scheduler refuses a worker whose name another worker still
+    holds. A task that Spark itself runs again (attempt > 0, plain jobs under dynamic
+    allocation) adds ``-a<attempt>``.
+
+    >>> worker_name(3), worker_name(3, "1"), worker_name(3, None, 1)
+    ('spark-3', 'spark-3-gpu1', 'spark-3-a1')
+    """
+    name = f"spark-{index}" if gpu is None else f"spark-{index}-gpu{gpu}"
+    return f"{name}-a{attempt}" if attempt else name
 
 
-def assign_workers(gathered: list[dict], pinned: bool) -> dict[int, list[dict]]:
+def assign_workers(gathered: list[dict], pinned: bool, base: int = 0) -> dict[int, list[dict]]:
     """Which task starts which workers, from every task's facts (``allGather``).
 
     Each entry of ``gathered`` has ``partition``, ``host`` and ``gpus`` (physical ids).
     With ``pinned``, every physical GPU of a host gets exactly one worker, started by
     the lowest partition that owns it; tasks that share a GPU (fractional
     ``spark.task.resource.gpu.amount``) agree on this without talking to each other.
-    Without ``pinned``, each task starts one unpinned worker.
+    Without ``pinned``, each task starts one unpinned worker. Worker names count from
+    ``base`` (the gang's first task number in the cluster).
     """
     out: dict[int, list[dict]] = {}
     claimed: set[tuple[str, str]] = set()
@@ -525,14 +745,14 @@ def assign_workers(gathered: list[dict], pinned: bool) -> dict[int, list[dict]]:
         p = t["partition"]
         mine = []
         if not pinned:
-            mine.append({"name": worker_name(p, None), "gpu": None})
+            mine.append({"name": worker_name(base + p, None), "gpu": None})
         else:
             for gpu in t.get("gpus") or []:
                 key = (t["host"], gpu)
                 if key in claimed:
                     continue
                 claimed.add(key)
-                mine.append({"name": worker_name(p, gpu), "gpu": gpu})
+                mine.append({"name": worker_name(base + p, gpu), "gpu": gpu})
         out[p] = mine
     return out
 
@@ -558,14 +778,16 @@ def executor_gpu_list(candidates: list[list[str]], own: list[str], count: int) -
     return [str(i) for i in range(int(count))]
 
 
-def assign_shared(gang: list[dict], executor_gpus: dict[str, list[str]]) -> dict[int, list[dict]]:
+def assign_shared(gang: list[dict], executor_gpus: dict[str, list[str]], base: int = 0) -> dict[int, list[dict]]:
     """Which task starts which worker when the gang shares the executors' GPUs.
 
     Spark gives the gang's tasks GPU *shares* (or none), so the addresses it assigns do
     not tell the tasks apart. Instead the tasks on one executor (``executor`` of each
     entry of ``gang``) take its GPUs (``executor_gpus[executor]``, physical ids) in the
     order of their partitions: the k-th task on an executor runs the worker of its k-th
-    GPU. Every task computes the same answer from the gang's placement alone.
+    GPU. Every task computes the same answer from the gang's placement alone. Worker
+    names count from ``base``. Other gangs of the cluster may already use some of these
+    GPUs: each task then takes another free one (``run_task``'s GPU claims).
     """
     out: dict[int, list[dict]] = {}
     rank: dict[str, int] = {}
@@ -573,7 +795,8 @@ def assign_shared(gang: list[dict], executor_gpus: dict[str, list[str]]) -> dict
         i = rank.get(t["executor"], 0)
         rank[t["executor"]] = i + 1
         gpus = executor_gpus.get(t["executor"]) or []
-        out[t["partition"]] = [{"name": worker_name(t["partition"], gpus[i]), "gpu": gpus[i]}] if i < len(gpus) else []
+        p = t["partition"]
+        out[p] = [{"name": worker_name(base + p, gpus[i]), "gpu": gpus[i]}] if i < len(gpus) else []
     return out
 
 
@@ -797,7 +1020,14 @@ __all__ = [
     "GangPlan",
     "PlanError",
     "assign_workers",
+    "adapt_maximum",
+    "gang_capacity",
     "gang_shortfall",
+    "gang_steps",
+    "max_workers",
+    "scale_step",
+    "tasks_for",
+    "workers_for",
     "gpu_env",
     "physical_gpu",
     "plan_gang",

@@ -194,8 +194,10 @@ def cluster_facts(spark, executor_wait: float = 30.0, n_workers: int | None = No
     local_mode = master.startswith("local") and not master.startswith("local-cluster")
     if local_mode:
         ids = ["driver"]  # local[N]: the driver runs the tasks; there is nothing to wait for
+    elif dyn:
+        ids = _executor_ids(sc)  # those present now; Spark adds more for waiting tasks
     else:
-        ids = [] if dyn else wait_for_executors(spark, executor_wait)
+        ids = wait_for_executors(spark, executor_wait)
     jsc = sc._jsc.sc()
     task_cpus = int(conf(spark, "spark.task.cpus", "1") or 1)
     slots = int(jsc.maxNumConcurrentTasks(jsc.resourceProfileManager().defaultResourceProfile()))
@@ -273,6 +275,8 @@ def _facts(spark, master: str, **known) -> ClusterFacts:
     """ClusterFacts from what the caller counted plus the confs both paths read alike."""
     from spark_dask.rapids import plugin_enabled
 
+    if known.get("dynamic_allocation"):
+        known["max_executors"] = max_executors(spark)
     return ClusterFacts(
         executor_memory=executor_memory(spark, master),
         executor_gpus=_float(conf(spark, "spark.executor.resource.gpu.amount")),
@@ -281,6 +285,15 @@ def _facts(spark, master: str, **known) -> ClusterFacts:
         rapids_plugin=plugin_enabled(conf(spark, "spark.plugins")),
         **known,
     )
+
+
+def max_executors(spark) -> int | None:
+    """``spark.dynamicAllocation.maxExecutors``; None when unset (Spark's default is
+    Int.MaxValue, i.e. unbounded) or unreadable."""
+    raw = (conf(spark, "spark.dynamicAllocation.maxExecutors") or "").strip()
+    if not raw.isdigit() or int(raw) >= 2**31 - 1:
+        return None
+    return int(raw)
 
 
 def spark_encrypted(spark) -> bool:

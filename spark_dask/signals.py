@@ -133,8 +133,7 @@ def waiting_jobs(active: list[int], gang_jobs: set[int]) -> list[int]:
 def _cancel_spark_jobs(clusters, wait: float = 3.0) -> None:
     by_context = {}
     for cluster in clusters:
-        launcher = cluster.launcher
-        if launcher is None or launcher.connect:
+        if not getattr(cluster, "gangs", None) or getattr(cluster, "connect", False):
             continue
         by_context.setdefault(id(cluster.spark.sparkContext), (cluster.spark.sparkContext, []))[1].append(cluster)
     for sc, members in by_context.values():

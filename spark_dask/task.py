@@ -37,6 +37,7 @@ from spark_dask.plan import (
     physical_gpu,
     scheduler_endpoint,
     tail,
+    worker_name,
     version_problem,
     unreachable_message,
     worker_command,
@@ -276,6 +277,9 @@ class _PlainContext:
     def cpus(self) -> int:
         return self._ctx.cpus()
 
+    def attemptNumber(self) -> int:
+        return self._ctx.attemptNumber()
+
     def getTaskInfos(self):
         raise RuntimeError(f"no BarrierTaskContext: {self.reason}")
 
@@ -288,12 +292,21 @@ class _PlainContext:
         )
 
 
-def _context():
+PLAIN_JOB = "a plain Spark job (dynamic allocation: no barrier stage)"
+
+
+def _context(barrier: bool = True):
     """This barrier task's context: the ``BarrierTaskContext``, or a :class:`_PlainContext`
     around the plain ``TaskContext`` where the runtime hands the Python worker no barrier
-    context (Databricks Runtime 14.3, barrier ``mapInArrow``)."""
+    context (Databricks Runtime 14.3, barrier ``mapInArrow``), or where the task is a
+    plain Spark job (``barrier=False``: a gang of one task under dynamic allocation)."""
     from pyspark import BarrierTaskContext, TaskContext
 
+    if not barrier:
+        plain = TaskContext.get()
+        if plain is None:
+            raise WorkerStartError("spark-dask: no Spark task context in this Python worker")
+        return _PlainContext(plain, PLAIN_JOB)
     try:
         ctx = BarrierTaskContext.get()
     except Exception as e:  # NOT_IN_BARRIER_STAGE (PySparkRuntimeError) or older texts
@@ -330,7 +343,8 @@ def task_facts(ctx, spec: dict) -> dict:
         # "host:executor": unique per executor like the host:port of getTaskInfos; the
         # parent of a PySpark worker is its executor's daemon.
         address = f"{_fallback_host()}:{_executor_id() or os.getppid()}"
-        context_note = f"no barrier task infos ({e}); executor address from this host"
+        if spec.get("barrier", True):
+            context_note = f"no barrier task infos ({e}); executor address from this host"
         try:  # how many tasks the gang has, for _gang_from_task_infos
             ctx.n_tasks = int(spec["n_workers"]) // max(int(spec.get("workers_per_task", 1)), 1)
         except (AttributeError, KeyError, TypeError, ValueError):
@@ -343,8 +357,15 @@ def task_facts(ctx, spec: dict) -> dict:
         dist_version = importlib.metadata.version("distributed")
     except importlib.metadata.PackageNotFoundError:
         dist_version = None
+    try:
+        attempt = int(ctx.attemptNumber())
+    except Exception:  # a stand-in context without attempts
+        attempt = 0
     facts = {
         "partition": partition,
+        "gang": int(spec.get("gang", 0)),
+        "task": int(spec.get("name_base", 0)) + partition,  # the task's number in the cluster
+        "attempt": attempt,
         "executor": address,
         "host": address.rsplit(":", 1)[0],
         "executor_id": _executor_id(),
@@ -387,6 +408,68 @@ def _gang_from_task_infos(ctx, me: dict) -> list[dict]:
     return gang
 
 
+class _NoClaim:
+    """Where abstract sockets do not exist (not Linux): claims always succeed."""
+
+    def close(self) -> None:
+        pass
+
+
+def _claim(cluster_id: str, gpu: str):
+    """A host-wide claim on ``gpu`` for the cluster ``cluster_id``, or None if taken.
+
+    An abstract Unix socket (Linux): its name is unique per network namespace, i.e. per
+    host or container, the kernel frees it when the process holding it dies, and it
+    leaves no file behind. The task holds it while its worker runs.
+    """
+    if not sys.platform.startswith("linux"):
+        return _NoClaim()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind("\0" + f"spark-dask/{cluster_id}/gpu/{gpu}"[:100])
+    except OSError:
+        sock.close()
+        return None
+    return sock
+
+
+def claim_gpus(cluster_id: str, mine: list[dict], spare: list[str], wait: float, name, where: str):
+    """Claim the GPU of each of this task's workers; a worker whose GPU another worker of
+    the cluster holds takes a free one of ``spare`` (the executor's GPUs, when the gang
+    shares them with Spark) and is renamed (``name(gpu)``).
+
+    Retries for ``wait`` seconds (a retired worker's task may still be ending), then
+    raises :class:`WorkerStartError`. Returns (workers, claims to close at the end).
+    """
+    deadline = time.monotonic() + wait
+    while True:
+        claims, out, missing = [], [], []
+        for w in mine:
+            options = [w["gpu"]] + [g for g in spare if g != w["gpu"]]
+            for gpu in options:
+                if any(o["gpu"] == gpu for o in out):
+                    continue
+                claim = _claim(cluster_id, gpu)
+                if claim is not None:
+                    claims.append(claim)
+                    out.append(w if gpu == w["gpu"] else {**w, "gpu": gpu, "name": name(gpu)})
+                    break
+            else:
+                missing.append(w["gpu"])
+        if not missing:
+            return out, claims
+        for claim in claims:
+            claim.close()
+        if time.monotonic() >= deadline:
+            held = sorted(set(spare) | {w["gpu"] for w in mine})
+            raise WorkerStartError(
+                f"spark-dask: no free GPU for a Dask worker on {where}: GPUs {held} of this host "
+                f"are all used by other workers of this Dask cluster (another gang's). Scale to "
+                f"fewer workers, or add executors with GPUs."
+            )
+        time.sleep(0.2)
+
+
 def run_task(spec: dict) -> dict:
     """Body of one barrier task. Returns a status row; raises only when the gang must stop.
 
@@ -396,8 +479,10 @@ def run_task(spec: dict) -> dict:
     the exit codes and log tails of its workers.
     """
     started = time.time()
-    ctx = _context()
+    barrier = bool(spec.get("barrier", True))
+    ctx = _context(barrier)
     me = task_facts(ctx, spec)
+    base = int(spec.get("name_base", 0))
     me["unreachable"] = reach_error(
         spec["scheduler_address"], float(spec.get("connect_timeout", 5)), spec.get("tls")
     )
@@ -447,18 +532,20 @@ def run_task(spec: dict) -> dict:
         row["status"] = "skipped: another task cannot reach the scheduler"
         return row
 
+    spare: list[str] = []  # other GPUs of this executor a worker may take if its own is in use
     if spec.get("gpu_mode") == "shared":
         if any(t["executor"] is None for t in gang):  # _PlainContext: peers unknown
             ctx.allGather()  # raises: the tasks cannot agree which task takes which GPU
         own = {me["executor"]: me["spark_gpus"]}
         lists = {t["executor"]: executor_gpus(spec, t["executor"], own.get(t["executor"])) for t in gang}
-        assignment = assign_shared(gang, lists)
+        assignment = assign_shared(gang, lists, base)
+        spare = lists[me["executor"]]
     elif spec.get("gather", True):
-        assignment = assign_workers(gang, spec["pinned"])
+        assignment = assign_workers(gang, spec["pinned"], base)
     else:  # every task owns its GPUs: only this task's assignment needs working out
         per_task = int(spec.get("workers_per_task", 1))
         assignment = {t["partition"]: [None] * per_task for t in gang}
-        assignment.update(assign_workers([me], spec["pinned"]))
+        assignment.update(assign_workers([me], spec["pinned"], base))
     problem = gang_shortfall(assignment, spec["n_workers"], spec["pinned"], spec.get("gpu_mode") == "shared")
     if problem:
         if me["partition"] == min(t["partition"] for t in gang):
@@ -469,14 +556,22 @@ def run_task(spec: dict) -> dict:
     if not mine:
         row["status"] = "skipped: no worker for this task"
         return row
+    if me["attempt"]:  # Spark runs this task again: the earlier worker may still be known
+        mine = [{**w, "name": worker_name(base + me["partition"], w["gpu"], me["attempt"])} for w in mine]
 
     same_executor = sum(t["executor"] == me["executor"] for t in gang)
     on_host = [t for t in gang if t["host"] == me["host"]]
     executors_on_host = len({t["executor"] for t in on_host})
     workers_on_host = sum(len(assignment[t["partition"]]) for t in on_host)
+    if not barrier:
+        # A plain job's task does not know which other workers share its executor:
+        # count the executor's task slots as workers on the host (one executor per host).
+        executors_on_host = 1
+        workers_on_host = max(int(spec["executor_cores"]) // max(int(me["cpus"]), 1), 1) * len(mine)
     # Sharing GPUs with Spark's tasks: the worker gets its task's CPUs, never the
-    # executor's other cores (Spark's tasks use them).
-    cores = 0 if spec.get("gpu_mode") == "shared" else spec["executor_cores"]
+    # executor's other cores (Spark's tasks use them). A plain job's task likewise: other
+    # workers' tasks may run on the same executor.
+    cores = 0 if spec.get("gpu_mode") == "shared" or not barrier else spec["executor_cores"]
     nthreads = worker_threads(spec["threads_per_worker"], me["cpus"], cores, same_executor, len(mine), spec["kind"])
     memory = worker_memory(
         spec["memory_limit"], _host_memory(), spec["executor_memory"], executors_on_host, workers_on_host
@@ -486,8 +581,18 @@ def run_task(spec: dict) -> dict:
     if problem:
         raise WorkerStartError(f"spark-dask: on {where}: {problem}")
 
-    base = spec.get("local_directory") or (os.environ.get("SPARK_LOCAL_DIRS") or "").split(",")[0]
-    workdir = tempfile.mkdtemp(prefix="spark-dask-", dir=base or None)  # mode 0700
+    # Each GPU worker holds a host-wide claim on its GPU while the task runs, so that
+    # gangs started later (scale-ups, relaunches, plain jobs) never put a second worker
+    # of this cluster on it.
+    claims: list = []
+    if spec.get("pinned") and spec.get("claim_gpus", True):
+        mine, claims = claim_gpus(
+            spec["cluster_id"], mine, spare, float(spec.get("claim_wait", 10)),
+            lambda gpu: worker_name(base + me["partition"], gpu, me["attempt"]), where,
+        )  # fmt: skip
+
+    local_dirs = spec.get("local_directory") or (os.environ.get("SPARK_LOCAL_DIRS") or "").split(",")[0]
+    workdir = tempfile.mkdtemp(prefix="spark-dask-", dir=local_dirs or None)  # mode 0700
     procs: list[subprocess.Popen] = []
     logs: list[str] = []
     try:
@@ -536,6 +641,8 @@ def run_task(spec: dict) -> dict:
                     "executor": me["executor"],
                     "host": me["host"],
                     "partition": me["partition"],
+                    "gang": me["gang"],
+                    "task": me["task"],
                     "gpu": w["gpu"],
                     "cluster": spec["cluster_id"],
                     "warnings": worker_warnings,
@@ -584,6 +691,8 @@ def run_task(spec: dict) -> dict:
                 )
     finally:
         _stop(procs, float(spec["kill_grace"]))
+        for claim in claims:
+            claim.close()
         for w, p, log in zip(mine, procs, logs):
             row["workers"].append(
                 {
@@ -597,11 +706,26 @@ def run_task(spec: dict) -> dict:
     return row
 
 
+def _run_or_row(spec: dict) -> dict:
+    """:func:`run_task`; in a plain Spark job a start failure becomes a ``failed`` row.
+
+    A failed task of a plain job is retried by Spark (``spark.task.maxFailures``, 4):
+    for a worker that cannot start that only delays the error. A barrier task raises:
+    the stage fails at once and is never retried task by task.
+    """
+    if spec.get("barrier", True):
+        return run_task(spec)
+    try:
+        return run_task(spec)
+    except WorkerStartError as e:
+        return {"partition": 0, "status": "failed", "error": f"WorkerStartError: {e}", "workers": []}
+
+
 def classic_partition(spec: dict):
     """``mapPartitions`` function for classic sessions: one JSON row per task."""
 
     def fn(_rows):
-        yield json.dumps(run_task(spec))
+        yield json.dumps(_run_or_row(spec))
 
     return fn
 
@@ -632,7 +756,7 @@ def arrow_partition(spec: dict):
     def fn(_batches):
         import pyarrow as pa
 
-        row = json.dumps(run_task(spec))
+        row = json.dumps(_run_or_row(spec))
         yield pa.RecordBatch.from_pydict({"status": [row]}, schema=pa.schema([("status", pa.string())]))
 
     return fn

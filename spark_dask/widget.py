@@ -5,8 +5,11 @@ Facts in, text or HTML out; no Spark, no Dask objects. Used by
 
 Placement of the barrier tasks while the cluster runs comes from the Dask workers: a
 preload puts the Spark facts of each worker (``executor_id``, ``executor``, ``host``,
-``partition``, ``gpu``) in its entry of ``scheduler_info["workers"][address]["spark"]``.
-After the barrier stage ended, each task's status row (exit codes, log tails) says it.
+``partition``, ``gang``, ``task``, ``gpu``) in its entry of
+``scheduler_info["workers"][address]["spark"]``. After a gang's Spark job ended, each
+task's status row (exit codes, log tails) says it. A cluster has one section (and
+widget rows) per gang; tasks are numbered over the whole cluster, as the workers'
+names are (``spark-<task>``).
 """
 
 from __future__ import annotations
@@ -35,7 +38,13 @@ def scheduler_totals(workers: Mapping[str, Mapping]) -> dict:
     }
 
 
-def live_tasks(n_tasks: int, workers: Mapping[str, Mapping], status: Mapping[str, str]) -> list[dict]:
+def live_tasks(
+    n_tasks: int,
+    workers: Mapping[str, Mapping],
+    status: Mapping[str, str],
+    gang: int | None = None,
+    base: int = 0,
+) -> list[dict]:
     """One entry per barrier task (partition) while the stage runs.
 
     Parameters
@@ -46,6 +55,12 @@ def live_tasks(n_tasks: int, workers: Mapping[str, Mapping], status: Mapping[str
         ``scheduler_info["workers"]``: address -> worker info with a ``"spark"`` entry.
     status : mapping
         address -> the worker's current status name on the scheduler (``"running"``, ...).
+    gang : int, optional
+        Only the workers of this gang (their ``"gang"`` fact; 0 when they have none);
+        the entries then carry ``"gang"``.
+    base : int
+        The cluster-wide number of the gang's first task: ``partition`` of the entries
+        is ``base`` + the task's partition in its stage.
 
     Returns
     -------
@@ -57,6 +72,8 @@ def live_tasks(n_tasks: int, workers: Mapping[str, Mapping], status: Mapping[str
     for address, info in workers.items():
         facts = info.get("spark")
         if isinstance(facts, Mapping) and isinstance(facts.get("partition"), int):
+            if gang is not None and facts.get("gang", 0) != gang:
+                continue
             by_partition.setdefault(facts["partition"], []).append((address, info))
     out = []
     for p in range(max([n_tasks, *(k + 1 for k in by_partition)])):
@@ -70,28 +87,29 @@ def live_tasks(n_tasks: int, workers: Mapping[str, Mapping], status: Mapping[str
             state = "running"
         else:
             state = ", ".join(f"{info.get('name')}: {s}" for (_, info), s in zip(mine, states) if s != "running")
-        out.append(
-            {
-                "partition": p,
-                "executor_id": facts[0].get("executor_id") if facts else None,
-                "host": facts[0].get("host") if facts else None,
-                "gpu": ",".join(gpus) or None,
-                "workers": [f"{info.get('name')} ({a}) {s}" for (a, info), s in zip(mine, states)],
-                "status": state,
-            }
-        )
+        entry = {
+            "partition": base + p,
+            "executor_id": facts[0].get("executor_id") if facts else None,
+            "host": facts[0].get("host") if facts else None,
+            "gpu": ",".join(gpus) or None,
+            "workers": [f"{info.get('name')} ({a}) {s}" for (a, info), s in zip(mine, states)],
+            "status": state,
+        }
+        if gang is not None:
+            entry["gang"] = gang
+        out.append(entry)
     return out
 
 
 def ended_tasks(rows: Iterable[Mapping]) -> list[dict]:
     """One entry per barrier task from the status rows of an ended stage."""
     out = []
-    for row in sorted(rows, key=lambda r: r.get("partition", 0)):
+    for row in sorted(rows, key=lambda r: r.get("task", r.get("partition", 0))):
         workers = row.get("workers") or []
         gpus = [str(w["gpu"]) for w in workers if w.get("gpu") is not None]
         out.append(
             {
-                "partition": row.get("partition"),
+                "partition": row.get("task", row.get("partition")),
                 "executor_id": row.get("executor_id"),
                 "host": row.get("host"),
                 "gpu": ",".join(gpus) or None,
@@ -123,13 +141,21 @@ def task_log(header: str, tasks: Iterable[Mapping]) -> str:
     return "\n".join(out)
 
 
+def gangs_log(sections: Iterable[tuple[str, Iterable[Mapping]]]) -> str:
+    """The ``"Spark tasks"`` log of a cluster: a :func:`task_log` per gang."""
+    return "\n".join(task_log(header, tasks) for header, tasks in sections)
+
+
 def _cell(label: str, value) -> str:
     return f"<td {_CELL}><strong>{html.escape(label)}:</strong> {html.escape(str(value))}</td>"
 
 
-def spark_rows_html(info: Mapping[str, object], tasks: list[Mapping], tasks_state: str) -> str:
+def spark_rows_html(
+    info: Mapping[str, object], tasks: list[Mapping], tasks_state: str, label: str = "Spark barrier tasks"
+) -> str:
     """Table rows (``<tr>``) for the widget's top table: the Spark facts two per row,
-    then one row holding a collapsible table of the barrier tasks.
+    then one row holding a collapsible table of the barrier tasks (with a "Gang" column,
+    the Spark job group of each task's gang, when the tasks say it).
 
     Rows, not a table: distributed puts this text inside its own ``<table>``, and a
     ``<table>`` directly inside a ``<table>`` is invalid HTML (browsers move it out).
@@ -141,24 +167,24 @@ def spark_rows_html(info: Mapping[str, object], tasks: list[Mapping], tasks_stat
         if len(cells) == 1:
             cells.append(f"<td {_CELL}></td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
-    head = "".join(f"<th {_CELL}>{h}</th>" for h in ("Task", "Executor", "Host", "GPU", "Dask workers", "Status"))
-    body = "".join(
-        "<tr>"
-        + "".join(
-            f"<td {_CELL}>{html.escape(str(v))}</td>"
-            for v in (
-                t.get("partition"),
-                t.get("executor_id") if t.get("executor_id") is not None else "",
-                t.get("host") or "",
-                t.get("gpu") or "",
-                "; ".join(t.get("workers") or []) or "none",
-                t.get("status"),
-            )
+    gangs = any("gang" in t for t in tasks)
+    columns = ("Task", "Executor", "Host", "GPU", "Dask workers") + (("Gang",) if gangs else ()) + ("Status",)
+    head = "".join(f"<th {_CELL}>{h}</th>" for h in columns)
+
+    def cells(t: Mapping) -> tuple:
+        values = (
+            t.get("partition"),
+            t.get("executor_id") if t.get("executor_id") is not None else "",
+            t.get("host") or "",
+            t.get("gpu") or "",
+            "; ".join(t.get("workers") or []) or "none",
         )
-        + "</tr>"
-        for t in tasks
+        return values + ((t.get("gang", ""),) if gangs else ()) + (t.get("status"),)
+
+    body = "".join(
+        "<tr>" + "".join(f"<td {_CELL}>{html.escape(str(v))}</td>" for v in cells(t)) + "</tr>" for t in tasks
     )
-    summary = html.escape(f"Spark barrier tasks: {len(tasks)} ({tasks_state})")
+    summary = html.escape(f"{label}: {len(tasks)} ({tasks_state})")
     rows.append(
         f"<tr><td colspan='2' {_CELL}><details><summary><strong>{summary}</strong></summary>"
         f"<table style='width: 100%;'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"

@@ -18,6 +18,20 @@ import pytest
 HERE = os.path.dirname(__file__)
 
 
+def needs(module: str, extra: str):
+    """Import ``module`` (a test extra's package) or skip with the install line; under
+    ``CI`` a missing package FAILS instead, so CI never skips these checks silently."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        reason = f"pip install -e '.[{extra}]' (missing {module}: {e})"
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must install the {extra} extra: {reason}", pytrace=False)
+        pytest.skip(reason, allow_module_level=True)
+
+
 def _pyspark_version() -> tuple[int, int]:
     try:
         import pyspark

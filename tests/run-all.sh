@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The test command of README.md and of CI (.ci/run): two environments, one after the other.
 #
-#   .venv    the newest pyspark, every test extra: the whole suite (Spark Connect included)
+#   .venv    the newest pyspark, every test extra: the whole suite (Spark Connect included,
+#            the documentation site built in strict mode, the notebooks executed, the
+#            announcement post's code, the Databricks specs, the Node.js client example)
 #   .venv35  the newest pyspark 3.5.x with pandas<3, numpy<2, pyarrow<18 (pyspark 3.5's
 #            connect extra excludes NumPy 2; the newest pyarrow needs it): the core tests
 #            (pytest -m core: start, compute, teardown, bad input, GPU pinning with fake
@@ -25,10 +27,18 @@ venv .venv -e '.[test]' || { echo "run-all: installing .venv failed" >&2; exit 1
 t1=$SECONDS
 venv .venv35 -e '.[test-core]' 'pyspark>=3.5,<3.6' 'pandas<3' 'numpy<2' 'pyarrow<18' ||
     { echo "run-all: installing .venv35 failed" >&2; exit 1; }
+# the Node.js client example's packages (tests/test_connection.py runs it); without npm
+# those checks skip locally and fail under CI
+if command -v npm >/dev/null 2>&1; then
+    (cd examples/clients/node && timeout 300 npm ci --no-audit --no-fund --loglevel=error) ||
+        { echo "run-all: npm ci in examples/clients/node failed" >&2; exit 1; }
+else
+    echo "run-all: npm not found: the Node.js client example will not run (bash .ci/install-node)" >&2
+fi
 t2=$SECONDS
 newest=$(.venv/bin/python -c 'import pyspark; print(pyspark.__version__)')
 old=$(.venv35/bin/python -c 'import pyspark; print(pyspark.__version__)')
-echo "run-all: installed .venv (pyspark $newest) in $((t1 - t0)) s, .venv35 (pyspark $old) in $((t2 - t1)) s"
+echo "run-all: installed .venv (pyspark $newest) in $((t1 - t0)) s, .venv35 (pyspark $old) and the node client in $((t2 - t1)) s"
 
 echo "run-all: pyspark $newest: the whole suite"
 .venv/bin/python -m pytest "$@"

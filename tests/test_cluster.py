@@ -119,10 +119,9 @@ def test_cluster_contract(spark):
         page = cluster._repr_html_()
         assert cluster.tag in page and "SparkCluster" in page and "barrier tasks" in page
         assert cluster.tag in repr(cluster)
-        with pytest.raises(NotImplementedError, match="cannot scale"):
-            cluster.scale(3)
-        with pytest.raises(NotImplementedError, match="cannot adapt"):
-            cluster.adapt()
+        assert cluster._supports_scaling
+        with pytest.raises(PlanError, match="number of workers"):
+            cluster.scale(-1)
         client.close()
     finally:
         cluster.close()
@@ -224,11 +223,11 @@ def test_worker_that_cannot_start_fails_fast_with_its_log(spark):
 
 
 def test_unknown_worker_option_is_refused_on_the_driver_before_submitting(spark, monkeypatch):
-    from spark_dask import cluster as cluster_module
+    from spark_dask import gang as gang_module
 
     submitted = []
-    real = cluster_module.GangLauncher
-    monkeypatch.setattr(cluster_module, "GangLauncher", lambda *a, **kw: submitted.append(1) or real(*a, **kw))
+    real = gang_module.GangLauncher
+    monkeypatch.setattr(gang_module, "GangLauncher", lambda *a, **kw: submitted.append(1) or real(*a, **kw))
     t0 = time.monotonic()
     with pytest.raises(PlanError) as e:
         spark_dask.start(spark, worker_options={"no_such_option": 1})

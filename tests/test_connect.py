@@ -199,6 +199,28 @@ def test_too_many_workers_fails_fast_without_a_job(spark):
     assert not jvm_active_jobs()
 
 
+def test_scale_up_and_down_through_connect(spark):
+    # every gang is a barrier mapInArrow with a session tag of its own
+    from distributed import Client
+
+    cluster = SparkCluster(spark, n_workers=1, progress=False)
+    try:
+        client = Client(cluster)
+        cluster.scale(2)
+        client.wait_for_workers(2, timeout=60)
+        assert client.submit(sum, [1, 2]).result() == 3
+        assert sorted(w["name"] for w in client.scheduler_info()["workers"].values()) == ["spark-0", "spark-1"]
+        cluster.scale(1)
+        assert wait_until(lambda: len(client.scheduler_info()["workers"]) == 1, 30)
+        assert wait_until(lambda: sum(not g.done for g in cluster.gangs) == 1, 30)
+        client.close()
+    finally:
+        cluster.close()
+    assert_no_leftovers(spark, cluster)
+    for tag in cluster.gang_tags:
+        assert spark.interruptTag(tag) == []
+
+
 def test_unreachable_scheduler_is_reported_quickly(spark, monkeypatch):
     # What the tasks see from a laptop behind NAT: an address where nothing listens.
     # A refused port on loopback: no traffic leaves this machine.

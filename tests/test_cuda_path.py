@@ -232,12 +232,12 @@ def test_a_pool_the_user_asked_for_without_rmm_fails_naming_the_executor(spark, 
 
 
 def test_dask_worker_options_are_refused_for_dask_cuda_before_submitting(spark, monkeypatch):
-    from spark_dask import cluster as cluster_module
+    from spark_dask import gang as gang_module
 
     def no_launch(*args, **kwargs):  # pragma: no cover - the point is that it is not called
         raise AssertionError("a Spark job was submitted")
 
-    monkeypatch.setattr(cluster_module, "GangLauncher", no_launch)
+    monkeypatch.setattr(gang_module, "GangLauncher", no_launch)
     t0 = time.monotonic()
     with pytest.raises(PlanError, match=r"`dask cuda worker` .* has no option --nanny"):
         spark_dask.start(spark, progress=False, worker_options={"nanny": False})

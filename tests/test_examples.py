@@ -1,4 +1,6 @@
-"""Every example in examples/ runs to completion on local-cluster (CPU)."""
+"""Every example in examples/ runs to completion on local-cluster (CPU). The notebooks of
+examples/notebooks run in tests/test_notebooks.py, the Databricks job in
+tests/test_databricks_specs.py, the Node.js client in tests/test_connection.py."""
 
 from __future__ import annotations
 
@@ -22,9 +24,6 @@ pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 # example: (command after the interpreter, modules it needs, lines its output must have)
 CASES = {
     "quickstart.py": (["quickstart.py"], [], ["groupby mean per k:", "Spark jobs still active: []"]),
-    "notebook_quickstart.py": (
-        ["notebook_quickstart.py"], [], ["dashboard: http", "Spark job tag: spark-dask-", "sum per k:",
-                                         "closed; Spark jobs still active: []"]),
     "job_task.py": (None, [], ["connected to tls://", "dask rows: 50000", "spark rows: 50000",
                                "Spark barrier job ended: yes); exit status 0"]),
     "spark_dask_xgboost.py": (

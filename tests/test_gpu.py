@@ -9,6 +9,7 @@ import os
 import time
 
 import pytest
+from distributed import Client
 
 import spark_dask
 from spark_dask import SparkDaskError
@@ -38,6 +39,37 @@ def test_one_plain_worker_per_gpu_each_with_its_own_device(spark):
             assert w["name"].endswith(f"-gpu{gpu}")
             assert w["spark"]["gpu"] == gpu
             assert w["nthreads"] == 2  # the executor has 2 cores: the override is honoured
+    assert_no_leftovers(spark, cluster)
+
+
+def test_scaling_adds_and_removes_whole_gpu_workers(spark):
+    cluster = spark_dask.SparkCluster(spark, worker="cpu", n_workers=1, progress=False)
+    try:
+        client = Client(cluster)
+
+        def gpus():
+            return sorted(client.run(lambda: os.environ.get("CUDA_VISIBLE_DEVICES")).values())
+
+        (first,) = gpus()
+        assert cluster.adapt(maximum=5).maximum == 2  # one worker per GPU
+        cluster._adaptive.stop()
+        cluster.scale(2)
+        client.wait_for_workers(2, timeout=60)
+        assert gpus() == ["0", "1"]  # the new worker got the other GPU
+        for w in client.scheduler_info()["workers"].values():
+            assert w["name"].endswith("-gpu" + w["spark"]["gpu"])
+        cluster.scale(1)
+        assert wait_until(lambda: len(client.scheduler_info()["workers"]) == 1, 30)
+        assert wait_until(lambda: sum(not g.done for g in cluster.gangs) == 1, 30)
+        (kept,) = gpus()
+        cluster.scale(2)  # the freed GPU serves a new worker, under a new name
+        client.wait_for_workers(2, timeout=60)
+        assert gpus() == ["0", "1"]
+        names = sorted(w["name"] for w in client.scheduler_info()["workers"].values())
+        assert len(names) == 2 and any(n.startswith("spark-2-gpu") for n in names), names
+        client.close()
+    finally:
+        cluster.close()
     assert_no_leftovers(spark, cluster)
 
 

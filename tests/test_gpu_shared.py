@@ -107,6 +107,34 @@ def test_spark_gpu_tasks_run_beside_the_workers(spark):
     assert_no_leftovers(spark, cluster)
 
 
+def test_scaling_shared_gpu_workers_one_per_gpu(spark):
+    # the gang's tasks all hold the same kind of GPU share (or none): which physical GPU
+    # a later gang's worker takes is settled by the tasks' GPU claims
+    mode = {} if spark.task_gpus < 1 else {"gpu_mode": "shared"}
+    cluster = spark_dask.SparkCluster(spark, worker="cpu", n_workers=1, progress=False, **mode)
+    try:
+        from distributed import Client
+
+        client = Client(cluster)
+        assert cluster.gang.gpu_mode == "shared"
+        with pytest.warns(UserWarning, match=r"scale\(3\): .*slots for 1 more.*one Dask worker per GPU"):
+            cluster.scale(3)
+        client.wait_for_workers(2, timeout=60)
+        seen = client.run(lambda: os.environ.get("CUDA_VISIBLE_DEVICES"))
+        assert sorted(seen.values()) == ["5", "7"]  # two workers, two GPUs
+        rows = spark_gpu_job(spark, 2, timeout=60)  # Spark's own GPU tasks still run
+        assert rows is not None and len(rows) == 2
+        cluster.scale(1)
+        assert wait_until(lambda: len(client.scheduler_info()["workers"]) == 1, 30)
+        cluster.scale(2)
+        client.wait_for_workers(2, timeout=60)
+        assert sorted(client.run(lambda: os.environ.get("CUDA_VISIBLE_DEVICES")).values()) == ["5", "7"]
+        client.close()
+    finally:
+        cluster.close()
+    assert_no_leftovers(spark, cluster)
+
+
 def test_exclusive_mode_holds_the_gpus_and_says_so(spark):
     if spark.task_gpus < 1 and spark_version(spark) < (4, 0):
         # Spark 3.5 cannot give a whole GPU to a task over a fractional default amount

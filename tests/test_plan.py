@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import pytest
 
+from spark_dask import plan as plan_module
 from spark_dask.plan import (
     ClusterFacts,
+    GangPlan,
     PlanError,
+    adapt_maximum,
     assign_shared,
     assign_workers,
+    gang_capacity,
     gang_shortfall,
+    gang_steps,
+    max_workers,
+    scale_step,
+    tasks_for,
+    workers_for,
     gpu_env,
     hog_warning,
     memory_problem,
@@ -69,9 +78,27 @@ def test_too_many_workers_fails_now_with_the_numbers():
     assert "3 Spark task slots" in msg and "has 2" in msg and "n_workers<=2" in msg
 
 
-def test_dynamic_allocation_refused():
-    with pytest.raises(PlanError, match="spark.dynamicAllocation.enabled=false"):
-        plan_gang(facts(dynamic_allocation=True))
+def test_dynamic_allocation_runs_plain_jobs_one_per_worker():
+    # no executors yet (minExecutors=0): one worker by default, Spark adds the executor
+    f = facts(executors=0, slots=0, dynamic_allocation=True, max_executors=2)
+    p = plan_gang(f)
+    assert (p.n_workers, p.barrier, p.uses_profile) == (1, False, False)
+    assert [(g.n_tasks, g.barrier) for g in gang_steps(p, 2)] == [(1, False), (1, False)]
+    assert plan_gang(f, n_workers=2).n_workers == 2
+    with pytest.raises(PlanError, match=r"at most 2 \(spark.dynamicAllocation.maxExecutors=2"):
+        plan_gang(f, n_workers=3)
+    # unbounded (maxExecutors unset): any number, Spark asks for the executors
+    assert plan_gang(facts(executors=1, dynamic_allocation=True), n_workers=50).n_workers == 50
+    # task profiles are never used under dynamic allocation
+    assert not plan_gang(facts(executor_cores=8, slots=16, task_profiles=True, dynamic_allocation=True)).uses_profile
+
+
+def test_dynamic_allocation_gpus_one_worker_per_gpu_of_each_executor():
+    f = facts(executors=1, executor_cores=4, slots=2, executor_gpus=2, task_gpus=1, dynamic_allocation=True,
+              max_executors=3)  # fmt: skip
+    p = plan_gang(f)
+    assert (p.n_workers, p.pinned, p.barrier) == (2, True, False)
+    assert max_workers(f, p) == 6
 
 
 def test_no_executors():
@@ -231,6 +258,84 @@ def test_physical_gpu_mapping():
 def test_worker_names():
     assert worker_name(3, None) == "spark-3"
     assert worker_name(3, "1") == "spark-3-gpu1"
+    assert worker_name(3, "1", attempt=2) == "spark-3-gpu1-a2"  # Spark ran the task again
+
+
+def test_later_gangs_continue_the_names():
+    a = assign_workers(gathered((0, "a", []), (1, "b", [])), pinned=False, base=5)
+    assert [w["name"] for ws in a.values() for w in ws] == ["spark-5", "spark-6"]
+    gang = [{"partition": 0, "executor": "e1"}]
+    assert assign_shared(gang, {"e1": ["3", "4"]}, base=2) == {0: [{"name": "spark-2-gpu3", "gpu": "3"}]}
+
+
+# ------------------------------------------------------------------------------ scaling
+def test_capacity_of_the_gangs_kind():
+    f = facts(executors=2, executor_cores=4, slots=8, task_profiles=True)
+    one_per_executor = plan_gang(f, n_workers=1)
+    assert one_per_executor.task_cpus == 3
+    assert gang_capacity(f, one_per_executor) == 2 and max_workers(f, one_per_executor) == 2
+    assert gang_capacity(f, plan_gang(f, task_profile=False)) == 8
+    # shared GPUs: slots of half-GPU tasks, but one worker per physical GPU
+    g = facts(executors=1, executor_cores=4, slots=4, executor_gpus=2, task_gpus=0.5)
+    shared = plan_gang(g)
+    assert shared.gpu_mode == "shared" and gang_capacity(g, shared) == 4 and max_workers(g, shared) == 2
+    # tasks owning two GPUs: two workers per task slot
+    h = facts(executors=1, executor_cores=4, slots=2, executor_gpus=4, task_gpus=2)
+    two = plan_gang(h)
+    assert (two.n_tasks, two.workers_per_task) == (2, 2) and max_workers(h, two) == 4
+    assert gang_capacity(facts(dynamic_allocation=True), plan_gang(facts(dynamic_allocation=True))) is None
+
+
+def test_scale_step_grows_into_free_slots_only():
+    step = scale_step(2, current=1, held_tasks=1, capacity=2)
+    assert (step.target, step.new_workers, step.new_tasks, step.note) == (2, 1, 1, None)
+    step = scale_step(5, current=1, held_tasks=1, capacity=2, why_bounded="; one Dask worker per GPU")
+    assert (step.target, step.new_workers) == (2, 1)
+    assert "task slots for 1 more Dask workers (2 slots of this kind, 1 held by the cluster; one Dask worker " in step.note
+    assert "growing to 2 workers" in step.note
+    full = scale_step(3, current=2, held_tasks=2, capacity=2)
+    assert (full.target, full.new_workers) == (2, 0) and "slots for 0 more" in full.note
+    assert scale_step(9, 1, 1, None).new_workers == 8  # no bound known (dynamic allocation)
+    # shrinking is always possible
+    assert scale_step(0, 3, 3, 2) == plan_module.ScaleStep(target=0)
+    # whole tasks: a task with two GPUs starts two workers
+    step = scale_step(3, current=0, held_tasks=0, capacity=4, workers_per_task=2)
+    assert (step.target, step.new_tasks) == (4, 2) and "grows to 4" in step.note
+    for bad in (-1, 1.5, True, "2"):
+        with pytest.raises(PlanError, match="number of workers"):
+            scale_step(bad, 1, 1, 2)
+
+
+def test_gang_steps():
+    shape = plan_gang(facts(executors=2, executor_cores=4, slots=8, task_profiles=True), n_workers=1)
+    (step,) = gang_steps(shape, 1)
+    assert (step.n_tasks, step.n_workers, step.task_cpus, step.barrier) == (1, 1, 3, True)
+    assert gang_steps(shape, 0) == []
+    two_gpus = GangPlan("cuda", True, 4, 2, 2, gpu_mode="exclusive")
+    assert [(g.n_tasks, g.n_workers) for g in gang_steps(two_gpus, 3)] == [(2, 4)]
+    assert tasks_for(3, 2) == 2
+
+
+def test_workers_for_cores_and_memory():
+    assert workers_for(1, cores=8, threads_per_worker=4) == 2
+    assert workers_for(3, cores=8, threads_per_worker=4) == 3
+    assert workers_for(0, memory=5 * GiB, memory_per_worker=2 * GiB) == 3
+    with pytest.raises(PlanError, match="threads of a worker"):
+        workers_for(0, cores=4)
+
+
+def test_adapt_maximum_bounded_by_the_application():
+    assert adapt_maximum(float("inf"), 4) == (4, None)
+    assert adapt_maximum(3, 4) == (3, None)
+    maximum, note = adapt_maximum(10, 4)
+    assert maximum == 4 and "holds at most 4 Dask workers" in note
+    assert adapt_maximum(float("inf"), None) == (float("inf"), None)
+
+
+def test_doctests_of_the_plan_module():
+    import doctest
+
+    assert doctest.testmod(plan_module).failed == 0
 
 
 def gathered(*tasks):
@@ -430,3 +535,10 @@ def test_spark_decoration_is_stripped_from_our_task_errors():
         "spark-dask: on executor 0 (host h, partition 0): memory_limit=64 TiB per worker exceeds "
         "the 24 GiB of memory of the host; use 'auto'"
     )
+
+
+def test_no_slot_warning_under_dynamic_allocation_below_its_maximum():
+    f = facts(executors=1, slots=1, dynamic_allocation=True, max_executors=2)
+    assert hog_warning(f, plan_gang(f, n_workers=1)) is None  # Spark adds an executor
+    assert "maxExecutors" in hog_warning(f, plan_gang(f, n_workers=2))
+    assert hog_warning(facts(executors=1, slots=1, dynamic_allocation=True), plan_gang(facts(dynamic_allocation=True))) is None

@@ -160,7 +160,7 @@ def listener():
 
 def test_run_task_with_a_plain_context_starts_its_worker(tmp_path, listener, monkeypatch):
     ctx = task._PlainContext(FakePlainContext(1, cpus=2), "plain TaskContext")
-    monkeypatch.setattr(task, "_context", lambda: ctx)
+    monkeypatch.setattr(task, "_context", lambda *barrier: ctx)
     row = task.run_task(_spec(tmp_path, listener, gather=False))
     assert row["status"] == "ok" and row["partition"] == 1
     [worker] = row["workers"]
@@ -172,7 +172,7 @@ def test_run_task_with_a_plain_context_starts_its_worker(tmp_path, listener, mon
 
 def test_run_task_that_needs_all_gather_says_why(tmp_path, listener, monkeypatch):
     ctx = task._PlainContext(FakePlainContext(0, gpus=["0"]), "plain TaskContext")
-    monkeypatch.setattr(task, "_context", lambda: ctx)
+    monkeypatch.setattr(task, "_context", lambda *barrier: ctx)
     with pytest.raises(WorkerStartError, match="no BarrierTaskContext") as e:
         task.run_task(_spec(tmp_path, listener, gather=True))
     assert "spark.task.resource.gpu.amount=1" in str(e.value)
@@ -182,7 +182,59 @@ def test_run_task_sharing_gpus_without_task_infos_says_why(tmp_path, listener, m
     # gpu_mode="shared": the tasks on an executor split its GPUs by their placement, which
     # a plain TaskContext does not tell: a clear error, not two workers on one GPU
     ctx = task._PlainContext(FakePlainContext(0, gpus=["0"]), "plain TaskContext")
-    monkeypatch.setattr(task, "_context", lambda: ctx)
+    monkeypatch.setattr(task, "_context", lambda *barrier: ctx)
     spec = {**_spec(tmp_path, listener, gather=False), "pinned": True, "gpu_mode": "shared", "gpus_per_executor": 2}
     with pytest.raises(WorkerStartError, match="no BarrierTaskContext"):
         task.run_task(spec)
+
+
+# ------------------------------------------------- plain jobs (dynamic allocation), claims
+
+
+def test_plain_job_task_sizes_its_worker_from_its_own_cpus(tmp_path, listener, monkeypatch):
+    # A plain job's task cannot see the other workers' tasks on its executor: its worker
+    # gets the task's CPUs (not the executor's 2 cores) and is named from the gang's base.
+    ctx = task._PlainContext(FakePlainContext(0, cpus=1), task.PLAIN_JOB)
+    monkeypatch.setattr(task, "_context", lambda *barrier: ctx)
+    spec = {**_spec(tmp_path, listener, gather=False), "barrier": False, "n_workers": 1, "gang": 3, "name_base": 7}
+    row = task.run_task(spec)
+    [worker] = row["workers"]
+    assert worker["name"] == "spark-7" and worker["log_tail"].startswith("fake worker spark-7 1 ")
+    assert (row["gang"], row["task"], row["partition"]) == (3, 7, 0) and "context" not in row
+
+
+def test_plain_job_task_reports_a_start_failure_as_a_row(tmp_path, listener, monkeypatch):
+    # raising would make Spark retry the task (spark.task.maxFailures) before the error
+    ctx = task._PlainContext(FakePlainContext(0, cpus=1), task.PLAIN_JOB)
+    monkeypatch.setattr(task, "_context", lambda *barrier: ctx)
+    spec = {**_spec(tmp_path, listener, gather=False), "barrier": False, "n_workers": 1, "requires": ["no_such_mod"]}
+    row = task._run_or_row(spec)
+    assert row["status"] == "failed" and "WorkerStartError: spark-dask:" in row["error"]
+    assert "cannot import no_such_mod" in row["error"]
+    with pytest.raises(WorkerStartError):  # a barrier task raises: the stage fails at once
+        task._run_or_row({**spec, "barrier": True})
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="GPU claims are abstract sockets (Linux)")
+def test_gpu_claims_keep_one_worker_per_gpu_across_gangs():
+    cluster = f"spark-dask-claims-{id(object())}"
+    name = lambda gpu: f"spark-9-gpu{gpu}"  # noqa: E731
+    first, held = task.claim_gpus(cluster, [{"name": "spark-0-gpu0", "gpu": "0"}], ["0", "1"], 0, name, "here")
+    assert first == [{"name": "spark-0-gpu0", "gpu": "0"}]
+    # a later gang's task placed on GPU 0 takes the free GPU 1, renamed
+    second, held2 = task.claim_gpus(cluster, [{"name": "spark-9-gpu0", "gpu": "0"}], ["0", "1"], 0, name, "here")
+    assert second == [{"name": "spark-9-gpu1", "gpu": "1"}]
+    # every GPU in use: a clear error after the wait
+    with pytest.raises(WorkerStartError, match=r"no free GPU .* GPUs \['0', '1'\] of this host"):
+        task.claim_gpus(cluster, [{"name": "x", "gpu": "0"}], ["0", "1"], 0.3, name, "here")
+    # a task's own (Spark-assigned) GPU only, without spares: taken is an error too
+    with pytest.raises(WorkerStartError, match="no free GPU"):
+        task.claim_gpus(cluster, [{"name": "x", "gpu": "1"}], [], 0, name, "here")
+    # another cluster does not see these claims; a released claim is free again
+    other, held3 = task.claim_gpus(cluster + "-b", [{"name": "y", "gpu": "0"}], [], 0, name, "here")
+    for claim in held + held2 + held3:
+        claim.close()
+    again, held4 = task.claim_gpus(cluster, [{"name": "spark-0-gpu0", "gpu": "0"}], [], 0, name, "here")
+    assert again[0]["gpu"] == "0"
+    for claim in held4:
+        claim.close()

@@ -1,23 +1,32 @@
 # Databricks notebook source
 # MAGIC %md
-# MAGIC # spark-dask quick start (notebook)
+# MAGIC # spark-dask quick start
 # MAGIC
-# MAGIC Import this file into a Databricks workspace as a notebook (each `# COMMAND` is a
-# MAGIC cell), or run it anywhere as a script: `python examples/notebook_quickstart.py`.
-# MAGIC On Databricks, `spark` exists already and the cluster needs nothing installed at
-# MAGIC start: `%pip install` of the spark-dask wheel (docs/databricks.md, Install) in the first cell is enough.
+# MAGIC A Dask cluster inside this notebook's Spark application: the scheduler on the driver, one
+# MAGIC Dask worker per executor in a Spark barrier stage. Nothing to install at cluster start, no
+# MAGIC restart; closing the cluster ends the barrier stage.
+# MAGIC
+# MAGIC - **Databricks**: *Workspace → Import* this file (`examples/notebooks/quickstart.py`, Databricks'
+# MAGIC   source format) and attach it to a cluster in dedicated (single user) or no-isolation shared
+# MAGIC   access mode, autoscaling off. The first cell installs the spark-dask wheel from a volume
+# MAGIC   (build it with `pip wheel --no-deps -w dist .` and upload it, or change the path).
+# MAGIC - **Jupyter**: `examples/notebooks/quickstart.ipynb` has the same cells (generated from this
+# MAGIC   file); it starts a local `local-cluster[2,1,1024]` Spark application.
 
 # COMMAND ----------
 
-# On Databricks: %pip install /Volumes/<catalog>/<schema>/<volume>/spark_dask-0.1.0-py3-none-any.whl
-# (notebook-scoped: the Dask workers use it too; see docs/databricks.md, Install)
+# MAGIC %pip install /Volumes/main/default/libs/spark_dask-0.1.0-py3-none-any.whl
+
+# COMMAND ----------
+
 import os
 import sys
 
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # local runs only: executors' Python
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # local runs only: the executors' Python
 
 from pyspark.sql import SparkSession
 
+# On Databricks `spark` exists already; elsewhere this starts a small local Spark application.
 spark = SparkSession.getActiveSession() or (
     SparkSession.builder.master(os.environ.get("SPARK_MASTER", "local-cluster[2,1,1024]"))
     .appName("spark-dask notebook quick start")
@@ -31,11 +40,11 @@ import spark_dask
 
 cluster = spark_dask.SparkCluster(spark)  # workers, threads, memory, GPUs, dashboard, job tag
 client = cluster.get_client()
-cluster  # the last expression of a cell shows the cluster widget (_repr_html_)
+cluster  # the last expression of a cell shows the cluster widget
 
 # COMMAND ----------
 
-# The widget's facts, as text (what the notebook shows in the cluster's table).
+# The widget's facts, as text.
 print("dashboard:", cluster.dashboard_link)
 for key, value in cluster.spark_info().items():
     print(f"Spark {key}: {value}")
@@ -55,7 +64,7 @@ print("sum per k:", result.tolist())
 # COMMAND ----------
 
 # Closing the cluster ends the Spark barrier job. Cancelling the cell that starts it, or
-# detaching the notebook, tears it down too (docs/databricks.md says how and how fast).
+# detaching the notebook, tears it down too (docs: Databricks, "Cancelling a cell").
 client.close()
 cluster.close()
 print("closed; Spark jobs still active:", list(spark.sparkContext.statusTracker().getActiveJobsIds()))

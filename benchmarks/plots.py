@@ -1,0 +1,169 @@
+"""Plots of a benchmark run (``python -m benchmarks`` writes them; ``--plot JSON`` redraws).
+
+    python -m benchmarks --plot docs/benchmarks-latest.json --plot-dir docs/assets/benchmarks
+
+- ``startup.svg``: start-up time against the number of workers: spark-dask (warm, and
+  cold at N = 2) against its floor (an empty barrier stage plus bare ``dask worker``
+  processes) and Ray-on-Spark's ``setup_ray_cluster``;
+- ``teardown.svg``: close → nothing left, against the floor (cancel of an empty stage)
+  and Ray-on-Spark's shutdown;
+- ``handoff.svg``: Spark ↔ Dask hand-off throughput, when the run measured it (a
+  ``handoff`` entry: ``{"<direction>": {"<rows>": {"seconds": s, "mb": MB}}}``).
+
+Figures are medians of the run's repetitions; where the run recorded every repetition
+(``*_runs`` lists) the bars span their minimum to maximum. SVG output is deterministic
+(no date, fixed ids), so a redraw from the same JSON gives the same files.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def _setup():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({"svg.hashsalt": "spark-dask", "figure.figsize": (7, 4), "font.size": 10,
+                         "axes.spines.top": False, "axes.spines.right": False})  # fmt: skip
+    return plt
+
+
+def _spread(entry: dict, key: str, median: float):
+    runs = entry.get(f"{key}_runs")
+    if not runs:
+        return None
+    return [[median - min(runs)], [max(runs) - median]]
+
+
+def masters(R: dict) -> list[dict]:
+    """The run's per-master results; a run of the older one-master format as one entry."""
+    if "masters" in R:
+        return R["masters"]
+    return [{"master": R.get("master", "?"), "cold": R.get("cold"), "warm": R["warm"], "ray": R.get("ray")}]
+
+
+def _machine(R: dict) -> str:
+    m = R["machine"]
+    return (f"{m['cpus']} CPUs, {m['memory_gib']} GiB, pyspark {m['pyspark']}, distributed {m['distributed']}; "
+            f"median of {R['reps']} runs, bars: min-max")  # fmt: skip
+
+
+def _save(fig, path: str) -> str:
+    fig.tight_layout()
+    fig.savefig(path, format="svg", metadata={"Date": None, "Creator": "spark-dask benchmarks"})
+    return path
+
+
+def _line(ax, ns, entries, key, **kw):
+    ys = [entries[n][key] for n in ns]
+    err = [_spread(entries[n], key, entries[n][key]) for n in ns]
+    if all(e is not None for e in err):
+        ax.errorbar(ns, ys, yerr=[[e[0][0] for e in err], [e[1][0] for e in err]], capsize=3, **kw)
+    else:
+        ax.plot(ns, ys, **kw)
+
+
+def startup(R: dict, path: str) -> str:
+    plt = _setup()
+    fig, ax = plt.subplots()
+    ray_seen = False
+    for i, M in enumerate(masters(R)):
+        color = f"C{i}"
+        warm = {int(n): w for n, w in M["warm"].items()}
+        ns = sorted(warm)
+        _line(ax, ns, warm, "start", marker="o", color=color, label=f"spark-dask, warm, {M['master']}")
+        ax.plot(ns, [warm[n]["floor"] for n in ns], marker="s", linestyle="--", color=color, alpha=0.6,
+                label=f"floor (empty barrier stage + bare dask workers), {M['master']}")  # fmt: skip
+        cold = M.get("cold")
+        if cold:
+            ax.plot([cold["n"]], [cold["start"]], marker="^", linestyle="none", color=color,
+                    label=f"spark-dask, cold (new Spark app), {M['master']}")  # fmt: skip
+        ray = M.get("ray")
+        if ray and "start" in ray:
+            ray_seen = True
+            ax.plot([2], [ray["start"]], marker="X", markersize=9, linestyle="none", color=color,
+                    label=f"Ray-on-Spark setup, 2 nodes ({ray['start']:.1f} s), {M['master']}")  # fmt: skip
+    if ray_seen:
+        ax.set_yscale("log")
+        from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
+
+        ax.yaxis.set_major_locator(FixedLocator([0.5, 1, 2, 3, 5, 10, 20, 40]))
+        ax.yaxis.set_minor_locator(NullLocator())
+        ax.yaxis.set_major_formatter(ScalarFormatter())
+    ax.set_xticks(sorted({int(n) for M in masters(R) for n in M["warm"]}))
+    ax.set_xlabel("Dask workers (N)")
+    ax.set_ylabel("seconds to all workers connected")
+    ax.set_title("Start-up", loc="left")
+    ax.legend(fontsize=7, frameon=False)
+    fig.text(0.01, 0.005, _machine(R), fontsize=7, color="gray")
+    path = _save(fig, path)
+    plt.close(fig)
+    return path
+
+
+def teardown(R: dict, path: str) -> str:
+    plt = _setup()
+    fig, ax = plt.subplots()
+    all_ns = set()
+    for i, M in enumerate(masters(R)):
+        color = f"C{i}"
+        warm = {int(n): w for n, w in M["warm"].items()}
+        ns = sorted(warm)
+        all_ns |= set(ns)
+        _line(ax, ns, warm, "close", marker="o", color=color, label=f"spark-dask close → nothing left, {M['master']}")
+        floor = [warm[n].get("close_floor", None) for n in ns]
+        if all(f is not None for f in floor):
+            ax.plot(ns, floor, marker="s", linestyle="--", color=color, alpha=0.6,
+                    label=f"floor: cancel of an empty barrier stage, {M['master']}")  # fmt: skip
+        ray = M.get("ray")
+        if ray and "close" in ray:
+            ax.plot([2], [ray["close"]], marker="X", markersize=9, linestyle="none", color=color,
+                    label=f"Ray-on-Spark shutdown, 2 nodes ({ray['close']:.1f} s), {M['master']}")  # fmt: skip
+    targets = R.get("targets") or {}
+    if "close_2" in targets:
+        ax.plot([2, 8], [targets["close_2"], targets["close_8"]], color="gray", linewidth=0.8, linestyle=":",
+                label="target (N = 2: 0.15 s, N = 8: 0.5 s)")  # fmt: skip
+    ns = sorted(all_ns)
+    ax.set_xticks(ns)
+    ax.set_xlabel("Dask workers (N)")
+    ax.set_ylabel("seconds")
+    ax.set_title("Teardown", loc="left")
+    ax.legend(fontsize=7, frameon=False)
+    fig.text(0.01, 0.005, _machine(R), fontsize=7, color="gray")
+    path = _save(fig, path)
+    plt.close(fig)
+    return path
+
+
+def handoff(R: dict, path: str) -> str | None:
+    data = R.get("handoff")
+    if not data:
+        return None
+    plt = _setup()
+    fig, ax = plt.subplots()
+    for direction, points in data.items():
+        rows = sorted(points, key=int)
+        ax.plot([int(r) for r in rows], [points[r]["mb"] / points[r]["seconds"] for r in rows], marker="o",
+                label=direction)  # fmt: skip
+    ax.set_xscale("log")
+    ax.set_xlabel("rows")
+    ax.set_ylabel("MB/s")
+    ax.set_title("Hand-off throughput", loc="left")
+    ax.legend(fontsize=8, frameon=False)
+    fig.text(0.01, 0.005, _machine(R), fontsize=7, color="gray")
+    path = _save(fig, path)
+    plt.close(fig)
+    return path
+
+
+def write_plots(R: dict, directory: str) -> list[str]:
+    """Every plot the run has data for, as SVG files in ``directory``."""
+    os.makedirs(directory, exist_ok=True)
+    out = [startup(R, os.path.join(directory, "startup.svg")), teardown(R, os.path.join(directory, "teardown.svg"))]
+    h = handoff(R, os.path.join(directory, "handoff.svg"))
+    if h:
+        out.append(h)
+    return out

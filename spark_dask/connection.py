@@ -1,0 +1,152 @@
+"""Connection files: how another process, in any language, joins a running cluster.
+
+:func:`write_connection` writes, into one directory:
+
+- ``scheduler.json``: distributed's scheduler-file format (what
+  ``Scheduler(scheduler_file=...)`` writes: ``type``, ``id``, ``address``, ``services``,
+  ``started``, ``workers``), read by ``Client(scheduler_file=...)``,
+  ``dask worker --scheduler-file`` and clients in other languages;
+- ``ca.pem``, ``client-cert.pem``, ``client-key.pem``: the cluster's client TLS
+  credentials (mode 0600), when the cluster uses TLS;
+- ``spark-dask-client.yaml``: a Dask config file setting ``scheduler-address``,
+  ``distributed.comm.require-encryption`` and ``distributed.comm.tls.ca-file`` /
+  ``client.cert`` / ``client.key`` (the files above), so that with
+  ``DASK_CONFIG=<directory>`` a plain ``distributed.Client()`` in any other process
+  joins the cluster.
+
+The directory is created with mode 0700 when it does not exist. The files (and a
+directory this module created) are removed when the cluster closes: the credentials
+are the cluster's own and useless afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import tempfile
+import warnings
+
+import yaml
+
+SCHEDULER_FILE = "scheduler.json"
+CONFIG_FILE = "spark-dask-client.yaml"
+CA_FILE = "ca.pem"
+CERT_FILE = "client-cert.pem"
+KEY_FILE = "client-key.pem"
+# Set by ``spark-dask run`` for the script and its child processes, next to DASK_CONFIG.
+ENV_SCHEDULER_FILE = "SPARK_DASK_SCHEDULER_FILE"
+
+
+def scheduler_identity(scheduler) -> dict:
+    """The scheduler file's content: what ``Scheduler(scheduler_file=...)`` writes when it
+    starts (``Scheduler.identity()``), without the per-worker details (they change; ask
+    the scheduler's ``identity`` operation for them)."""
+    return {
+        "type": type(scheduler).__name__,
+        "id": str(scheduler.id),
+        "address": scheduler.address,
+        "services": {key: server.port for key, server in scheduler.services.items()},
+        "started": scheduler.time_started,
+        "workers": {},
+    }
+
+
+def _write_private(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` with mode 0600 (also when the file existed)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def client_config(address: str, tls_files: dict | None, dashboard_link: str | None = None) -> dict:
+    """The Dask config (nested, as a YAML file holds it) that makes ``Client()`` join."""
+    cfg: dict = {"scheduler-address": address}
+    if tls_files:
+        cfg["distributed"] = {
+            "comm": {
+                "require-encryption": True,
+                "tls": {
+                    "ca-file": tls_files["ca"],
+                    "client": {"cert": tls_files["cert"], "key": tls_files["key"]},
+                },
+            }
+        }
+    if dashboard_link:
+        # A format template in distributed: braces would be placeholders.
+        link = dashboard_link.replace("{", "{{").replace("}", "}}")
+        cfg.setdefault("distributed", {})["dashboard"] = {"link": link}
+    return cfg
+
+
+def write_connection(cluster, directory: str | os.PathLike | None = None) -> str:
+    """Write the connection files of a running ``cluster``; the path of ``scheduler.json``.
+
+    See :meth:`spark_dask.SparkCluster.write_connection`.
+    """
+    from spark_dask.cluster import SparkDaskError
+
+    scheduler = getattr(cluster, "scheduler", None)
+    if scheduler is None or cluster.status.name not in ("running", "starting"):
+        raise SparkDaskError(
+            f"spark-dask: write_connection() needs a running cluster; this one is "
+            f"{cluster.status.name}. Start it (SparkCluster(spark) or spark_dask.start(spark)) first."
+        )
+    created = directory is None
+    if directory is None:
+        directory = tempfile.mkdtemp(prefix="spark-dask-connection-")  # mode 0700
+    else:
+        directory = os.path.abspath(os.fspath(directory))
+        if not os.path.isdir(directory):
+            os.makedirs(directory, mode=0o700)
+            os.chmod(directory, 0o700)  # makedirs' mode is filtered by the umask
+            created = True
+        elif stat.S_IMODE(os.stat(directory).st_mode) & 0o077:
+            warnings.warn(
+                f"spark-dask: {directory} can be listed by other users; the key files in it are "
+                "mode 0600, but a private directory (mode 0700) is safer",
+                stacklevel=3,
+            )
+    written: list[str] = []
+
+    def put(name: str, text: str) -> str:
+        path = os.path.join(directory, name)
+        _write_private(path, text)
+        written.append(path)
+        return path
+
+    tls_files = None
+    sec = getattr(cluster, "security", None)
+    if sec is not None and sec.require_encryption and sec.tls_ca_file:
+        tls_files = {
+            "ca": put(CA_FILE, sec.tls_ca_file),
+            "cert": put(CERT_FILE, sec.tls_client_cert),
+            "key": put(KEY_FILE, sec.tls_client_key),
+        }
+    settings = getattr(cluster, "_dashboard", None)
+    link = cluster.dashboard_link if settings is not None and settings.databricks is not None else None
+    put(
+        CONFIG_FILE,
+        "# Written by spark-dask's write_connection() for one cluster; removed when it closes.\n"
+        f"# DASK_CONFIG={directory} makes distributed.Client() join it.\n"
+        + yaml.safe_dump(client_config(scheduler.address, tls_files, link or None), sort_keys=False),
+    )
+    path = put(SCHEDULER_FILE, json.dumps(scheduler_identity(scheduler), indent=2) + "\n")
+
+    def remove() -> None:
+        for p in written:
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
+        if created:
+            try:
+                os.rmdir(directory)
+            except OSError:
+                pass
+
+    cluster._exit_stack.callback(remove)  # closed by the cluster's teardown
+    return path

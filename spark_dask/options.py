@@ -1,0 +1,557 @@
+"""Every option of spark-dask, described once.
+
+This table is the one source of:
+
+- the ``Parameters`` section of :class:`spark_dask.SparkCluster`'s docstring,
+- the options of ``spark-dask run`` and ``spark-dask info`` (click, built here at import),
+- ``spark_dask/spark_dask.yaml`` (the ``dask.config`` defaults, ``spark-dask.*``),
+- ``docs/configuration.md`` and the options table of ``README.md``.
+
+The generated files are written by ``python tools/generate.py`` and checked by
+``tests/test_generated.py`` (which also checks that ``SparkCluster.__init__``'s keyword
+arguments, this table and the YAML agree). Texts use Markdown: single backticks for
+code; the docstring generator turns them into reStructuredText literals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# Groups, in the order the configuration page shows them.
+GROUPS = {
+    "workers": "Workers: how many, what they run, their size",
+    "startup": "Start-up, teardown and faults",
+    "security": "Network and security",
+    "output": "Dashboard, progress and logs",
+    "gpu": "GPUs and RAPIDS",
+}
+
+
+@dataclass(frozen=True)
+class Cli:
+    """How ``spark-dask run`` / ``info`` spell an option.
+
+    ``flag`` is the click declaration (``"--tls/--no-tls"`` for a switch pair);
+    ``kind`` one of ``str``, ``int>=1``, ``int>=0``, ``choice``, ``switch``,
+    ``key-values`` (``KEY=VALUE``, repeatable), ``typed-key-values`` (``KEY=VALUE`` with
+    YAML-typed values), ``bool-choice`` (``auto|true|false``).
+    """
+
+    flag: str
+    kind: str = "str"
+    commands: tuple[str, ...] = ("run",)
+    metavar: str | None = None
+    choices: tuple[str, ...] = ()
+    help: str = ""  # where the option's own one-liner does not fit a command line
+
+    @property
+    def name(self) -> str:
+        """The first long flag, e.g. ``--tls`` for ``--tls/--no-tls``."""
+        return self.flag.split("/")[0]
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option.
+
+    Parameters
+    ----------
+    key : str
+        The ``dask.config`` key under ``spark-dask.`` (``n-workers``, ``rapids.rmm-pool-size``).
+    default
+        The default, as ``spark_dask.yaml`` holds it.
+    type : str
+        The numpydoc type of the keyword argument (``"int, optional"``).
+    help : str
+        One line (CLI help, README, YAML comment, first line of the docstring entry).
+    doc : str
+        Everything else worth knowing (docstring entry and configuration page).
+    group : str
+        Section of the configuration page (a key of :data:`GROUPS`).
+    keyword : bool
+        Whether ``SparkCluster()`` / ``start()`` take it as a keyword argument.
+    config : bool
+        Whether it is a ``dask.config`` key (``env`` is a keyword argument only).
+    default_text : str
+        The default in words where the value alone does not say it (``null`` ...).
+    cli : Cli or None
+        The command-line option, if any.
+    """
+
+    key: str
+    default: Any
+    type: str
+    help: str
+    doc: str = ""
+    group: str = "workers"
+    keyword: bool = False
+    config: bool = True
+    default_text: str = ""
+    cli: Cli | None = None
+    time: bool = field(default=False)  # a duration, read with dask.utils.parse_timedelta
+
+    @property
+    def name(self) -> str:
+        """The keyword argument's name (``n_workers``); for config-only keys the
+        key with ``_`` (``close_timeout``)."""
+        return self.key.replace("-", "_")
+
+    @property
+    def config_key(self) -> str:
+        return f"spark-dask.{self.key}"
+
+    @property
+    def env_var(self) -> str:
+        return "DASK_SPARK_DASK__" + self.key.upper().replace("-", "_").replace(".", "__")
+
+    @property
+    def shown_default(self) -> str:
+        """The default as the docs show it."""
+        if self.default_text:
+            return self.default_text
+        return yaml_scalar(self.default)
+
+
+def yaml_scalar(value) -> str:
+    """A default as YAML writes it (``null``, ``true``, ``{}``, ``180s``, ``0.8``)."""
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if value == {}:
+        return "{}"
+    return str(value)
+
+
+OPTIONS: tuple[Option, ...] = (
+    # ------------------------------------------------------------------ workers
+    Option(
+        "n-workers", None, "int, optional",
+        "Number of Dask workers at start; `cluster.scale(n)` / `cluster.adapt(...)` change it later.",
+        "The gang needs one Spark task slot per barrier task at once; more than the application "
+        "has is a `PlanError` at once (instead of Spark's ten minutes of retries). Under dynamic "
+        "allocation the default is one per executor present now (at least one).",
+        keyword=True,
+        default_text="one per executor GPU, else one per executor",
+        cli=Cli("--n-workers", "int>=1", ("run", "info")),
+    ),
+    Option(
+        "worker", "auto", "{'auto', 'cuda', 'cpu'}, optional",
+        "Worker program: `cuda` (dask-cuda), `cpu` (nanny + worker); `auto`: `cuda` when the Spark tasks own GPUs.",
+        "`cuda` runs `python -m dask cuda worker` (one worker per GPU, pinned with "
+        "`CUDA_VISIBLE_DEVICES`); `cpu` runs `python -m distributed.cli.dask_worker` under a nanny. "
+        "Both with the Spark task's own interpreter (`sys.executable`), never a script from `PATH`.",
+        keyword=True,
+        cli=Cli("--worker", "choice", ("run", "info"), choices=("auto", "cuda", "cpu")),
+    ),
+    Option(
+        "threads-per-worker", None, "int, optional",
+        "Threads per worker.",
+        "dask-cuda workers get dask-cuda's own default, 1: tasks on one worker share its GPU, and "
+        "more threads make them compete for device memory rather than run faster. CPU workers get "
+        "the CPUs of their Spark task, or the executor's cores when the gang has one task on that "
+        "executor, divided over the task's workers. More than `spark.executor.cores` is a "
+        "`PlanError`.",
+        keyword=True,
+        default_text="dask-cuda: 1; CPU: the task's CPUs (executor cores with one gang task per executor)",
+        cli=Cli("--threads-per-worker", "int>=1", ("run", "info")),
+    ),
+    Option(
+        "memory-limit", "auto", "int or str, optional",
+        "Memory per worker: bytes, a size such as `8GiB`, or `auto`.",
+        "`auto`: the host's memory (cgroup-aware) left after the executor JVMs placed on it, split "
+        "over the Dask workers on that host, at least 256 MiB. A number of bytes or a string such "
+        "as `\"8GiB\"` sets it for every worker; more than the host has is refused (before anything "
+        "is submitted on `local`/`local-cluster` masters, else by the task on its host).",
+        keyword=True,
+        cli=Cli("--memory-limit", "str", ("run", "info"), metavar="auto|SIZE"),
+    ),
+    Option(
+        "worker-options", {}, "dict, optional",
+        "Extra worker command-line options, e.g. `{\"rmm_pool_size\": \"10GB\"}` → `--rmm-pool-size 10GB`.",
+        "Checked on the driver against the worker program (`dask worker`, or `dask cuda worker`) "
+        "before anything starts: an unknown option, a value of the wrong shape, or an option "
+        "spark-dask sets itself (`name`, `nthreads`, TLS, ...) is a `PlanError` naming the keyword "
+        "to use instead. Not checked with a `worker_command` template. The rules (switches, lists, "
+        "`resources`, `preload`, `nanny=False`) are in [Workers](workers.md#worker-options).",
+        keyword=True,
+        cli=Cli("--worker-option", "typed-key-values", metavar="KEY=VALUE",
+                help="Extra worker command-line option, e.g. `rmm_pool_size=10GB` or `nanny=false` "
+                "(repeatable; values are read as YAML)."),
+    ),
+    Option(
+        "worker-command", None, "str or list, optional",
+        "A command template (string or list) that replaces the default worker command.",
+        "Any program that speaks Dask's protocol. Placeholders: `{python}` `{scheduler_address}` "
+        "`{name}` `{nthreads}` `{memory_limit}` `{local_directory}` `{tls_ca_file}` `{tls_cert}` "
+        "`{tls_key}` `{preload}` `{death_timeout}`; `worker_options` are appended as flags. See "
+        "[Workers](workers.md#the-worker-command-template).",
+        keyword=True,
+        cli=Cli("--worker-command", "str", metavar="TEMPLATE"),
+    ),
+    Option(
+        "env", None, "dict, optional",
+        "Environment variables for the worker processes.",
+        "Workers pinned to a GPU also get `CUDA_VISIBLE_DEVICES` and `CUDA_DEVICE_ORDER=PCI_BUS_ID` "
+        "(a `CUDA_DEVICE_ORDER` of yours wins).",
+        keyword=True,
+        config=False,
+        default_text="none",
+        cli=Cli("--env", "key-values", metavar="KEY=VALUE",
+                help="Environment variable for the worker processes (repeatable)."),
+    ),
+    Option(
+        "multiprocessing-method", "fork", "str",
+        "How the nanny of a CPU worker starts the worker process (`fork` | `spawn` | `forkserver`).",
+        "`fork` skips a Python start-up and an import of distributed: about 1.5 s faster start-up "
+        "and restarts. Set `spawn` if a preload or worker plugin starts threads that must not be "
+        "forked. For CPU workers `DASK_DISTRIBUTED__WORKER__MULTIPROCESSING_METHOD` in `env` wins. "
+        "Not used for dask-cuda workers: `dask cuda worker` has its own option "
+        "`--multiprocessing-method` (default `spawn`: CUDA does not survive fork), which it writes "
+        "over `distributed.worker.multiprocessing-method`, so neither this key nor the environment "
+        "variable changes it; use `worker_options={\"multiprocessing_method\": \"forkserver\"}`.",
+    ),
+    Option(
+        "task-profile", "auto", "{'auto', True, False}, optional",
+        "Ask Spark for a stage-level task resource profile for the gang.",
+        "`auto`: where Spark supports it (Spark ≥ 3.4 on standalone/`local-cluster`, ≥ 3.5 on "
+        "YARN/Kubernetes, dynamic allocation off; Spark Connect ≥ 4.0): whole GPUs per task "
+        "(exclusive GPU mode), a CPU-only profile (shared GPU mode with whole-GPU Spark tasks), or "
+        "`cores // 2 + 1` CPUs per task on CPU clusters, which puts one gang task on each executor "
+        "and leaves the other cores to Spark. `true` asks for one even where it changes nothing; "
+        "`false` never.",
+        keyword=True,
+        cli=Cli("--task-profile", "bool-choice", ("run", "info"), choices=("auto", "true", "false")),
+    ),
+    # ------------------------------------------------------------------ start-up and teardown
+    Option(
+        "timeout", "180s", "str or float, optional",
+        "How long `start()` waits for every worker before it fails.",
+        "Seconds or a Dask time string (`\"5m\"`). On expiry `start()` raises with what is known "
+        "(the barrier stage's job group, where to look) and nothing is left running.",
+        group="startup",
+        keyword=True,
+        time=True,
+        cli=Cli("--timeout", "str", metavar="DURATION"),
+    ),
+    Option(
+        "executor-wait", "30s", "str",
+        "How long `start()` waits for executors to register before it checks the free task slots.",
+        "Right after a Spark application starts its executors may not be registered yet. With "
+        "Spark Connect, the first start in a session runs a short probe job until that many "
+        "executors have answered (at most this long).",
+        group="startup",
+        time=True,
+    ),
+    Option(
+        "slot-wait", "15s", "str",
+        "The starting gang without any running task after this long fails `start()`; a scale-up "
+        "gang still waiting for slots after this long is reported once, and waits on.",
+        "Spark checks a barrier stage against the application's *total* slots; when they exist "
+        "but are busy (another spark-dask cluster, a long Spark job) the stage would wait "
+        "silently. The error names the stages that hold the slots.",
+        group="startup",
+        time=True,
+    ),
+    Option(
+        "close-timeout", "10s", "str",
+        "How long `close()` lets the gangs' Spark jobs end by themselves (all in the same window) "
+        "before cancelling them.",
+        "Also how long `close()` waits for the nannies to terminate their workers.",
+        group="startup",
+        time=True,
+    ),
+    Option(
+        "death-timeout", "60s", "str",
+        "A worker that loses (or never finds) its scheduler exits after this long.",
+        "Passed as `--death-timeout` to every worker; `worker_options` cannot set it.",
+        group="startup",
+        time=True,
+    ),
+    Option(
+        "kill-grace", "5s", "str",
+        "Seconds a worker process gets to exit after SIGTERM before SIGKILL (inside the Spark task).",
+        group="startup",
+        time=True,
+    ),
+    Option(
+        "relaunch-attempts", 3, "int, optional",
+        "How often failed gangs (a lost executor) are relaunched while the cluster runs; each "
+        "relaunch replaces only the failed gang's workers.",
+        "A lost task or executor fails the whole barrier stage; the cluster notices at once, logs "
+        "it and submits a new stage for the workers. Running Dask computations continue once the "
+        "workers are back.",
+        group="startup",
+        keyword=True,
+        cli=Cli("--relaunch-attempts", "int>=0"),
+    ),
+    Option(
+        "close-on-sigterm", "auto", "str or bool",
+        "Close running clusters when this Python process gets SIGTERM, then run the handler installed before.",
+        "A detached or restarted notebook gets SIGTERM. The handler closes every running cluster "
+        "with a one-second grace for the barrier job, at most about three seconds in all. `auto`: "
+        "in interactive sessions (IPython/Jupyter, Databricks notebooks, `python -i`); `true`, "
+        "`false`: always, never.",
+        group="startup",
+    ),
+    # ------------------------------------------------------------------ network and security
+    Option(
+        "tls", True, "bool, optional",
+        "TLS with fresh per-cluster credentials between scheduler, workers and clients.",
+        "`false`: plain TCP, with a warning: anyone who can reach the driver's scheduler port can "
+        "run code on the cluster.",
+        group="security",
+        keyword=True,
+        cli=Cli("--tls/--no-tls", "switch"),
+    ),
+    Option(
+        "require-encryption", False, "bool, optional",
+        "Refuse to start unless Spark encrypts its own RPC.",
+        "The cluster's TLS key reaches the executors inside the Spark task, i.e. over Spark's RPC. "
+        "`true` refuses unless `spark.network.crypto.enabled` (with `spark.authenticate`) or "
+        "`spark.ssl.enabled` is on, and needs `tls=True`.",
+        group="security",
+        keyword=True,
+        cli=Cli("--require-encryption/--no-require-encryption", "switch"),
+    ),
+    Option(
+        "scheduler-host", None, "str, optional",
+        "Address of this machine that the executors use to reach the scheduler (it listens there).",
+        "Unset: the Spark driver's address; with Spark Connect, this machine's address on the "
+        "route to the Connect server (a connected UDP socket picks it; nothing is sent). It must "
+        "be an address of this machine (not a NAT or port-forwarded one). See "
+        "[Spark Connect](connect.md).",
+        group="security",
+        keyword=True,
+        default_text="the driver's address; Connect: this machine's address towards the server",
+        cli=Cli("--scheduler-host", "str", metavar="HOST"),
+    ),
+    Option(
+        "connect-timeout", "5s", "str",
+        "How long each Spark task tries to reach the scheduler before it reports it unreachable.",
+        "Each task opens (and closes) a TCP connection to the scheduler before it starts any "
+        "worker; if it cannot, the gang stops and `start()` says which executor could not reach "
+        "which address.",
+        group="security",
+        time=True,
+    ),
+    # ------------------------------------------------------------------ output
+    Option(
+        "dashboard", True, "bool, optional",
+        "Serve the scheduler's dashboard.",
+        "Off Databricks: on the driver address, a port the OS picks. On Databricks: at the root of "
+        "a free port in 9000-9999 on all driver interfaces (the driver proxy connects to the "
+        "driver's IP; 9000-9999 is the range Ray-on-Spark uses behind the proxy, which refuses "
+        "8787), linked through the driver proxy. See [Databricks](databricks.md#notebooks).",
+        group="output",
+        keyword=True,
+        cli=Cli("--dashboard/--no-dashboard", "switch"),
+    ),
+    Option(
+        "dashboard-prefix", "auto", "str",
+        "URL path prefix the dashboard is served under.",
+        "`auto` (or `\"\"`): the root, right for the Databricks driver proxy, which strips its "
+        "`/driver-proxy/o/<org>/<cluster>/<port>` prefix before forwarding. `driver-proxy`: under "
+        "`/driver-proxy/o/<org>/<cluster>/<port>`, for a proxy that forwards the full path (on "
+        "Databricks only; the root elsewhere). Any other string is used as the prefix, e.g. `/dask`.",
+        group="output",
+    ),
+    Option(
+        "progress", True, "bool, optional",
+        "Show \"2/4 Dask workers connected\" while starting (terminal and notebook).",
+        group="output",
+        keyword=True,
+        cli=Cli("--progress/--no-progress", "switch"),
+    ),
+    Option(
+        "silence-logs", "warning", "str or False, optional",
+        "Level below which the scheduler's log lines are not printed; `false` prints them all.",
+        "The scheduler runs in this (driver) process, as with `LocalCluster`. `get_logs()` keeps "
+        "the lines either way.",
+        group="output",
+        keyword=True,
+        cli=Cli("--silence-logs", "str", metavar="LEVEL|false"),
+    ),
+    # ------------------------------------------------------------------ GPUs
+    Option(
+        "gpu-mode", "auto", "{'auto', 'shared', 'exclusive'}, optional",
+        "GPU executors: run the workers beside Spark's own GPU tasks (`shared`) or hold their GPUs whole (`exclusive`).",
+        "`shared`: the Dask workers (one per GPU) run beside Spark's own GPU tasks (the RAPIDS "
+        "Accelerator): the gang holds one Spark task's GPU share per worker (fractional "
+        "`spark.task.resource.gpu.amount`) or no GPU at all (whole-GPU Spark tasks, through a "
+        "CPU-only task profile). `exclusive`: each worker's Spark task holds its GPU whole. "
+        "`auto`: shared when Spark's task GPU amount is fractional or the RAPIDS SQL plugin is on, "
+        "else exclusive. See [RAPIDS](rapids.md#sparks-gpu-tasks-beside-the-dask-workers-gpu_mode).",
+        group="gpu",
+        keyword=True,
+        cli=Cli("--gpu-mode", "choice", ("run", "info"), choices=("auto", "shared", "exclusive")),
+    ),
+    Option(
+        "rapids.rmm-pool-size", "auto", "str",
+        "RMM pool of each dask-cuda worker: `auto`, `null` (no pool) or a size.",
+        "`auto`: sized from the GPU memory free in its Spark task (pynvml), minus `rmm-reserve`, "
+        "times `rmm-fraction`, rounded down to 256 MiB (in shared GPU mode at most `dask-fraction` "
+        "of the GPU). `null`: no pool (dask-cuda's default). A size (`\"20GiB\"`) sets it. "
+        "`worker_options={\"rmm_pool_size\": ...}` always wins. The pool needs the `rmm` package "
+        "(cudf brings it; dask-cuda does not): without it the workers start without a pool and a "
+        "warning says so.",
+        group="gpu",
+    ),
+    Option(
+        "rapids.rmm-reserve", "1GiB", "str",
+        "GPU memory left free when the RMM pool is sized automatically.",
+        group="gpu",
+    ),
+    Option(
+        "rapids.rmm-fraction", 0.95, "float",
+        "Share of the free GPU memory (after `rmm-reserve`) an automatic RMM pool takes.",
+        group="gpu",
+    ),
+    Option(
+        "rapids.spill-fraction", 0.8, "float",
+        "`--device-memory-limit` of each dask-cuda worker as a share of its RMM pool.",
+        "With a pool (this one or `worker_options`' `rmm_pool_size`) and no `device_memory_limit` "
+        "in `worker_options`, each worker spills device memory to host at this share of its pool. "
+        "dask-cuda's own default is 80 % of the GPU's total memory, above a pool sized from the "
+        "free memory. `null`: dask-cuda's default.",
+        group="gpu",
+    ),
+    Option(
+        "rapids.dask-fraction", 0.4, "float",
+        "GPU share kept for Dask: the RAPIDS plugin check and the cap of a shared-mode pool.",
+        "spark-dask warns when the Spark RAPIDS memory pool (`spark.rapids.memory.gpu.*`) leaves "
+        "less than this share of each GPU; in shared GPU mode an automatic RMM pool takes at most "
+        "this share of the GPU's total memory.",
+        group="gpu",
+    ),
+)
+
+BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
+
+# Keyword arguments of SparkCluster() that are not options (no config key, no CLI flag).
+EXTRA_PARAMETERS: tuple[tuple[str, str, str], ...] = (
+    ("spark", "SparkSession, optional",
+     "Classic or Spark Connect session; defaults to the active session (looked up now). "
+     "With Spark Connect the scheduler runs in this Python process, not on the Spark driver."),
+)
+TRAILING_PARAMETERS: tuple[tuple[str, str, str], ...] = (
+    ("asynchronous", "bool", "Use `await SparkCluster(..., asynchronous=True)` inside an event loop."),
+    ("loop", "IOLoop, optional", "The event loop to run on (as for any `distributed.deploy.Cluster`)."),
+    ("name", "str, optional", "The cluster's name; default its Spark job tag `spark-dask-<id>`."),
+    ("quiet", "bool", "No progress line and no slot warning."),
+)
+
+
+def keyword_options() -> list[Option]:
+    """The options that are keyword arguments of ``SparkCluster()``, in table order."""
+    return [o for o in OPTIONS if o.keyword]
+
+
+def config_options() -> list[Option]:
+    return [o for o in OPTIONS if o.config]
+
+
+def time_keys(keyword: bool = False) -> tuple[str, ...]:
+    """Config keys read as durations (``keyword``: those that are keyword arguments too)."""
+    return tuple(o.key for o in OPTIONS if o.time and o.keyword == keyword)
+
+
+def defaults() -> dict:
+    """The nested ``{"spark-dask": {...}}`` defaults the table describes."""
+    out: dict = {}
+    for o in config_options():
+        node = out
+        *parents, leaf = o.key.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = o.default
+    return {"spark-dask": out}
+
+
+# --------------------------------------------------------------------------------------
+# click options for spark-dask run / info
+# --------------------------------------------------------------------------------------
+
+
+def _plain(text: str) -> str:
+    """Markdown to the plain text of click's help (backticks off, links to their text)."""
+    import re
+
+    text = re.sub(r"\[([^\]]+)\]\([^)]+\)", r"\1", text)
+    return text.replace("`", "'")
+
+
+def cli_help(option: Option) -> str:
+    """The option's click help: its one line, the default and the config key."""
+    text = option.cli.help or option.help
+    default = "none" if option.cli.kind.endswith("key-values") else option.shown_default
+    where = f"; spark-dask.{option.key}" if option.config else ""
+    return f"{_plain(text)} [default: {_plain(default)}{where}]"
+
+
+def key_values(ctx, param, values) -> dict:
+    """click callback: ``KEY=VALUE`` items (repeatable option) to a dict of strings."""
+    import click
+
+    out = {}
+    for item in values or ():
+        if "=" not in item:
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", ctx=ctx, param=param)
+        key, value = item.split("=", 1)
+        out[key.strip()] = value
+    return out
+
+
+def typed_key_values(ctx, param, values) -> dict:
+    """KEY=VALUE with YAML-typed values: ``nanny=false`` is False, ``n=2`` is 2."""
+    import yaml
+
+    return {k: yaml.safe_load(v) if v != "" else "" for k, v in key_values(ctx, param, values).items()}
+
+
+def bool_choice(ctx, param, value):
+    """click callback: ``auto|true|false`` to ``"auto"``, True, False."""
+    if value is None:
+        return None
+    return {"auto": "auto", "true": True, "false": False}[value.lower()]
+
+
+def click_options(command: str):
+    """A decorator adding the click options of ``command`` (``run`` or ``info``), in
+    table order; each option's parameter is its keyword argument's name."""
+    import click
+
+    def build(option: Option):
+        c = option.cli
+        kw: dict = {"default": None, "help": cli_help(option)}
+        if c.metavar:
+            kw["metavar"] = c.metavar
+        if c.kind == "int>=1":
+            kw["type"] = click.IntRange(min=1)
+        elif c.kind == "int>=0":
+            kw["type"] = click.IntRange(min=0)
+        elif c.kind == "choice":
+            kw["type"] = click.Choice(list(c.choices))
+        elif c.kind == "bool-choice":
+            kw["type"] = click.Choice(list(c.choices), case_sensitive=False)
+            kw["callback"] = bool_choice
+        elif c.kind in ("key-values", "typed-key-values"):
+            kw["multiple"] = True
+            kw["default"] = ()
+            kw["callback"] = key_values if c.kind == "key-values" else typed_key_values
+        return click.option(c.flag, option.name, **kw)
+
+    chosen = [o for o in OPTIONS if o.cli is not None and command in o.cli.commands]
+
+    def decorate(f):
+        for option in reversed(chosen):  # click lists options in decorator order
+            f = build(option)(f)
+        return f
+
+    return decorate
+
+
+__all__ = ["BY_NAME", "OPTIONS", "Cli", "Option", "click_options", "defaults", "keyword_options"]

@@ -1,0 +1,197 @@
+"""The documentation site: it builds in strict mode, the troubleshooting page lists every
+error the package raises, every code block of the announcement post runs, the benchmark
+plots can be redrawn from the published run."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tools import errors
+
+from .conftest import needs
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DOCS = os.path.join(ROOT, "docs")
+POST = os.path.join(DOCS, "blog", "posts", "announcing-spark-dask.md")
+# Files the post includes with `--8<--`, and the test that checks each of them.
+VALIDATED_SNIPPETS = {"examples/databricks/cluster-gpu.json": "tests/test_databricks_specs.py"}
+
+
+
+
+def test_troubleshooting_lists_every_error_message():
+    with open(os.path.join(DOCS, "troubleshooting.md")) as f:
+        page = f.read()
+    found = errors.collect(ROOT)
+    assert len(found) > 50  # the collector sees the package's raises
+    missing = errors.missing_from(page, ROOT)
+    assert not missing, "add to docs/troubleshooting.md (cause and fix):\n" + "\n".join(
+        f"  {m.module}:{m.line} {m.exception}: {m.key!r}  ({m.text[:120]})" for m in missing
+    )
+
+
+# Raises whose message the collector cannot read, and why each is covered all the same:
+# (module, the message argument's source text).
+UNREAD_OK = {
+    ("spark_dask/cli.py", "128 + signum"),  # SystemExit status after a signal, no message
+    ("spark_dask/cli.py", "str(e)"),  # a PlanError/SparkDaskError shown by click: listed where raised
+    ("spark_dask/cluster.py", "'spark-dask: ' + problem"),  # text from *_problem() functions
+    ("spark_dask/cluster.py", "problem"),  # connect_session_problem()
+    ("spark_dask/cluster.py", "f'spark-dask: {what}.\\n{detail}'"),  # _gang_error(what): its callers raise it with the text
+    ("spark_dask/cluster.py", "ended[0]"),  # _gang_error(gang, what): the text is its second argument
+    ("spark_dask/gpu_check.py", "discovered"),  # caught on the next line, never shown
+    ("spark_dask/task.py", "f'spark-dask: {version[1]}'"),  # version_problem()
+    ("spark_dask/task.py", "f'spark-dask: on {where}: {problem}'"),  # *_problem() texts
+    ("spark_dask/task.py", "'spark-dask: ' + problem"),  # *_problem() texts
+    ("spark_dask/task.py", "unreachable_message(_where(t), spec['scheduler_address'], t['unreachable'])"),
+    ("spark_dask/worker_cli.py", "key"),  # raise _unknown(...): its PlanError text is read in _unknown
+    ("spark_dask/worker_cli.py", "f'spark-dask: worker_options[{key!r}]={value!r}: {flag} of {program} {what}'"),  # bad(what): raised with the text
+}
+
+
+def test_every_raised_message_is_readable_or_accounted_for():
+    """A message in a variable (``raise PlanError(msg)``) has no text the completeness
+    check can look for: it must be one of UNREAD_OK, with the reason it is covered."""
+    new = [u for u in errors.unread_raises(ROOT) if (u.module, u.argument) not in UNREAD_OK]
+    assert not new, (
+        "raises whose message tools/errors.py cannot read: write the text at the raise (or "
+        "return it from a function named *_problem / *_message), or add (module, argument) to "
+        "UNREAD_OK in tests/test_docs.py saying where its text is checked:\n"
+        + "\n".join(f"  {u.module}:{u.line} {u.exception}({u.argument})" for u in new)
+    )
+    stale = UNREAD_OK - {(u.module, u.argument) for u in errors.unread_raises(ROOT)}
+    assert not stale, f"UNREAD_OK entries no longer in the code: {sorted(stale)}"
+
+
+def test_error_collector_finds_a_new_message(tmp_path):
+    """The completeness check would catch a message added without documentation."""
+    pkg = tmp_path / "spark_dask"
+    pkg.mkdir()
+    (pkg / "x.py").write_text(
+        "from spark_dask.plan import PlanError\n"
+        "def f(n):\n"
+        "    raise PlanError(f'spark-dask: {n} brand new failure mode, never documented')\n"
+        "def g_problem():\n"
+        "    return 'a problem text returned by a checker'\n"
+    )
+    sub = pkg / "handoff"  # a subpackage is read too
+    sub.mkdir()
+    (sub / "plan.py").write_text(
+        "class HandoffError(Exception):\n    pass\n"
+        "def h(msg):\n"
+        "    if msg:\n"
+        "        raise HandoffError(msg)\n"
+        "    raise HandoffError('spark-dask: the hand-off lost a partition on the way')\n"
+    )
+    keys = {m.key for m in errors.collect(str(tmp_path))}
+    assert keys == {"brand new failure mode, never documented", "a problem text returned by a checker",
+                    "the hand-off lost a partition on the way"}  # fmt: skip
+    assert len(errors.missing_from("nothing here", str(tmp_path))) == 3
+    assert [(u.module, u.exception, u.argument) for u in errors.unread_raises(str(tmp_path))] == [
+        ("spark_dask/handoff/plan.py", "HandoffError", "msg")
+    ]
+
+
+@pytest.mark.timeout(600)
+def test_site_builds_strictly(tmp_path):
+    needs("mkdocs", "docs")
+    needs("material", "docs")
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=540,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    site = tmp_path / "site"
+    for page in ("index.html", "configuration/index.html", "troubleshooting/index.html", "api/index.html",
+                 "cli/index.html", "other-languages/index.html", "benchmarks/index.html",
+                 "getting-started/databricks/index.html", "blog/index.html"):  # fmt: skip
+        assert (site / page).exists(), page
+    api = (site / "api" / "index.html").read_text()
+    assert "write_connection" in api and "n_workers" in api  # generated from the docstrings
+    cli_page = (site / "cli" / "index.html").read_text()
+    assert "--relaunch-attempts" in cli_page and "Sentinel" not in cli_page  # generated from click
+    posts = list((site / "blog").rglob("announcing-spark-dask/index.html"))
+    assert posts, "the announcement post is published with the site"
+    assert "cluster-gpu" not in posts[0].read_text() or "spark.task.resource.gpu.amount" in posts[0].read_text()
+    bench = (site / "benchmarks" / "index.html").read_text()
+    assert "startup.svg" in bench and (site / "assets" / "benchmarks" / "startup.svg").exists()
+
+
+def test_benchmark_plots_redraw_from_the_published_run(tmp_path):
+    needs("matplotlib", "docs")
+    import json
+
+    from benchmarks.plots import write_plots
+
+    with open(os.path.join(DOCS, "benchmarks-latest.json")) as f:
+        run = json.load(f)
+    made = sorted(os.path.basename(p) for p in write_plots(run, str(tmp_path)))
+    published = sorted(os.listdir(os.path.join(DOCS, "assets", "benchmarks")))
+    assert made == published == ["startup.svg", "teardown.svg"]  # no hand-off figures in this run
+    run["handoff"] = {"spark -> dask": {"1000": {"seconds": 0.5, "mb": 8.0}, "100000": {"seconds": 2.0, "mb": 800.0}}}
+    assert "handoff.svg" in {os.path.basename(p) for p in write_plots(run, str(tmp_path))}
+
+
+def post_blocks() -> list[tuple[str, str]]:
+    """(language, body) of every fenced code block of the announcement post."""
+    with open(POST) as f:
+        text = f.read()
+    return [(m.group(1), m.group(2)) for m in re.finditer(r"^```(\w*)\n(.*?)^```$", text, re.M | re.S)]
+
+
+def test_post_blocks_are_all_accounted_for():
+    blocks = post_blocks()
+    assert len([lang for lang, _ in blocks if lang == "python"]) >= 4
+    for lang, body in blocks:
+        if lang == "python":
+            compile(body, POST, "exec")
+            continue
+        snippets = re.findall(r'^--8<-- "([^"]+)"$', body, re.M)
+        assert snippets and len(snippets) == len(body.strip().splitlines()), (
+            f"a {lang or 'plain'} block that neither runs nor includes a validated file:\n{body}"
+        )
+        for path in snippets:
+            assert path in VALIDATED_SNIPPETS, path  # checked by the test named there
+            assert os.path.exists(os.path.join(ROOT, path))
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(420)
+def test_post_python_blocks_run(tmp_path):
+    """The walk-through, CPU variant: the post's Python blocks in order, in one fresh
+    Python process, on local-cluster[2,4,1024] (two executors of four cores: the gang's
+    task profile takes three, so the Spark query inside the block has slots)."""
+    needs("xgboost", "examples")
+    code = "\n\n".join(body for lang, body in post_blocks() if lang == "python")
+    data = tmp_path / "rides"
+    assert code.count('"/tmp/spark-dask-blog/rides"') == 1
+    code = code.replace('"/tmp/spark-dask-blog/rides"', repr(str(data)))  # keep CI's /tmp clean
+    script = tmp_path / "post.py"
+    script.write_text(code)
+    env = dict(
+        os.environ,
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+        PYSPARK_SUBMIT_ARGS="--master local-cluster[2,4,1024] --conf spark.ui.enabled=false "
+        "--conf spark.ui.showConsoleProgress=false --conf spark.log.level=WARN pyspark-shell",
+        TMPDIR=str(tmp_path),
+    )
+    env.pop("DATABRICKS_RUNTIME_VERSION", None)
+    proc = subprocess.run([sys.executable, str(script)], cwd=str(tmp_path), env=env,
+                          capture_output=True, text=True, timeout=400)  # fmt: skip
+    out = proc.stdout
+    first_errors = [line for line in proc.stderr.splitlines() if " ERROR " in line or "Error" in line][:15]
+    assert proc.returncode == 0, out[-3000:] + "\n".join(first_errors) + proc.stderr[-3000:]
+    assert "spark wrote 200000 rides" in out
+    assert "2 Dask workers, CPU" in out
+    assert "cpus=3 per barrier task" in out
+    mae = float(re.search(r"mean abs error per zone: ([0-9.]+)", out).group(1))
+    assert mae < 0.5, out  # the model learned the fare from distance
+    assert re.search(r"top zones by mean fare: \[\d+, \d+, \d+\]", out)
+    assert re.search(r"closed in [0-9.]+ s; Spark jobs still active: \[\]", out)
