@@ -578,9 +578,25 @@ class SparkCluster(Cluster):
                 if problem:
                     raise PlanError(problem)
             self.connect = is_connect(self.spark)
-            self.facts = await _blocking(
-                cluster_facts, self.spark, opts["executor_wait"], opts["n_workers"]
+            # The facts (Spark calls) and the scheduler (credentials, listening sockets,
+            # dashboard) do not depend on each other: both at once.
+            facts_job = asyncio.ensure_future(
+                _blocking(cluster_facts, self.spark, opts["executor_wait"], opts["n_workers"])
             )
+            scheduler_job = asyncio.ensure_future(self._start_scheduler(t0))
+            try:
+                done, _ = await asyncio.wait({facts_job, scheduler_job}, return_when=asyncio.FIRST_EXCEPTION)
+                for job in (facts_job, scheduler_job):  # a failure of either, facts' first
+                    if job in done and job.exception() is not None:
+                        raise job.exception()
+                self.facts = await facts_job
+            except BaseException:
+                # the scheduler is closed by the teardown: let its start finish (or fail) first
+                with suppress(BaseException):
+                    await scheduler_job
+                if not facts_job.done():
+                    facts_job.add_done_callback(lambda j: j.cancelled() or j.exception())
+                raise
             self.timings["facts"] = time.monotonic() - t0
             self.gang = plan_gang(
                 self.facts, opts["n_workers"], opts["worker"], opts["task_profile"], opts["gpu_mode"]
@@ -592,36 +608,8 @@ class SparkCluster(Cluster):
                 if note:
                     self._warn(note)
             self._hogging = hog_warning(self.facts, self.gang) is not None
-            problem = encryption_problem(
-                bool(opts["require_encryption"]),
-                bool(opts["tls"]),
-                await _blocking(spark_encrypted, self.spark),
-            )
-            if problem:
-                raise PlanError("spark-dask: " + problem)
-            self.security = Security.temporary() if opts["tls"] else Security()
-            bind, host = await _blocking(driver_host, self.spark, opts["scheduler_host"])
-            self._dashboard = dashboard_settings(self.spark, host, config.get("dashboard-prefix"))
-            self.scheduler = Scheduler(
-                host=host,
-                port=0,
-                protocol="tls" if opts["tls"] else "tcp",
-                security=self.security,
-                dashboard=bool(opts["dashboard"]),
-                dashboard_address=self._dashboard.address,
-                http_prefix=self._dashboard.http_prefix,
-                plugins=[_WorkerWatch(self._changed, self._worker_added, self._worker_removed)],
-                validate=False,
-            )
-            await self.scheduler
-            self._watch_worker_status_changes()
-            self.scheduler_comm = rpc(
-                self.scheduler.address,
-                connection_args=self.security.get_connection_args("client"),
-            )
-            await super()._start()
+            await scheduler_job
             self.status = Status.starting
-            self.timings["scheduler"] = time.monotonic() - t0
 
             t_submit = time.monotonic()
             self._scale_lock = asyncio.Lock()
@@ -655,6 +643,41 @@ class SparkCluster(Cluster):
         except BaseException:
             await self._teardown(graceful=False)
             raise
+
+    async def _start_scheduler(self, t0: float) -> None:
+        """The refusal of unencrypted Spark RPC, the credentials and the scheduler (with
+        its dashboard): everything of the start that needs no facts of the executors."""
+        opts = self.options
+        problem = encryption_problem(
+            bool(opts["require_encryption"]),
+            bool(opts["tls"]),
+            await _blocking(spark_encrypted, self.spark),
+        )
+        if problem:
+            raise PlanError("spark-dask: " + problem)
+        self.security = Security.temporary() if opts["tls"] else Security()
+        bind, host = await _blocking(driver_host, self.spark, opts["scheduler_host"])
+        self._dashboard = dashboard_settings(self.spark, host, config.get("dashboard-prefix"))
+        self.scheduler = Scheduler(
+            host=host,
+            port=0,
+            protocol="tls" if opts["tls"] else "tcp",
+            security=self.security,
+            dashboard=bool(opts["dashboard"]),
+            dashboard_address=self._dashboard.address,
+            http_prefix=self._dashboard.http_prefix,
+            plugins=[_WorkerWatch(self._changed, self._worker_added, self._worker_removed)],
+            validate=False,
+        )
+        await self.scheduler
+        self._watch_worker_status_changes()
+        self.scheduler_comm = rpc(
+            self.scheduler.address,
+            connection_args=self.security.get_connection_args("client"),
+        )
+        await super()._start()
+        self.status = Status.starting  # Cluster._start says running: not before the workers
+        self.timings["scheduler"] = time.monotonic() - t0
 
     def _register_signals(self) -> None:
         signals.register(self, signals.close_on_sigterm(config.get("close-on-sigterm")))
