@@ -9,8 +9,12 @@
 #            (pytest -m core: start, compute, teardown, bad input, GPU pinning with fake
 #            GPUs, CLI run)
 #
+# Then a short benchmark (python -m benchmarks --quick: N = 2, 3 repetitions) prints its
+# table; it fails only if the benchmark breaks, not on timings.
+#
 # Needs Python >= 3.10 as python3 (or $PYTHON) and Java 17. Arguments go to both pytest
-# runs (e.g. -x). Exit status: non-zero when either environment fails to install or to pass.
+# runs (e.g. -x). Exit status: non-zero when either environment fails to install or to
+# pass, or the benchmark fails.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -49,6 +53,16 @@ echo "run-all: pyspark $old: the core tests (-m core)"
 status_old=$?
 t4=$SECONDS
 
+# A short benchmark (N = 2, 3 repetitions, one master): it prints the start-up and
+# teardown table; it fails only when the benchmark itself breaks, never on timings.
+echo "run-all: short benchmark (python -m benchmarks --quick)"
+bench_json=$(mktemp -d)/bench.json
+timeout 900 .venv/bin/python -m benchmarks --quick --reps 3 --master 'local-cluster[2,1,1024]' \
+    --json "$bench_json" --plot-dir "$(dirname "$bench_json")"
+status_bench=$?
+t5=$SECONDS
+
 echo "run-all: pyspark $newest whole suite: exit $status_newest in $((t3 - t2)) s;" \
-    "pyspark $old core tests: exit $status_old in $((t4 - t3)) s; total $((t4 - t0)) s"
-[ "$status_newest" -eq 0 ] && [ "$status_old" -eq 0 ]
+    "pyspark $old core tests: exit $status_old in $((t4 - t3)) s;" \
+    "short benchmark: exit $status_bench in $((t5 - t4)) s; total $((t5 - t0)) s"
+[ "$status_newest" -eq 0 ] && [ "$status_old" -eq 0 ] && [ "$status_bench" -eq 0 ]
