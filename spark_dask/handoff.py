@@ -442,14 +442,19 @@ def _repartition(df, n: int):
 
 
 # ---------------------------------------------------------------------------- to_spark
-def to_spark(ddf, spark=None, *, client=None, schema=None):
-    """A Dask DataFrame as a Spark DataFrame (locally checkpointed in the executors).
+def to_spark(ddf, spark=None, *, client=None, schema=None, checkpoint: bool = True):
+    """A Dask DataFrame as a Spark DataFrame.
 
     Each Dask partition is written as an Arrow IPC file on its worker's machine; a
     Spark job reads the files (memory mapped on the same machine, over the cluster's
-    TLS comms otherwise) and ``localCheckpoint()`` keeps the rows in Spark; then the
-    files are removed. Nothing goes through the driver or storage. The index is not
+    TLS comms otherwise). Nothing goes through the driver or storage. The index is not
     carried (``reset_index()`` first to keep it).
+
+    ``checkpoint=True`` (default): ``localCheckpoint()`` keeps the rows in the
+    executors' block managers and the files are removed at once; the DataFrame outlives
+    the Dask cluster. ``checkpoint=False``: the DataFrame reads the files each time it
+    is computed (faster when it is read once); they stay until the Dask cluster closes,
+    after which the DataFrame cannot be computed.
 
     Parameters
     ----------
@@ -499,12 +504,16 @@ def to_spark(ddf, spark=None, *, client=None, schema=None):
         parts_spec = [w for w in written if w["path"]]
         n = len(parts_spec)
         if n == 0:
+            registry.remove_now(tid)
             return spark.createDataFrame([], struct)
         spec = {"schema": schema_bytes, "parts": parts_spec, "scheduler": cluster.scheduler_address,
                 "tls": _spec_tls(cluster)}  # fmt: skip
         out = _read_job(spark, n, struct, handoff_task.spark_reader(spec), cpu_only, f"{cluster.tag}-to-spark-{tid}",
-                        f"spark-dask: to_spark <- {cluster.tag}")  # fmt: skip
-    finally:
+                        f"spark-dask: to_spark <- {cluster.tag}", checkpoint)  # fmt: skip
+    except BaseException:
+        registry.remove_now(tid)
+        raise
+    if checkpoint:
         registry.remove_now(tid)
     return out
 
@@ -515,9 +524,10 @@ def _ddl_schema(spark, ddl: str):
     return StructType.fromDDL(ddl) if hasattr(StructType, "fromDDL") else spark.createDataFrame([], ddl).schema
 
 
-def _read_job(spark, n: int, struct, fn, cpu_only: bool, tag: str, description: str):
+def _read_job(spark, n: int, struct, fn, cpu_only: bool, tag: str, description: str, checkpoint: bool = True):
     """The Spark job that reads the files: ``spark.range(n)`` → ``mapInArrow`` → locally
-    checkpointed (kept in the executors' block managers, memory and disk)."""
+    checkpointed (kept in the executors' block managers, memory and disk), or the lazy
+    DataFrame itself (``checkpoint=False``)."""
     from spark_dask.session import is_connect, spark_version
 
     profile = _cpu_profile(spark) if cpu_only else None
@@ -525,6 +535,10 @@ def _read_job(spark, n: int, struct, fn, cpu_only: bool, tag: str, description: 
     ids = spark.range(0, n, 1, n)
     kwargs = {"profile": profile} if profile is not None and new_api else {}
     out = ids.mapInArrow(fn, struct, **kwargs)
+    if not checkpoint:
+        if profile is not None and not new_api:
+            return spark.createDataFrame(out.rdd.withResources(profile), struct)
+        return out
     if is_connect(spark):
         spark.addTag(tag)
         try:

@@ -205,8 +205,14 @@ def _open(part: dict, spec: dict):
     machine, else pulled from a Dask worker of its machine."""
     import pyarrow as pa
 
-    if part["hostname"] == hostname() and os.path.exists(part["path"]):
-        return pa.ipc.open_file(pa.memory_map(part["path"], "r"))
+    if part["hostname"] == hostname():
+        if os.path.exists(part["path"]):
+            return pa.ipc.open_file(pa.memory_map(part["path"], "r"))
+        if spec.get("in_spark"):
+            raise HandoffError(
+                f"spark-dask: the transfer file {part['path']} is gone: the Dask cluster that wrote it closed "
+                "(a DataFrame of to_spark(..., checkpoint=False) can be computed only while it runs)"
+            )
     data = asyncio.run(_pull(spec, part)) if spec.get("in_spark") else _pull_from_worker(part)
     return pa.ipc.open_file(pa.BufferReader(data))
 

@@ -445,11 +445,15 @@ def test_nothing_is_left_after_close(spark, client, local_dir):
     """After the fault tests: close the module's cluster with live transfer data."""
     ddf = spark_dask.to_dask(spark.range(0, 1000, 1, 2))
     loaded(client, 2)
+    lazy = spark_dask.to_spark(ddf, checkpoint=False)  # reads the files each time
+    assert lazy.count() == 1000 and lazy.count() == 1000
     assert leftovers(local_dir)
     cluster = client.cluster
     client.close()
     assert cluster.status.name == "closed"
     assert not leftovers(local_dir), leftovers(local_dir)
+    with pytest.raises(Exception, match="is gone: the Dask cluster that wrote it closed"):
+        lazy.count()
     assert wait_until(lambda: not active_jobs(spark))
     with pytest.raises(HandoffError, match="closed"):
         spark_dask.to_dask(spark.range(3), client=client)
