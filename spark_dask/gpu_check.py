@@ -1,7 +1,7 @@
 """``python -m spark_dask.gpu_check``: run the real dask-cuda path on a machine with GPUs.
 
 On a machine with NVIDIA GPUs, Java and the RAPIDS packages, this starts a Spark
-``local-cluster[1,<gpus>,<mem>]`` whose GPUs Spark discovers with a script reading
+``local-cluster[1,<gpus + 2>,<mem>]`` whose GPUs Spark discovers with a script reading
 ``nvidia-smi``, starts ``spark_dask.start(spark)`` (dask-cuda workers, RMM pool ``auto``)
 and prints, per worker, what it got: ``CUDA_VISIBLE_DEVICES``, ``CUDA_DEVICE_ORDER``,
 the GPU's PCI bus id and name as NVML and as CUDA see them, the RMM pool and the
@@ -230,6 +230,37 @@ def _groupby_check(client) -> tuple[bool, str]:
     return ok, f"{n:,} rows, {len(got)} groups, partitions are {backend}, {took:.2f} s, matches pandas: {ok}"
 
 
+def _handoff_check(spark, client) -> tuple[bool, str]:
+    """Spark -> dask-cudf -> Spark through spark_dask.to_dask / to_spark (docs/handoff.md):
+    the transfer's Spark tasks run beside a gang that holds every GPU (CPU-only profile)."""
+    import numpy as np
+
+    import spark_dask
+    from spark_dask.handoff import _profiles_available
+    from spark_dask.handoff_plan import needs_cpu_profile
+
+    n = 1_000_000
+    df = spark.range(0, n, 1, 8).selectExpr("id", "id % 97 AS k", "rand(0) AS x", "CAST(id AS STRING) AS s")
+    t0 = time.monotonic()
+    ddf = spark_dask.to_dask(df)
+    backend = type(ddf._meta).__module__.split(".")[0]
+    got = ddf.groupby("k").x.sum().to_backend("pandas").compute().sort_index()
+    took = time.monotonic() - t0
+    want = df.groupBy("k").sum("x").toPandas().set_index("k")["sum(x)"].sort_index()
+    s_ok = bool((ddf.s.astype("int64") == ddf.id).all().compute())
+    t1 = time.monotonic()
+    back = spark_dask.to_spark(ddf)
+    back_ok = back.count() == n and back.selectExpr("sum(id) AS t").collect()[0]["t"] == n * (n - 1) // 2
+    took_back = time.monotonic() - t1
+    ok = backend == "cudf" and np.allclose(got.to_numpy(), want.to_numpy()) and s_ok and back_ok
+    profile = needs_cpu_profile(client.cluster.facts, _profiles_available(spark))
+    return ok, (
+        f"{n:,} rows: to_dask + groupby {took:.2f} s (partitions are {backend}, matches Spark: {ok}), "
+        f"to_spark {took_back:.2f} s (exact: {back_ok}); transfer tasks "
+        + ("with a CPU-only profile" if profile else "in Spark's default profile")
+    )
+
+
 def _xgboost_check(client) -> tuple[bool | None, str]:
     if importlib.util.find_spec("xgboost") is None:
         return None, "skipped: xgboost is not installed (pip install xgboost)"
@@ -316,7 +347,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.master(f"local-cluster[1,{len(gpus)},{args.memory}]").appName("spark-dask-gpu-check")
+    # two cores more than GPUs: the to_dask / to_spark check's Spark tasks run beside the gang
+    builder = SparkSession.builder.master(f"local-cluster[1,{len(gpus) + 2},{args.memory}]").appName("spark-dask-gpu-check")
     for k, v in spark_conf(script, len(gpus), sys.executable).items():
         builder = builder.config(k, v)
     t0 = time.monotonic()
@@ -364,6 +396,9 @@ def main(argv: list[str] | None = None) -> int:
         ok, text = _groupby_check(client)
         failed |= not ok
         results.append(("dask-cudf groupby", ("" if ok else "FAILED: ") + text))
+        ok, text = _handoff_check(spark, client)
+        failed |= not ok
+        results.append(("to_dask / to_spark", ("" if ok else "FAILED: ") + text))
         if args.no_xgboost:
             results.append(("xgboost", "skipped (--no-xgboost)"))
         else:
