@@ -323,7 +323,7 @@ def worker_plugin():
 
         def setup(self, worker):
             def put(dirname: str, name: str, data):
-                if not is_transfer_dir(dirname) or os.sep in name:
+                if not is_transfer_dir(dirname) or os.sep in dirname or os.sep in name or name.startswith("."):
                     raise ValueError(f"not a transfer file: {dirname}/{name}")
                 directory = os.path.join(local_root(), dirname)
                 os.makedirs(directory, exist_ok=True)
