@@ -457,24 +457,3 @@ def test_nothing_is_left_after_close(spark, client, local_dir):
     assert wait_until(lambda: not active_jobs(spark))
     with pytest.raises(HandoffError, match="closed"):
         spark_dask.to_dask(spark.range(3), client=client)
-
-
-def test_no_free_slot_fails_at_once_and_says_what_to_change(spark, local_dir):
-    # eight one-CPU barrier tasks take all 8 cores: the transfer's job could never start
-    with pytest.warns(UserWarning, match="take every task slot"):
-        c = spark_dask.start(spark, n_workers=8, task_profile=False, threads_per_worker=1, memory_limit="512MiB",
-                             progress=False)  # fmt: skip
-    with c:
-        gang_jobs = set(active_jobs(spark))
-        t0 = time.monotonic()
-        with pytest.raises(HandoffError) as e:
-            spark_dask.to_dask(spark.range(10))
-        assert time.monotonic() - t0 < 30
-        msg = str(e.value)
-        assert "hold every slot" in msg and "n_workers=7" in msg and "spark.executor.cores" in msg
-        assert set(active_jobs(spark)) == gang_jobs  # nothing was submitted
-        with pytest.raises(HandoffError, match="to_spark needs Spark task slots"):
-            import dask.dataframe as dd
-
-            spark_dask.to_spark(dd.from_pandas(pd.DataFrame({"x": [1]}), npartitions=1))
-    assert not leftovers(local_dir)
