@@ -204,10 +204,10 @@ def render(R: dict) -> str:
     lines = [
         f"machine: {m['cpus']} CPUs, {m['memory_gib']} GiB, {m['platform']}, Python {m['python']}, pyspark "
         f"{m['pyspark']}, distributed {m['distributed']}; {R['master']}, a 2-worker Dask cluster beside it; "
-        f"best of {R['reps']}",
+        f"best of {R['reps']}; load average before / after: {R.get('load_before', '?')} / {R.get('load_after', '?')}",
         "",
-        "| direction | GB | method | s | GB/s | driver Python MB | driver JVM MB | Dask workers MB | vs Parquet |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| direction | GB | method | s | runs (s) | GB/s | driver Python MB | driver JVM MB | Dask workers MB | vs Parquet |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     names = {"spark_dask": "spark-dask", "spark_dask_lazy": "spark-dask, checkpoint=False",
              "parquet": "Parquet (local disk)", "driver": "through the driver"}
@@ -217,7 +217,8 @@ def render(R: dict) -> str:
             base = r[direction]["parquet"]["seconds"]
             for method, x in r[direction].items():
                 lines.append(
-                    f"| {label} | {r['gb']:g} | {names[method]} | {x['seconds']:.1f} | {x['gb_per_s']:.3f} | "
+                    f"| {label} | {r['gb']:g} | {names[method]} | {x['seconds']:.1f} | "
+                    f"{', '.join(f'{t:.1f}' for t in x.get('runs_s', [x['seconds']]))} | {x['gb_per_s']:.3f} | "
                     f"{x['driver_py_mb']:.0f} | {x['driver_jvm_mb']:.0f} | {x['workers_mb']:.0f} | "
                     f"{base / x['seconds']:.2f}× |"
                 )
@@ -295,6 +296,7 @@ def main(argv=None) -> dict:
         "reps": args.reps,
         "sizes": [],
     }
+    R["load_before"] = " ".join(f"{x:.1f}" for x in os.getloadavg())
     tmp = tempfile.mkdtemp(prefix="spark-dask-bench-")
     try:
         with spark_dask.start(spark, progress=False) as client:
@@ -308,12 +310,16 @@ def main(argv=None) -> dict:
                         for k, v in r[d].items():
                             if v["seconds"] < best[d][k]["seconds"]:
                                 best[d][k] = v
+                for d in ("to_dask", "to_spark"):  # the spread: every run's time
+                    for k in best[d]:
+                        best[d][k] = {**best[d][k], "runs_s": [r[d][k]["seconds"] for r in runs]}
                 R["sizes"].append(best)
                 print(f"{gb:g} GB done ({time.perf_counter() - t_all:.0f}s)", file=sys.stderr)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         spark.stop()
     R["total_seconds"] = time.perf_counter() - t_all
+    R["load_after"] = " ".join(f"{x:.1f}" for x in os.getloadavg())
     os.makedirs(os.path.dirname(args.json), exist_ok=True)
     with open(args.json, "w") as f:
         json.dump(R, f, indent=2)
