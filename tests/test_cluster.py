@@ -211,7 +211,10 @@ def test_worker_that_cannot_start_fails_fast_with_its_log(spark):
     assert "No module named 'no_such_module'" in msg  # the worker's log tail
     assert elapsed < 60, elapsed
     assert wait_until_no_jobs(spark)
-    assert not dask_processes(spark=spark)
+    # the other barrier task is killed by Spark (spark.python.task.killTimeout, 2 s); its
+    # worker follows (parent-death signal, watchdog, kill-grace 5 s): gone within seconds,
+    # not left for the death-timeout (60 s)
+    assert wait_until(lambda: not dask_processes(spark=spark), 20), dask_processes(spark=spark)
 
 
 def test_unknown_worker_option_is_refused_on_the_driver_before_submitting(spark, monkeypatch):
