@@ -299,12 +299,18 @@ def spark_reader(spec: dict):
 
 
 # ------------------------------------------------------------------------ worker side
-def remove_dirs(dirs, me: str | None = None) -> int:
-    """Remove the transfer directories of this machine (hostname, path); returns how many."""
-    me = me or hostname()
+def remove_dirs(dirs) -> int:
+    """Remove the transfer directories ``(hostname, path)`` that exist on this machine;
+    returns how many.
+
+    Every worker gets the whole list: a path is removed wherever it exists, whatever
+    hostname was recorded with it (the names hold the cluster tag and a random transfer
+    id, so they cannot name another transfer's files); anything that is not a transfer
+    directory is left alone.
+    """
     n = 0
-    for host, path in dirs:
-        if host == me and is_transfer_dir(path) and os.path.isdir(path):
+    for _host, path in dirs:
+        if is_transfer_dir(path) and os.path.isdir(path):
             shutil.rmtree(path, ignore_errors=True)
             n += 1
     return n

@@ -325,7 +325,7 @@ def test_files_are_local_and_removed_when_released(spark, client, local_dir):
     assert set(leftovers(local_dir)) <= dirs_before
 
 
-def test_partitions_of_machines_without_workers_go_over_the_network(spark, client, monkeypatch):
+def test_partitions_of_machines_without_workers_go_over_the_network(spark, client, monkeypatch, local_dir):
     # Pretend the workers run on another machine: every Spark task then sends its
     # partition to a worker over the cluster's TLS comms, and each loader, finding the
     # file's machine is not its own, pulls it from the other worker of that machine.
@@ -335,6 +335,7 @@ def test_partitions_of_machines_without_workers_go_over_the_network(spark, clien
         return {f"elsewhere-{name}": entry for name, entry in real(c).items()}
 
     monkeypatch.setattr(handoff, "_hosts", elsewhere)
+    dirs_before = set(leftovers(local_dir))
     df = spark.range(0, 20_000, 1, 4).selectExpr("id", "cast(id as string) as s")
     ddf = spark_dask.to_dask(df)
     assert ddf["id"].sum().compute() == sum(range(20_000))
@@ -351,6 +352,10 @@ def test_partitions_of_machines_without_workers_go_over_the_network(spark, clien
     monkeypatch.setattr(handoff_task, "write_partition", written_elsewhere)
     back = spark_dask.to_spark(ddf)
     assert back.count() == 20_000 and back.agg({"id": "sum"}).collect()[0][0] == sum(range(20_000))
+    # the files the workers received are removed once released, like local ones
+    del ddf
+    gc.collect()
+    assert wait_until(lambda: set(leftovers(local_dir)) <= dirs_before, 10), leftovers(local_dir)
 
 
 def test_a_dataframe_of_another_application_is_refused(spark, client):

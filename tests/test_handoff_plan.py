@@ -205,8 +205,10 @@ def test_worker_side_file_service(tmp_path, monkeypatch):
     (d / "part-00000.arrow").write_bytes(b"x")
     other = tmp_path / "keep"
     other.mkdir()
-    assert handoff_task.remove_dirs([("not-me", str(d)), (info["hostname"], str(other))]) == 0
-    assert handoff_task.remove_dirs([(info["hostname"], str(d))]) == 1
+    assert handoff_task.remove_dirs([(info["hostname"], str(other)), ("x", str(tmp_path / "spark-dask-handoff-gone"))]) == 0
+    assert other.exists()  # not a transfer directory: kept
+    # removed wherever it exists, whatever host was recorded (a pushed file's receiver)
+    assert handoff_task.remove_dirs([("another-host", str(d))]) == 1
     assert not d.exists() and other.exists()
 
 
