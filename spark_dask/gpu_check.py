@@ -230,32 +230,56 @@ def _groupby_check(client) -> tuple[bool, str]:
     return ok, f"{n:,} rows, {len(got)} groups, partitions are {backend}, {took:.2f} s, matches pandas: {ok}"
 
 
-def _handoff_check(spark, client) -> tuple[bool, str]:
+def _handoff_check(spark, client, n: int = 1_000_000) -> tuple[bool, str]:
     """Spark -> dask-cudf -> Spark through spark_dask.to_dask / to_spark (docs/handoff.md):
-    the transfer's Spark tasks run beside a gang that holds every GPU (CPU-only profile)."""
+    the transfer's Spark tasks run beside a gang that holds every GPU (CPU-only profile).
+
+    No other Spark job may run here: Spark's default task asks for a GPU, which the gang
+    holds. The expected values are computed on the driver from the data's definition,
+    and the Spark side of the result is read by a job with the transfer's CPU-only
+    profile.
+    """
     import numpy as np
+    import pandas as pd
 
     import spark_dask
-    from spark_dask.handoff import _profiles_available
+    from spark_dask import handoff
     from spark_dask.handoff_plan import needs_cpu_profile
 
-    n = 1_000_000
-    df = spark.range(0, n, 1, 8).selectExpr("id", "id % 97 AS k", "rand(0) AS x", "CAST(id AS STRING) AS s")
+    profile = needs_cpu_profile(client.cluster.facts, handoff._profiles_available(spark))
+    df = spark.range(0, n, 1, 8).selectExpr(
+        "id", "id % 97 AS k", "CAST(id % 13 AS DOUBLE) * 0.25 AS x", "CAST(id AS STRING) AS s"
+    )
+    ids = np.arange(n)
+    want = pd.Series((ids % 13) * 0.25).groupby(ids % 97).sum().sort_index()
     t0 = time.monotonic()
     ddf = spark_dask.to_dask(df)
     backend = type(ddf._meta).__module__.split(".")[0]
-    got = ddf.groupby("k").x.sum().to_backend("pandas").compute().sort_index()
+    got = ddf.groupby("k").x.sum()
+    got = (got.to_backend("pandas") if backend != "pandas" else got).compute().sort_index()
     took = time.monotonic() - t0
-    want = df.groupBy("k").sum("x").toPandas().set_index("k")["sum(x)"].sort_index()
+    same = got.index.tolist() == want.index.tolist() and np.allclose(got.to_numpy(), want.to_numpy())
     s_ok = bool((ddf.s.astype("int64") == ddf.id).all().compute())
     t1 = time.monotonic()
     back = spark_dask.to_spark(ddf)
-    back_ok = back.count() == n and back.selectExpr("sum(id) AS t").collect()[0]["t"] == n * (n - 1) // 2
+
+    def totals(batches):
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        rows = total = 0
+        for b in batches:
+            rows += b.num_rows
+            total += pc.sum(b.column("id")).as_py() or 0
+        yield pa.RecordBatch.from_pylist([{"n": rows, "t": total}], schema=pa.schema([("n", pa.int64()), ("t", pa.int64())]))
+
+    parts = handoff._collect(back, "n long, t long", totals, profile, f"{client.cluster.tag}-gpu-check",
+                             "spark-dask: gpu check, to_spark result")  # fmt: skip
+    back_ok = sum(r["n"] for r in parts) == n and sum(r["t"] for r in parts) == n * (n - 1) // 2
     took_back = time.monotonic() - t1
-    ok = backend == "cudf" and np.allclose(got.to_numpy(), want.to_numpy()) and s_ok and back_ok
-    profile = needs_cpu_profile(client.cluster.facts, _profiles_available(spark))
+    ok = backend == "cudf" and same and s_ok and back_ok
     return ok, (
-        f"{n:,} rows: to_dask + groupby {took:.2f} s (partitions are {backend}, matches Spark: {ok}), "
+        f"{n:,} rows: to_dask + groupby {took:.2f} s (partitions are {backend}, exact: {same and s_ok}), "
         f"to_spark {took_back:.2f} s (exact: {back_ok}); transfer tasks "
         + ("with a CPU-only profile" if profile else "in Spark's default profile")
     )

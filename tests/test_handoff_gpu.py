@@ -43,6 +43,13 @@ def test_transfers_run_beside_a_gang_holding_every_gpu(spark, monkeypatch):
         back = spark_dask.to_spark(ddf)  # read and checkpointed by CPU-only tasks
         assert len(profiles) == 2  # both jobs asked for 1 CPU and no GPU
 
+        # the GPU check script's round trip runs no default-profile Spark job either
+        from spark_dask import gpu_check
+
+        ok, text = gpu_check._handoff_check(spark, client, n=20_000)
+        assert "partitions are pandas, exact: True" in text and "to_spark" in text and "(exact: True)" in text
+        assert "with a CPU-only profile" in text and not ok  # ok needs cudf partitions
+
         # without stage-level profiles the transfer would wait for a GPU: refused at once
         monkeypatch.setattr(handoff, "_profiles_available", lambda s: False)
         gang_jobs = set(active_jobs(spark))
