@@ -244,11 +244,12 @@ def plot(R: dict, path: str) -> None:
         for i, (key, label) in enumerate(methods):
             xs = [j + i * width for j, r in enumerate(R["sizes"]) if key in r[direction]]
             ys = [r[direction][key]["gb_per_s"] for r in R["sizes"] if key in r[direction]]
-            ax.bar(xs, ys, width, label=label)
+            ax.bar(xs, ys, width, label=label, color=f"C{i}")
         ax.set_xticks([j + width for j in range(len(sizes))], [f"{s:g} GB" for s in sizes])
         ax.set_title(title)
         ax.set_ylabel("GB/s (higher is better)")
-    axes[0].legend()
+    handles = [plt.Rectangle((0, 0), 1, 1, color=f"C{i}") for i in range(len(methods))]
+    axes[1].legend(handles, [label for _, label in methods])
     fig.suptitle(f"Moving data between Spark and Dask ({R['machine']['cpus']}-core VM, {R['master']})")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -260,12 +261,15 @@ def main(argv=None) -> dict:
     warnings.filterwarnings("ignore")
     here = os.path.dirname(__file__)
     ap = argparse.ArgumentParser(prog="python -m benchmarks handoff", description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", default="0.1,1,4", help="GB, comma separated")
+    ap.add_argument("--sizes", default=None,
+                    help="GB, comma separated (default 0.1,1 and, with >= 32 GiB of memory, 4)")
     ap.add_argument("--reps", type=int, default=1, help="runs per size (the best is kept)")
     ap.add_argument("--driver-max", type=float, default=1.0, help="largest GB moved through the driver")
     ap.add_argument("--json", default=os.path.join(here, "results", "handoff.json"))
     ap.add_argument("--plot", default=os.path.join(here, "results", "handoff.png"))
     args = ap.parse_args(argv)
+    if args.sizes is None:  # 4 GB needs the data in the workers plus Spark's copy, and room beside them
+        args.sizes = "0.1,1,4" if psutil.virtual_memory().total >= 32 * 2**30 else "0.1,1"
     from pyspark.sql import SparkSession
 
     import distributed
