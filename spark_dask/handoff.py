@@ -574,7 +574,8 @@ def _read_job(spark, n: int, struct, fn, cpu_only: bool, tag: str, description: 
         if profile is not None and not new_api:
             # Spark 3.x: the profile goes on the RDD; the rows come back as a DataFrame
             rdd = out.rdd.withResources(profile)
-            return spark.createDataFrame(rdd.localCheckpoint(), struct).localCheckpoint(eager=True)
+            rdd.localCheckpoint()  # marks the RDD (returns None before Spark 4)
+            return spark.createDataFrame(rdd, struct).localCheckpoint(eager=True)
         return out.localCheckpoint(eager=True, **keep)
     finally:
         if hasattr(sc, "removeJobTag"):
