@@ -1,18 +1,26 @@
-"""Both engines on one cluster: Spark prepares the data, Dask trains XGBoost on it.
+"""Both engines on one cluster: Spark prepares the data, Dask trains XGBoost on it,
+the predictions go back to Spark.
 
-1. Spark SQL / DataFrame builds a feature table and writes it as Parquet.
-2. spark-dask starts Dask workers inside the same Spark application.
-3. Dask reads the Parquet (dask-cudf on GPU workers, pandas otherwise) and trains a
-   model with XGBoost's Dask interface (``xgboost.dask``), one XGBoost worker per
-   Dask worker.
+1. spark-dask starts Dask workers inside the Spark application.
+2. Spark SQL builds a feature table; ``spark_dask.to_dask(df)`` hands it to the Dask
+   workers on the same machines (Arrow files on the executors' local disks: not through
+   the driver, not through storage). pandas partitions on CPU workers, cudf on dask-cuda
+   workers.
+3. XGBoost's Dask interface (``xgboost.dask``) trains, one XGBoost worker per Dask
+   worker; ``spark_dask.to_spark(...)`` brings the predictions back as a Spark DataFrame.
 
-    python examples/spark_dask_xgboost.py [--master local-cluster[2,1,1024]] [--rows 200000]
+    python examples/spark_dask_xgboost.py [--master local-cluster[2,4,1024]] [--rows 200000]
+    python examples/spark_dask_xgboost.py --via-parquet [--path DIR]   # the storage-backed way
 
-On Databricks: ``spark`` exists; write to a Unity Catalog volume that both engines see,
-e.g. ``--path /Volumes/<catalog>/<schema>/<volume>/features`` (Spark writes
-``dbfs:``-less paths under ``/Volumes`` too). On GPU clusters install ``xgboost`` (not
-``xgboost-cpu``) and ``spark-dask[cuda]``: the workers are dask-cuda workers, the data is
-read with dask-cudf and XGBoost trains with ``device="cuda"``.
+``--via-parquet``: Spark writes Parquet first and Dask reads it (before the cluster
+starts), for data that must persist anyway. On Databricks write to a Unity Catalog
+volume both engines see, e.g. ``--path /Volumes/<catalog>/<schema>/<volume>/features``.
+
+``to_dask`` runs a Spark job while the Dask cluster holds its barrier slots: the
+executors need cores beside the gang (here 4-core executors; the gang's tasks take
+3 CPUs each). On GPU clusters install ``xgboost`` (not ``xgboost-cpu``) and
+``spark-dask[cuda12]``: the workers are dask-cuda workers, ``to_dask`` gives dask-cudf
+partitions and XGBoost trains with ``device="cuda"``.
 """
 
 import argparse
@@ -32,8 +40,8 @@ from pyspark.sql import SparkSession  # noqa: E402
 import spark_dask  # noqa: E402
 
 
-def prepare_with_spark(spark, path: str, rows: int) -> None:
-    """Spark: a feature table from SQL, written as Parquet."""
+def features(spark, rows: int):
+    """Spark: a feature table from SQL."""
     spark.range(rows).createOrReplaceTempView("ids")
     df = spark.sql(
         """
@@ -44,14 +52,15 @@ def prepare_with_spark(spark, path: str, rows: int) -> None:
         """
     )
     df = df.withColumn("y", 3 * df.f0 - 2 * df.f1 + df.f2 * df.f3 + 0.5 * df.f4)
-    df.repartition(8).write.mode("overwrite").parquet(path)
+    return df.repartition(8)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--master", default="local-cluster[2,1,1024]")
+    parser.add_argument("--master", default="local-cluster[2,4,1024]")
     parser.add_argument("--rows", type=int, default=200_000)
-    parser.add_argument("--path", default=None, help="Parquet directory both engines can read")
+    parser.add_argument("--via-parquet", action="store_true", help="hand over through Parquet files instead")
+    parser.add_argument("--path", default=None, help="Parquet directory both engines can read (--via-parquet)")
     args = parser.parse_args()
     # without --path: a scratch directory, removed at the end
     scratch = None if args.path else tempfile.TemporaryDirectory(prefix="spark-dask-xgb-")
@@ -65,22 +74,30 @@ def main() -> None:
     )
     spark.sparkContext.setLogLevel("ERROR")
     try:
-        t0 = time.perf_counter()
-        prepare_with_spark(spark, path, args.rows)
-        print(f"spark wrote {args.rows} rows to {path} in {time.perf_counter() - t0:.1f}s")
+        df = features(spark, args.rows)
+        if args.via_parquet:
+            t0 = time.perf_counter()
+            df.write.mode("overwrite").parquet(path)
+            print(f"spark wrote {args.rows} rows to {path} in {time.perf_counter() - t0:.1f}s")
 
         with spark_dask.start(spark) as client:
             gpu = client.cluster.gang.kind == "cuda"
-            if gpu:
-                import dask_cudf
+            t0 = time.perf_counter()
+            if args.via_parquet:
+                if gpu:
+                    import dask_cudf
 
-                ddf = dask_cudf.read_parquet(path)
+                    ddf = dask_cudf.read_parquet(path)
+                else:
+                    ddf = dd.read_parquet(path)
             else:
-                ddf = dd.read_parquet(path)
-            features = [c for c in ddf.columns if c.startswith("f")]
+                ddf = spark_dask.to_dask(df)  # pandas partitions here, cudf on dask-cuda workers
+                print(f"spark -> dask: {len(ddf)} rows in {ddf.npartitions} partitions (to_dask) "
+                      f"in {time.perf_counter() - t0:.1f}s")
+            features_ = [c for c in ddf.columns if c.startswith("f")]
             train, test = ddf.random_split([0.8, 0.2], random_state=0)
-            dtrain = xgb.dask.DaskDMatrix(client, train[features], train["y"])
-            dtest = xgb.dask.DaskDMatrix(client, test[features], test["y"])
+            dtrain = xgb.dask.DaskDMatrix(client, train[features_], train["y"])
+            dtest = xgb.dask.DaskDMatrix(client, test[features_], test["y"])
             params = {
                 "objective": "reg:squarederror",
                 "tree_method": "hist",
@@ -92,10 +109,16 @@ def main() -> None:
                 client, params, dtrain, num_boost_round=30, evals=[(dtest, "test")], verbose_eval=False
             )
             rmse = out["history"]["test"]["rmse"][-1]
-            pred = xgb.dask.predict(client, out["booster"], dtest).compute()
+            pred = xgb.dask.predict(client, out["booster"], test[features_])
             print(f"xgboost on {len(client.scheduler_info()['workers'])} Dask workers: "
                   f"test rmse {rmse:.4f}, {len(pred)} predictions")
             assert rmse < 0.2 * float(np.std(test["y"].compute())) + 0.05, rmse
+            if not args.via_parquet:
+                # the predictions back to Spark, beside their ids
+                scored = test[["id", "y"]].assign(prediction=pred.astype("float64"))
+                sdf = spark_dask.to_spark(scored)
+                mean_err = sdf.selectExpr("avg(abs(prediction - y)) AS e").collect()[0]["e"]
+                print(f"dask -> spark: {sdf.count()} scored rows (to_spark), mean abs error {mean_err:.4f}")
         print("done; Spark jobs still active:", list(spark.sparkContext.statusTracker().getActiveJobsIds()))
     finally:
         if not os.environ.get("DATABRICKS_RUNTIME_VERSION"):

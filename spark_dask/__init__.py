@@ -7,9 +7,20 @@
 
 from spark_dask import config as _config  # noqa: F401  (loads the package defaults)
 from spark_dask.cluster import SparkCluster, SparkDaskError, start
+from spark_dask.handoff import HandoffError, HandoffTypeError, to_dask, to_spark
 from spark_dask.plan import PlanError
 from spark_dask.task import WorkerStartError
 
 __version__ = "0.1.0"
 
-__all__ = ["PlanError", "SparkCluster", "SparkDaskError", "WorkerStartError", "start"]
+__all__ = [
+    "HandoffError",
+    "HandoffTypeError",
+    "PlanError",
+    "SparkCluster",
+    "SparkDaskError",
+    "WorkerStartError",
+    "start",
+    "to_dask",
+    "to_spark",
+]

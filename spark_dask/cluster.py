@@ -1399,6 +1399,11 @@ class SparkCluster(Cluster):
         with suppress(Exception):
             await Cluster._close(self)
         self.status = Status.closing
+        handoff = getattr(self, "_handoff", None)
+        if handoff is not None and self.scheduler is not None:
+            # the files of to_dask / to_spark transfers, while the workers can remove them
+            with suppress(Exception):
+                await asyncio.wait_for(handoff.close(), self.options["close_timeout"])
         if self.scheduler is not None:
             # Nannies first: each stops its worker process and exits, so the Spark task
             # returns. Then the scheduler, which also closes any worker without a nanny.

@@ -1,7 +1,7 @@
 """``python -m spark_dask.gpu_check``: run the real dask-cuda path on a machine with GPUs.
 
 On a machine with NVIDIA GPUs, Java and the RAPIDS packages, this starts a Spark
-``local-cluster[1,<gpus>,<mem>]`` whose GPUs Spark discovers with a script reading
+``local-cluster[1,<gpus + 2>,<mem>]`` whose GPUs Spark discovers with a script reading
 ``nvidia-smi``, starts ``spark_dask.start(spark)`` (dask-cuda workers, RMM pool ``auto``)
 and prints, per worker, what it got: ``CUDA_VISIBLE_DEVICES``, ``CUDA_DEVICE_ORDER``,
 the GPU's PCI bus id and name as NVML and as CUDA see them, the RMM pool and the
@@ -230,6 +230,61 @@ def _groupby_check(client) -> tuple[bool, str]:
     return ok, f"{n:,} rows, {len(got)} groups, partitions are {backend}, {took:.2f} s, matches pandas: {ok}"
 
 
+def _handoff_check(spark, client, n: int = 1_000_000) -> tuple[bool, str]:
+    """Spark -> dask-cudf -> Spark through spark_dask.to_dask / to_spark (docs/handoff.md):
+    the transfer's Spark tasks run beside a gang that holds every GPU (CPU-only profile).
+
+    No other Spark job may run here: Spark's default task asks for a GPU, which the gang
+    holds. The expected values are computed on the driver from the data's definition,
+    and the Spark side of the result is read by a job with the transfer's CPU-only
+    profile.
+    """
+    import numpy as np
+    import pandas as pd
+
+    import spark_dask
+    from spark_dask import handoff
+    from spark_dask.handoff_plan import needs_cpu_profile
+
+    profile = needs_cpu_profile(client.cluster.facts, handoff._profiles_available(spark))
+    df = spark.range(0, n, 1, 8).selectExpr(
+        "id", "id % 97 AS k", "CAST(id % 13 AS DOUBLE) * 0.25 AS x", "CAST(id AS STRING) AS s"
+    )
+    ids = np.arange(n)
+    want = pd.Series((ids % 13) * 0.25).groupby(ids % 97).sum().sort_index()
+    t0 = time.monotonic()
+    ddf = spark_dask.to_dask(df)
+    backend = type(ddf._meta).__module__.split(".")[0]
+    got = ddf.groupby("k").x.sum()
+    got = (got.to_backend("pandas") if backend != "pandas" else got).compute().sort_index()
+    took = time.monotonic() - t0
+    same = got.index.tolist() == want.index.tolist() and np.allclose(got.to_numpy(), want.to_numpy())
+    s_ok = bool((ddf.s.astype("int64") == ddf.id).all().compute())
+    t1 = time.monotonic()
+    back = spark_dask.to_spark(ddf)
+
+    def totals(batches):
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        rows = total = 0
+        for b in batches:
+            rows += b.num_rows
+            total += pc.sum(b.column("id")).as_py() or 0
+        yield pa.RecordBatch.from_pylist([{"n": rows, "t": total}], schema=pa.schema([("n", pa.int64()), ("t", pa.int64())]))
+
+    parts = handoff._collect(back, "n long, t long", totals, profile, f"{client.cluster.tag}-gpu-check",
+                             "spark-dask: gpu check, to_spark result")  # fmt: skip
+    back_ok = sum(r["n"] for r in parts) == n and sum(r["t"] for r in parts) == n * (n - 1) // 2
+    took_back = time.monotonic() - t1
+    ok = backend == "cudf" and same and s_ok and back_ok
+    return ok, (
+        f"{n:,} rows: to_dask + groupby {took:.2f} s (partitions are {backend}, exact: {same and s_ok}), "
+        f"to_spark {took_back:.2f} s (exact: {back_ok}); transfer tasks "
+        + ("with a CPU-only profile" if profile else "in Spark's default profile")
+    )
+
+
 def _xgboost_check(client) -> tuple[bool | None, str]:
     if importlib.util.find_spec("xgboost") is None:
         return None, "skipped: xgboost is not installed (pip install xgboost)"
@@ -316,7 +371,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.master(f"local-cluster[1,{len(gpus)},{args.memory}]").appName("spark-dask-gpu-check")
+    # two cores more than GPUs: the to_dask / to_spark check's Spark tasks run beside the gang
+    builder = SparkSession.builder.master(f"local-cluster[1,{len(gpus) + 2},{args.memory}]").appName("spark-dask-gpu-check")
     for k, v in spark_conf(script, len(gpus), sys.executable).items():
         builder = builder.config(k, v)
     t0 = time.monotonic()
@@ -364,6 +420,9 @@ def main(argv: list[str] | None = None) -> int:
         ok, text = _groupby_check(client)
         failed |= not ok
         results.append(("dask-cudf groupby", ("" if ok else "FAILED: ") + text))
+        ok, text = _handoff_check(spark, client)
+        failed |= not ok
+        results.append(("to_dask / to_spark", ("" if ok else "FAILED: ") + text))
         if args.no_xgboost:
             results.append(("xgboost", "skipped (--no-xgboost)"))
         else:

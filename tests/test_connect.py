@@ -259,6 +259,43 @@ def test_a_databricks_notebook_on_a_connect_session_is_refused_at_once(spark, mo
     assert not jvm_active_jobs()
 
 
+def test_to_dask_and_to_spark_through_connect(spark):
+    import warnings
+
+    from pyspark.sql import functions as F
+
+    from spark_dask import HandoffError
+
+    # a gang of two holds both slots of local-cluster[2,1,1024]: refused at once, no job
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        client = spark_dask.start(spark, progress=False)
+    with client:
+        t0 = time.monotonic()
+        with pytest.raises(HandoffError, match="hold every slot"):
+            spark_dask.to_dask(spark.range(10))
+        assert time.monotonic() - t0 < 30
+        assert len(jvm_active_jobs()) == 1  # only the gang
+    # one worker leaves a slot free
+    with spark_dask.start(spark, n_workers=1, progress=False) as client:
+        df = spark.range(0, 5000, 1, 3).select(
+            "id",
+            F.col("id").cast("string").alias("s"),
+            F.when(F.col("id") % 3 == 0, None).otherwise(F.col("id") * 0.5).alias("x"),
+            F.timestamp_seconds(F.col("id")).alias("ts"),
+            F.array(F.col("id"), F.lit(None).cast("long")).alias("a"),
+        )
+        ddf = spark_dask.to_dask(df)
+        assert str(ddf.dtypes["ts"]).startswith("datetime64[us, ")
+        pdf = ddf.compute()
+        assert sorted(pdf["id"]) == list(range(5000)) and pdf["x"].isna().sum() == 1667
+        back = spark_dask.to_spark(ddf)
+        assert [f.dataType for f in back.schema] == [f.dataType for f in df.schema]
+        assert sorted(map(repr, back.collect())) == sorted(map(repr, df.collect()))
+        cluster = client.cluster
+    assert_no_leftovers(spark, cluster)
+
+
 def test_spark_stop_tears_the_cluster_down(spark):
     """Last in this module: it stops the module's Connect session."""
     client = spark_dask.start(spark, n_workers=2, progress=False)

@@ -28,7 +28,8 @@ CASES = {
                                "Spark barrier job ended: yes); exit status 0"]),
     "spark_dask_xgboost.py": (
         ["spark_dask_xgboost.py", "--rows", "50000"], ["xgboost"],
-        ["spark wrote 50000 rows", "xgboost on 2 Dask workers: test rmse", "Spark jobs still active: []"]),
+        ["spark -> dask: 50000 rows in 8 partitions (to_dask)", "xgboost on 2 Dask workers: test rmse",
+         "dask -> spark: ", "Spark jobs still active: []"]),
     "delta_lake.py": (
         ["delta_lake.py"], ["deltalake", "dask_deltatable"],
         ["latest version: 1500 rows", "version 0 (time travel): 1000 rows", "read by 2 Dask workers"]),

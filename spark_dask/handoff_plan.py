@@ -1,0 +1,183 @@
+"""Pure decisions of moving data between Spark and Dask (``spark_dask.to_dask`` /
+``to_spark``): file and directory names, where each partition is written and loaded,
+whether the transfer's Spark tasks find a free slot beside the gang, error texts.
+
+Standard library only; shipped by value to the executors with
+:mod:`spark_dask.handoff_task`.
+"""
+
+from __future__ import annotations
+
+import os
+
+from spark_dask.plan import ClusterFacts, GangPlan, spare_slots
+
+DIR_PREFIX = "spark-dask-handoff-"
+LOAD_KEY_PREFIX = "spark-to-dask-"
+
+
+def transfer_dir_name(cluster_tag: str, transfer_id: str) -> str:
+    """The directory (under a host's handoff root) that holds one transfer's files."""
+    return f"{DIR_PREFIX}{cluster_tag}-{transfer_id}"
+
+
+def is_transfer_dir(path: str) -> bool:
+    """Whether ``path`` names a transfer directory (the only thing removals touch)."""
+    return os.path.basename(os.path.normpath(path)).startswith(DIR_PREFIX)
+
+
+def in_transfer_dir(path: str) -> bool:
+    """Whether ``path`` is a file directly inside a transfer directory (what may be served)."""
+    return is_transfer_dir(os.path.dirname(os.path.normpath(path))) and not os.path.basename(path).startswith(".")
+
+
+def part_file_name(partition: int, attempt: int | None = None) -> str:
+    """``part-00007.arrow``; a Spark task attempt writes ``part-00007-a1.arrow``."""
+    return f"part-{partition:05d}" + ("" if attempt is None else f"-a{attempt}") + ".arrow"
+
+
+def load_key(transfer_id: str, index: int) -> str:
+    """The Dask key of the task that loads partition ``index`` of a Spark → Dask transfer."""
+    return f"{LOAD_KEY_PREFIX}{transfer_id}-{index}"
+
+
+def transfer_of_key(key) -> str | None:
+    """The transfer id of a loading key, or None for any other key.
+
+    >>> transfer_of_key("spark-to-dask-ab12-7")
+    'ab12'
+    >>> transfer_of_key(("x", 1)) is None
+    True
+    """
+    if not isinstance(key, str) or not key.startswith(LOAD_KEY_PREFIX):
+        return None
+    return key[len(LOAD_KEY_PREFIX):].rsplit("-", 1)[0]
+
+
+def worker_host(address: str) -> str:
+    """The host part of a Dask worker address (what Dask's host restrictions match).
+
+    >>> worker_host("tls://10.0.0.5:40123"), worker_host("tcp://[::1]:1")
+    ('10.0.0.5', '::1')
+    """
+    rest = address.split("://", 1)[-1]
+    host = rest.rsplit(":", 1)[0]
+    return host[1:-1] if host.startswith("[") and host.endswith("]") else host
+
+
+def host_table(workers: dict[str, dict]) -> dict[str, dict]:
+    """Group the Dask workers by the machine they run on.
+
+    ``workers`` maps each worker address to ``{"hostname": ..., "root": ...}`` (what
+    :func:`spark_dask.handoff_task.host_info` returns on the worker). The result maps
+    each hostname to ``{"ip": <address host>, "root": <handoff root>, "workers": [...]}``:
+    the files of that machine live under one root, the one of its first worker (by
+    address), so every worker of the machine finds them. A Spark task whose hostname is
+    a key here writes its partition there; others send it to a worker.
+
+    >>> host_table({"tls://10.0.0.5:2": {"hostname": "a", "root": "/l/2"},
+    ...             "tls://10.0.0.5:1": {"hostname": "a", "root": "/l/1"}})
+    {'a': {'ip': '10.0.0.5', 'root': '/l/1', 'workers': ['tls://10.0.0.5:1', 'tls://10.0.0.5:2']}}
+    """
+    out: dict[str, dict] = {}
+    for address in sorted(workers):
+        info = workers[address]
+        entry = out.setdefault(info["hostname"], {"ip": worker_host(address), "root": info["root"], "workers": []})
+        entry["workers"].append(address)
+    return out
+
+
+def push_target(partition: int, hosts: dict[str, dict]) -> tuple[str, str]:
+    """(hostname, worker address) that receives a partition written on a machine without
+    a Dask worker: the workers in turn, by partition number.
+
+    >>> push_target(3, {"a": {"workers": ["w1"]}, "b": {"workers": ["w2", "w3"]}})
+    ('a', 'w1')
+    """
+    pairs = [(name, w) for name in sorted(hosts) for w in hosts[name]["workers"]]
+    if not pairs:
+        raise ValueError("no Dask worker to send the partition to")
+    return pairs[partition % len(pairs)]
+
+
+def transfer_slots(facts: ClusterFacts, plan: GangPlan, cpu_only: bool) -> int | None:
+    """Task slots the transfer's Spark job has beside the running gang (None: unknown).
+
+    ``cpu_only``: the transfer's tasks run with a stage-level profile asking for one CPU
+    and no GPU, so they need only the cores the gang leaves on each executor. Otherwise
+    they are default-profile tasks (``spark.task.cpus``, and a GPU share when Spark's
+    tasks use GPUs): :func:`spark_dask.plan.spare_slots`.
+
+    >>> f = ClusterFacts(executors=2, executor_cores=4, executor_memory=0, slots=8)
+    >>> transfer_slots(f, GangPlan("cpu", False, 2, 2, 1, task_cpus=3), cpu_only=False)
+    2
+    >>> g = ClusterFacts(executors=1, executor_cores=4, executor_memory=0, executor_gpus=1,
+    ...                  task_gpus=1, slots=1)
+    >>> transfer_slots(g, GangPlan("cuda", True, 1, 1, 1, gpu_mode="exclusive"), cpu_only=False)
+    0
+    >>> transfer_slots(g, GangPlan("cuda", True, 1, 1, 1, gpu_mode="exclusive"), cpu_only=True)
+    3
+    """
+    if not cpu_only:
+        return spare_slots(facts, plan)
+    if facts.executors < 1 or facts.executor_cores < 1:
+        return None
+    gang_cpus = plan.task_cpus if plan.task_cpus is not None else facts.task_cpus
+    base, extra = divmod(plan.n_tasks, facts.executors)
+    total = 0
+    for i in range(facts.executors):
+        k = base + (1 if i < extra else 0)
+        total += max(facts.executor_cores - k * gang_cpus, 0)
+    return total
+
+
+def needs_cpu_profile(facts: ClusterFacts, profiles_available: bool) -> bool:
+    """Whether the transfer's tasks ask for a CPU-only stage-level profile.
+
+    Only when Spark's default task asks for a GPU (``spark.task.resource.gpu.amount``):
+    the transfer needs none, and on GPU clusters where the gang holds the GPUs a
+    default-profile task would never start. CPU clusters use the default profile.
+    """
+    return facts.task_gpus > 0 and profiles_available
+
+
+def no_slot_message(facts: ClusterFacts, plan: GangPlan, direction: str, cpu_only: bool) -> str:
+    """Why the transfer cannot run now, and what to change."""
+    shape = f"{facts.executors} executor(s) x {facts.executor_cores} cores"
+    if facts.executor_gpus:
+        shape += f", {facts.executor_gpus:g} GPUs, spark.task.resource.gpu.amount={facts.task_gpus:g}"
+    request = "1 CPU, no GPU (a CPU-only task profile)" if cpu_only else (
+        f"spark.task.cpus={facts.task_cpus}" + (f" and a {facts.task_gpus:g} GPU share" if facts.task_gpus else "")
+    )
+    advice = []
+    if plan.n_workers > 1:
+        advice.append(f"a Dask cluster with fewer workers (n_workers={plan.n_workers - 1})")
+    advice.append("executors with more cores (spark.executor.cores)")
+    if facts.task_gpus and not cpu_only:
+        advice.append("Spark >= 3.4 with stage-level scheduling (a CPU-only profile for the transfer; "
+                      "Spark Connect needs 4.0)")  # fmt: skip
+    return (
+        f"spark-dask: {direction} needs Spark task slots ({request} each) beside the Dask cluster, but "
+        f"its {plan.n_tasks} barrier tasks hold every slot ({shape}): the transfer's Spark job would "
+        "wait until the cluster closes. Nothing was started. Use " + ", or ".join(advice)
+        + "; or move the data before starting the cluster (Parquet, see docs/handoff.md)."
+    )
+
+
+def ordered_parts(rows: list[dict]) -> list[dict]:
+    """The transfer tasks' reports in partition order, one per partition (the first
+    successful attempt Spark reported), empty partitions left out."""
+    seen: dict[int, dict] = {}
+    for r in rows:
+        seen.setdefault(int(r["partition"]), r)
+    return [seen[p] for p in sorted(seen) if int(seen[p]["rows"]) > 0]
+
+
+def transfer_dirs(hosts: dict[str, dict], dirname: str) -> list[tuple[str, str]]:
+    """Every (hostname, directory) a transfer may write to: one per machine with workers."""
+    return sorted((name, os.path.join(h["root"], dirname)) for name, h in hosts.items())
+
+
+def retry_wait(attempt: int) -> float:
+    """Seconds to wait before looking again for a worker on a file's machine."""
+    return min(0.2 * 2**attempt, 2.0)
