@@ -38,6 +38,7 @@ def test_troubleshooting_lists_every_error_message():
 # Raises whose message the collector cannot read, and why each is covered all the same:
 # (module, the message argument's source text).
 UNREAD_OK = {
+    ("spark_dask/arrow_types.py", "column"),  # _column_error(column, what, why): its text and the why strings are on the page
     ("spark_dask/cli.py", "128 + signum"),  # SystemExit status after a signal, no message
     ("spark_dask/cli.py", "str(e)"),  # a PlanError/SparkDaskError shown by click: listed where raised
     ("spark_dask/cluster.py", "'spark-dask: ' + problem"),  # text from *_problem() functions
@@ -45,6 +46,7 @@ UNREAD_OK = {
     ("spark_dask/cluster.py", "f'spark-dask: {what}.\\n{detail}'"),  # _gang_error(what): its callers raise it with the text
     ("spark_dask/cluster.py", "ended[0]"),  # _gang_error(gang, what): the text is its second argument
     ("spark_dask/gpu_check.py", "discovered"),  # caught on the next line, never shown
+    ("spark_dask/handoff.py", "no_slot_message(facts, plan, direction, cpu_only)"),  # a *_message function: its text is read
     ("spark_dask/task.py", "f'spark-dask: {version[1]}'"),  # version_problem()
     ("spark_dask/task.py", "f'spark-dask: on {where}: {problem}'"),  # *_problem() texts
     ("spark_dask/task.py", "'spark-dask: ' + problem"),  # *_problem() texts
