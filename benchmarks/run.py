@@ -119,6 +119,21 @@ def active_jobs(spark):
     return list(spark.sparkContext.statusTracker().getActiveJobsIds())
 
 
+def wait_idle(spark, timeout: float = 120) -> None:
+    """Until no Spark job is active and no executor runs a task: a cancelled stage's
+    tasks (the teardown floor) hold their slots a while after the job has ended, and a
+    start measured then would wait for them."""
+    sc = spark.sparkContext
+    tracker = sc._jsc.sc().statusTracker()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        busy = sum(e.numRunningTasks() for e in tracker.getExecutorInfos())
+        if not busy and not active_jobs(spark):
+            return
+        time.sleep(0.01)
+    raise RuntimeError(f"Spark still runs tasks after {timeout}s")
+
+
 def gang_processes(tag: str) -> list[psutil.Process]:
     out = []
     for p in psutil.process_iter():
@@ -410,15 +425,22 @@ def bench_master(master: str, sizes: list[int], reps: int, options: dict, ray: b
     spark = new_spark(master)
     try:
         ours(spark, 2, options)
+        wait_idle(spark)
         stage_floor(spark, 2)
         warm = {}
         for n in [n for n in sizes if n <= slots(master)]:
             runs, stage, stage_b, close_floor = [], [], [], []
-            for _ in range(reps):  # interleaved
+            for _ in range(reps):  # interleaved, each on an idle application
+                wait_idle(spark)
                 runs.append(ours(spark, n, options))
+                wait_idle(spark)
                 stage.append(stage_floor(spark, n))
+                wait_idle(spark)
                 stage_b.append(stage_floor(spark, n, barrier_call=True))
+            for _ in range(reps):  # after the starts: cancelled tasks hold slots a while
+                wait_idle(spark)
                 close_floor.append(teardown_floor(spark, n))
+            wait_idle(spark)
             rss = [x for r in runs for x in r["launcher_rss"]]
             warm[n] = {
                 "start_runs": [r["start"] for r in runs],
@@ -433,10 +455,12 @@ def bench_master(master: str, sizes: list[int], reps: int, options: dict, ray: b
             }
             note(f"warm n={n} done")
         R["warm"] = warm
+        wait_idle(spark)
         R["driver_rss_mb"] = driver_footprint(spark, options) / 2**20
         R["ray"] = None
         if ray:
             try:
+                wait_idle(spark)
                 ray_runs = [ray_on_spark(spark, 2) for _ in range(2)]
                 if ray_runs[0] is not None:
                     R["ray"] = {"start_runs": [r["start"] for r in ray_runs], "close_runs": [r["close"] for r in ray_runs]}
