@@ -227,7 +227,11 @@ def teardown_floor(spark, n: int) -> float:
 
 def worker_floor(n: int, nanny: bool = True) -> float:
     """N bare `dask worker` processes, started at once, to registration."""
+    import logging
+
     from distributed import Scheduler
+
+    logging.getLogger("distributed").setLevel(logging.WARNING)  # its INFO lines would bury the tables
 
     async def main():
         async with Scheduler(port=0, dashboard=False, host="127.0.0.1") as s:

@@ -572,6 +572,7 @@ class SparkCluster(Cluster):
         self._start_task = asyncio.current_task()
         opts = self.options
         t0 = time.monotonic()
+        scheduler_job = None
         try:
             if is_connect(self.spark):
                 problem = await _blocking(connect_session_problem, self.spark, opts["scheduler_host"])
@@ -591,9 +592,6 @@ class SparkCluster(Cluster):
                         raise job.exception()
                 self.facts = await facts_job
             except BaseException:
-                # the scheduler is closed by the teardown: let its start finish (or fail) first
-                with suppress(BaseException):
-                    await scheduler_job
                 if not facts_job.done():
                     facts_job.add_done_callback(lambda j: j.cancelled() or j.exception())
                 raise
@@ -641,6 +639,11 @@ class SparkCluster(Cluster):
                 f"{self.scheduler.address} in {self.timings['start']:.1f}s (Spark job tag {self.tag})"
             )
         except BaseException:
+            if scheduler_job is not None:
+                # the teardown closes the scheduler: let its start finish (or fail) first,
+                # also when the plan refused after the facts (the scheduler may still start)
+                with suppress(BaseException):
+                    await scheduler_job
             await self._teardown(graceful=False)
             raise
 

@@ -189,6 +189,27 @@ def test_too_many_workers_fails_fast_without_a_job(spark):
     assert not active_jobs(spark)
 
 
+def test_a_plan_refused_while_the_scheduler_still_starts_leaves_no_scheduler(spark, monkeypatch):
+    """The facts and the scheduler start at the same time: a plan refused after the facts
+    must still close a scheduler that finishes starting afterwards."""
+    started = []
+    original = SparkCluster._start_scheduler
+
+    async def slow_start(self, t0):
+        await asyncio.sleep(1.0)  # the facts, and the plan's refusal, come first
+        await original(self, t0)
+        started.append(self.scheduler)
+
+    monkeypatch.setattr(SparkCluster, "_start_scheduler", slow_start)
+    with pytest.raises(PlanError, match="n_workers<=2"):
+        SparkCluster(spark, n_workers=3)
+    assert started, "the scheduler's start was waited for"
+    scheduler = started[0]
+    assert scheduler.status.name == "closed"
+    assert not port_open(scheduler.address)
+    assert not active_jobs(spark)
+
+
 @pytest.mark.parametrize("kwargs,match", [
     ({"n_workers": 0}, "at least 1"),
     ({"worker": "gpu"}, "worker must be one of"),

@@ -117,10 +117,14 @@ def test_connect_facts_unknown_executors_need_n_workers():
     assert (plan.n_workers, plan.n_tasks, plan.uses_profile) == (3, 3, False)
 
 
-def test_connect_facts_dynamic_allocation_is_refused():
+def test_connect_facts_under_dynamic_allocation_plan_one_plain_job_per_worker():
+    # Spark runs no barrier stages under dynamic allocation: each worker is a plain
+    # one-task job there, over Spark Connect too (no task profiles)
     spark = FakeConnect({"spark.dynamicAllocation.enabled": "true"})
-    with pytest.raises(PlanError, match="dynamic allocation"):
-        plan_gang(session.cluster_facts(spark))
+    facts = session.cluster_facts(spark)
+    assert facts.dynamic_allocation
+    plan = plan_gang(facts)
+    assert (plan.barrier, plan.n_workers, plan.n_tasks, plan.uses_profile) == (False, 1, 1, False)
 
 
 def test_driver_host_override_and_route():

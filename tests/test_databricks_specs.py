@@ -31,9 +31,23 @@ from .conftest import needs
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HERE = os.path.join(ROOT, "examples", "databricks")
 
-compute = needs("databricks.sdk.service.compute", "test")
-jobs = needs("databricks.sdk.service.jobs", "test")
-bundle_jobs = needs("databricks.bundles.jobs", "test")
+
+# Fixtures, not module-level imports: the pyspark 3.5 environment (test-core extra) runs
+# `pytest -m core`, which collects this module without selecting its tests.
+@pytest.fixture(scope="module")
+def compute():
+    return needs("databricks.sdk.service.compute", "test")
+
+
+@pytest.fixture(scope="module")
+def jobs():
+    return needs("databricks.sdk.service.jobs", "test")
+
+
+@pytest.fixture(scope="module")
+def bundle_jobs():
+    return needs("databricks.bundles.jobs", "test")
+
 
 # Access modes whose notebooks and jobs get a classic session that can start processes
 # (docs/databricks.md, "Standard access mode, serverless, Databricks Connect").
@@ -65,7 +79,7 @@ def substitute(value, variables: dict, file_path: str):
     return value
 
 
-def test_cluster_spec_is_a_clusters_api_document():
+def test_cluster_spec_is_a_clusters_api_document(compute):
     spec = load_json("cluster-gpu.json")
     assert compute.ClusterSpec.from_dict(spec).as_dict() == spec  # every key known to the API types
     assert spec["data_security_mode"] in WORKING_ACCESS_MODES
@@ -86,7 +100,7 @@ def test_cluster_spec_is_a_clusters_api_document():
     assert (plan.kind, plan.gpu_mode, plan.n_workers, plan.pinned) == ("cuda", "shared", 2, True)
 
 
-def test_libraries_are_the_cuda12_extra():
+def test_libraries_are_the_cuda12_extra(compute):
     body = load_json("libraries-gpu.json")
     for lib in body["libraries"]:
         assert compute.Library.from_dict(lib).as_dict() == lib
@@ -98,7 +112,7 @@ def test_libraries_are_the_cuda12_extra():
     assert body["libraries"][0]["whl"].endswith("spark_dask-0.1.0-py3-none-any.whl")
 
 
-def test_job_spec_is_a_jobs_api_document_and_runs_spark_dask():
+def test_job_spec_is_a_jobs_api_document_and_runs_spark_dask(jobs, bundle_jobs):
     job = load_json("job-gpu.json")
     assert jobs.JobSettings.from_dict(job).as_dict() == job
     bundle_jobs.Job.from_dict(job)  # the bundle schema's job type accepts it too (strict)
@@ -118,7 +132,7 @@ def test_job_spec_is_a_jobs_api_document_and_runs_spark_dask():
     assert task["libraries"] == load_json("libraries-gpu.json")["libraries"]
 
 
-def test_bundle_is_valid_and_agrees_with_the_api_documents():
+def test_bundle_is_valid_and_agrees_with_the_api_documents(bundle_jobs):
     bundle = load_bundle()
     assert set(bundle) <= BUNDLE_KEYS, set(bundle) - BUNDLE_KEYS
     (job,) = bundle["resources"]["jobs"].values()
