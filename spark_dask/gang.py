@@ -279,4 +279,8 @@ def end_gangs(gangs: list[Gang], grace: float, stopped: bool = False) -> bool:
     left = [g.tag for g in gangs if not g.done]
     if left:  # pragma: no cover - Spark did not end its own job
         logger.error("spark-dask: the Spark jobs %s did not end after cancel", ", ".join(left))
+    deadline = time.monotonic() + 2
+    for g in gangs:  # ended: also in Spark's status tracker, which learns it a little later
+        if g.done:
+            g.launcher.wait_job_listed_ended(max(deadline - time.monotonic(), 0))
     return not left

@@ -14,6 +14,7 @@ import json
 import logging
 import re
 import threading
+import time
 from collections.abc import Callable
 
 from spark_dask import databricks
@@ -218,6 +219,28 @@ class GangLauncher:
     def stage_snapshot(self) -> tuple[list[dict], set[int]]:
         """(active stages of the application, this job's own stage ids). Classic only."""
         return stage_snapshot(self.spark, [self.tag])
+
+    def wait_job_listed_ended(self, timeout: float) -> bool:
+        """After the collect returned: wait (at most ``timeout`` s) until Spark's status
+        tracker no longer lists this gang's job as active. The job's end reaches the
+        tracker through Spark's listener bus, a little after the collect returns
+        (seen on Spark 3.5); ``close()`` promises no active Spark job of the cluster.
+        Classic sessions only (Spark Connect has no status tracker); True when gone."""
+        if self.connect:
+            return True
+        try:
+            tracker = self.spark.sparkContext.statusTracker()
+            deadline = time.monotonic() + timeout
+            while True:
+                ours = set(tracker.getJobIdsForGroup(self.tag))
+                if not ours & set(tracker.getActiveJobsIds()):
+                    return True
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(0.005)
+        except Exception as e:  # stopped context, gone gateway: no job can be active
+            logger.debug("spark-dask: status of %s unknown: %s", self.tag, e)
+            return True
 
     def cancel(self) -> None:
         """Cancel the barrier stage (tasks are interrupted, then killed by Spark)."""

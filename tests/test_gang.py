@@ -26,6 +26,9 @@ class FakeLauncher:
     def start(self):
         pass
 
+    def wait_job_listed_ended(self, timeout):
+        return True
+
     def join(self, timeout=None):
         return self.done.wait(timeout or 0)
 
