@@ -35,11 +35,18 @@ REQUIRED = {
     "pyspark": "pyspark (pip install -e '.[spark]')",
     "dask_cuda": "dask-cuda[cu12] (pip install -e '.[cuda12]')",
     "rmm": "rmm-cu12 (comes with cudf-cu12)",
-    "cudf": "cudf-cu12",
-    "dask_cudf": "dask-cudf-cu12",
     "pynvml": "nvidia-ml-py",
 }
-OPTIONAL = {"xgboost": "xgboost (the CUDA build from PyPI)", "cupy": "cupy-cuda12x (comes with cudf)"}
+# Checks that are skipped (and say so) when their package is missing.
+OPTIONAL = {
+    "cudf": "cudf-cu12 (pip install -e '.[cuda12]')",
+    "dask_cudf": "dask-cudf-cu12 (pip install -e '.[cuda12]')",
+    "xgboost": "xgboost (the CUDA build from PyPI)",
+    "cupy": "cupy-cuda12x (comes with cudf)",
+}
+# Distributions whose versions the check prints when they are installed.
+VERSIONS = ("dask-cuda", "rmm-cu12", "rmm-cu13", "cudf-cu12", "cudf-cu13", "dask-cudf-cu12", "dask-cudf-cu13",
+            "cupy-cuda12x", "cupy-cuda13x", "xgboost", "nvidia-ml-py")
 
 
 @dataclass(frozen=True)
@@ -85,14 +92,15 @@ def discovery_json(indices: list[str]) -> dict:
     return {"name": "gpu", "addresses": [str(i) for i in indices]}
 
 
-def spark_conf(script: str, n_gpus: int, python: str) -> dict:
+def spark_conf(script: str, n_gpus: int, python: str, gpu_amount: float = 1) -> dict:
     """Spark confs of the check's local-cluster: one Spark worker owning every GPU, one
-    executor, one GPU per task (so one dask-cuda worker per GPU)."""
+    executor, ``gpu_amount`` GPU per task (1: one dask-cuda worker per GPU holding it
+    whole; a fraction: the workers share their GPUs with Spark's GPU tasks)."""
     return {
         "spark.worker.resource.gpu.amount": str(n_gpus),
         "spark.worker.resource.gpu.discoveryScript": script,
         "spark.executor.resource.gpu.amount": str(n_gpus),
-        "spark.task.resource.gpu.amount": "1",
+        "spark.task.resource.gpu.amount": f"{gpu_amount:g}",
         "spark.executorEnv.PYSPARK_PYTHON": python,
         "spark.dynamicAllocation.enabled": "false",
         "spark.ui.enabled": "false",
@@ -211,7 +219,83 @@ def _gib(n) -> str:
     return f"{n / 2**30:.1f} GiB" if isinstance(n, (int, float)) and n else str(n)
 
 
-def _groupby_check(client) -> tuple[bool, str]:
+def _has(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def _cupy_check(client) -> tuple[bool | None, str]:
+    """A Dask array of CuPy blocks on the workers: a reduction checked against its
+    closed form, and every block checked to be a CuPy (device) array. The blocks are
+    brought back to host memory on the workers, so the client needs no CUDA."""
+    if not _has("cupy"):
+        return None, f"skipped: cupy is not installed ({OPTIONAL['cupy']})"
+    import dask.array as da
+    import numpy as np
+
+    n, chunk = 200_000_000, 12_500_000  # 1.6 GB of float64 in 16 blocks
+
+    def to_device(block):
+        import cupy
+
+        return cupy.asarray(block)
+
+    def on_device(block):
+        import cupy
+        import numpy
+
+        return numpy.full(1, isinstance(block, cupy.ndarray))
+
+    def to_host(block):
+        return block.get() if hasattr(block, "get") else block
+
+    x = da.arange(n, chunks=chunk, dtype="f8").map_blocks(to_device, dtype="f8")
+    t0 = time.monotonic()
+    total = float((x * 2).sum().map_blocks(to_host, dtype="f8").compute())
+    took = time.monotonic() - t0
+    device = bool(x.map_blocks(on_device, chunks=(1,), dtype=bool).all().compute())
+    want = float(n) * (n - 1)
+    ok = device and np.isclose(total, want, rtol=1e-12)
+    return ok, (f"{n:,} float64 in {n // chunk} CuPy blocks, sum {took:.2f} s, "
+                f"blocks on the GPU: {device}, exact: {bool(np.isclose(total, want, rtol=1e-12))}")  # fmt: skip
+
+
+def _spark_gpu_job_check(spark, n_tasks: int, timeout: float = 60) -> tuple[bool, str]:
+    """A Spark job whose tasks ask for GPU shares (Spark's default profile) while the
+    Dask cluster runs: it must finish (shared mode), and its tasks must see the GPU
+    addresses Spark gave them."""
+    import threading
+
+    sc = spark.sparkContext
+    group = f"spark-dask-gpu-check-{os.getpid()}"
+
+    def addresses(_):
+        import os as _os
+
+        from pyspark import TaskContext as _TC
+
+        res = _TC.get().resources().get("gpu")
+        return (",".join(res.addresses) if res else "", _os.environ.get("CUDA_VISIBLE_DEVICES", ""))
+
+    timer = threading.Timer(timeout, lambda: sc.cancelJobGroup(group))
+    timer.start()
+    t0 = time.monotonic()
+    try:
+        sc.setJobGroup(group, "spark-dask gpu check: a Spark GPU job beside the Dask cluster", True)
+        got = sc.parallelize(range(n_tasks), n_tasks).map(addresses).collect()
+    except Exception as e:  # noqa: BLE001 - a cancelled or failed job is the check's failure
+        return False, f"the Spark GPU job did not finish within {timeout:g} s: {type(e).__name__}: {str(e)[:200]}"
+    finally:
+        timer.cancel()
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    took = time.monotonic() - t0
+    ok = len(got) == n_tasks and all(a for a, _ in got)
+    return ok, f"{n_tasks} tasks with GPU shares finished in {took:.1f} s beside the cluster; their GPUs: {sorted({a for a, _ in got})}"
+
+
+def _groupby_check(client) -> tuple[bool | None, str]:
+    missing = [m for m in ("cudf", "dask_cudf") if not _has(m)]
+    if missing:
+        return None, "skipped: " + ", ".join(f"{m} is not installed ({OPTIONAL[m]})" for m in missing)
     import dask.dataframe as dd
     import numpy as np
     import pandas as pd
@@ -247,13 +331,14 @@ def _handoff_check(spark, client, n: int = 1_000_000) -> tuple[bool, str]:
     from spark_dask.handoff_plan import needs_cpu_profile
 
     profile = needs_cpu_profile(client.cluster.facts, handoff._profiles_available(spark))
+    expected = "cudf" if _has("cudf") else "pandas"
     df = spark.range(0, n, 1, 8).selectExpr(
         "id", "id % 97 AS k", "CAST(id % 13 AS DOUBLE) * 0.25 AS x", "CAST(id AS STRING) AS s"
     )
     ids = np.arange(n)
     want = pd.Series((ids % 13) * 0.25).groupby(ids % 97).sum().sort_index()
     t0 = time.monotonic()
-    ddf = spark_dask.to_dask(df)
+    ddf = spark_dask.to_dask(df, backend=expected)
     backend = type(ddf._meta).__module__.split(".")[0]
     got = ddf.groupby("k").x.sum()
     got = (got.to_backend("pandas") if backend != "pandas" else got).compute().sort_index()
@@ -277,7 +362,7 @@ def _handoff_check(spark, client, n: int = 1_000_000) -> tuple[bool, str]:
                              "spark-dask: gpu check, to_spark result")  # fmt: skip
     back_ok = sum(r["n"] for r in parts) == n and sum(r["t"] for r in parts) == n * (n - 1) // 2
     took_back = time.monotonic() - t1
-    ok = backend == "cudf" and same and s_ok and back_ok
+    ok = backend == expected and same and s_ok and back_ok
     return ok, (
         f"{n:,} rows: to_dask + groupby {took:.2f} s (partitions are {backend}, exact: {same and s_ok}), "
         f"to_spark {took_back:.2f} s (exact: {back_ok}); transfer tasks "
@@ -286,8 +371,9 @@ def _handoff_check(spark, client, n: int = 1_000_000) -> tuple[bool, str]:
 
 
 def _xgboost_check(client) -> tuple[bool | None, str]:
-    if importlib.util.find_spec("xgboost") is None:
-        return None, "skipped: xgboost is not installed (pip install xgboost)"
+    missing = [m for m in ("xgboost", "cudf", "dask_cudf") if not _has(m)]
+    if missing:
+        return None, "skipped: " + ", ".join(f"{m} is not installed ({OPTIONAL[m]})" for m in missing)
     import dask.dataframe as dd
     import numpy as np
     import pandas as pd
@@ -319,7 +405,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=300, help="seconds to wait for the dask-cuda workers")
     parser.add_argument("--memory", type=int, default=8192, help="MiB of the local-cluster's Spark worker")
     parser.add_argument("--no-xgboost", action="store_true", help="skip the XGBoost training")
+    parser.add_argument("--gpu-amount", type=float, default=1.0,
+                        help="spark.task.resource.gpu.amount: 1 (the workers hold their GPUs) or a fraction "
+                             "(gpu_mode 'shared': a Spark GPU job then runs beside the Dask cluster)")  # fmt: skip
     args = parser.parse_args(argv)
+    if not 0 < args.gpu_amount <= 1:
+        parser.error("--gpu-amount must be in (0, 1]")
 
     t_begin = time.monotonic()
     missing = missing_prerequisites()
@@ -349,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table([(f"GPU {g.index}", f"{g.name}, {g.pci_bus_id}, {g.memory_mib} MiB") for g in gpus], "nvidia-smi"))
     # versions from the metadata: importing cudf here would open a CUDA context on GPU 0
     # in this process and shrink the pool of the worker there
-    versions = {d: _dist_version(d) for d in ("dask-cuda", "rmm-cu12", "cudf-cu12", "xgboost")}
+    versions = {d: v for d in VERSIONS if (v := _dist_version(d)) != "not installed"}
     print(table([("python", sys.version.split()[0]), ("pyspark", pyspark.__version__),
                  ("distributed", distributed.__version__), *versions.items()], "versions"))  # fmt: skip
 
@@ -373,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # two cores more than GPUs: the to_dask / to_spark check's Spark tasks run beside the gang
     builder = SparkSession.builder.master(f"local-cluster[1,{len(gpus) + 2},{args.memory}]").appName("spark-dask-gpu-check")
-    for k, v in spark_conf(script, len(gpus), sys.executable).items():
+    for k, v in spark_conf(script, len(gpus), sys.executable, args.gpu_amount).items():
         builder = builder.config(k, v)
     t0 = time.monotonic()
     spark = builder.getOrCreate()
@@ -417,18 +508,22 @@ def main(argv: list[str] | None = None) -> int:
                 + "".join(f"\n{k}: {info[k]}" for k in ("nvml_error", "cuda_error", "rmm_error") if k in info)
                 + (f"\nFAILED: {', '.join(problems)}" if problems else "\nchecks passed"),
             ))  # fmt: skip
-        ok, text = _groupby_check(client)
-        failed |= not ok
-        results.append(("dask-cudf groupby", ("" if ok else "FAILED: ") + text))
-        ok, text = _handoff_check(spark, client)
-        failed |= not ok
-        results.append(("to_dask / to_spark", ("" if ok else "FAILED: ") + text))
+        checks = [("cupy dask array", lambda: _cupy_check(client)),
+                  ("dask-cudf groupby", lambda: _groupby_check(client))]  # fmt: skip
+        if args.gpu_amount < 1:
+            checks.append(("Spark GPU job beside", lambda: _spark_gpu_job_check(spark, len(gpus))))
+        checks.append(("to_dask / to_spark", lambda: _handoff_check(spark, client)))
         if args.no_xgboost:
             results.append(("xgboost", "skipped (--no-xgboost)"))
         else:
-            ok, text = _xgboost_check(client)
+            checks.append(("xgboost", lambda: _xgboost_check(client)))
+        for name, check in checks:
+            try:
+                ok, text = check()
+            except Exception as e:  # noqa: BLE001 - one check's error is its row, the others still run
+                ok, text = False, f"{type(e).__name__}: {e}"
             failed |= ok is False
-            results.append(("xgboost", ("FAILED: " if ok is False else "") + text))
+            results.append((name, ("FAILED: " if ok is False else "") + text))
     except Exception as e:  # noqa: BLE001 - printed in the table
         failed = True
         results.append(("error", f"{type(e).__name__}: {e}"))

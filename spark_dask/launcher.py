@@ -56,6 +56,25 @@ def resource_profile(plan: GangPlan):
     return ResourceProfileBuilder().require(req).build
 
 
+def gang_rdd(sc, plan: GangPlan, fn):
+    """The RDD whose collect runs the gang: ``plan.n_tasks`` partitions, ``fn`` on each
+    (a barrier stage unless ``plan.barrier`` is False), the plan's task profile if any.
+
+    The profile goes on the last RDD. On ``sc.parallelize(range(n))`` (a Python pipeline
+    of its own) it would stop PySpark from pipelining ``fn`` into that RDD: each task
+    would then run two Python workers, the second freshly forked (measured: an empty
+    2-task barrier stage on ``local-cluster[2,4,1024]`` took 0.69 s that way, 0.19 s with
+    the profile on the last RDD or without one).
+    """
+    n = plan.n_tasks
+    rdd = sc.parallelize(range(n), n)
+    rdd = rdd.barrier().mapPartitions(fn) if plan.barrier else rdd.mapPartitions(fn)
+    profile = resource_profile(plan)
+    if profile is not None:
+        rdd = rdd.withResources(profile)
+    return rdd
+
+
 # Our task's message ends where Spark's decoration of it begins: its SQLSTATE suffix,
 # the JVM stack trace, or a blank line.
 _WORKER_ERROR = re.compile(r"WorkerStartError: (spark-dask: .*?)(?:\s*SQLSTATE: \w+|\n\s+at |\n\n|\Z)", re.S)
@@ -171,15 +190,7 @@ class GangLauncher:
             sc.addJobTag(self.tag)
         self._register_with_databricks()
         try:
-            n = self.plan.n_tasks
-            rdd = sc.parallelize(range(n), n)
-            profile = resource_profile(self.plan)
-            if profile is not None:
-                rdd = rdd.withResources(profile)
-            fn = task_module.classic_partition(self.spec)
-            if not self.plan.barrier:
-                return rdd.mapPartitions(fn).collect()
-            return rdd.barrier().mapPartitions(fn).collect()
+            return gang_rdd(sc, self.plan, task_module.classic_partition(self.spec)).collect()
         finally:
             if hasattr(sc, "removeJobTag"):
                 sc.removeJobTag(self.tag)

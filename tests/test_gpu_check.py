@@ -70,6 +70,29 @@ def test_spark_conf_gives_every_gpu_to_one_executor_and_one_to_each_task():
     assert conf["spark.task.resource.gpu.amount"] == "1"
     assert conf["spark.worker.resource.gpu.discoveryScript"] == "/tmp/gpus.sh"
     assert conf["spark.executorEnv.PYSPARK_PYTHON"] == "/venv/bin/python"
+    shared = gpu_check.spark_conf("/tmp/gpus.sh", 1, "/venv/bin/python", gpu_amount=0.5)
+    assert shared["spark.task.resource.gpu.amount"] == "0.5"
+    assert shared["spark.executor.resource.gpu.amount"] == "1"
+
+
+def test_gpu_amount_outside_zero_to_one_is_refused(capsys):
+    with pytest.raises(SystemExit) as exc:
+        gpu_check.main(["--gpu-amount", "1.5"])
+    assert exc.value.code == 2
+    assert "--gpu-amount must be in (0, 1]" in capsys.readouterr().err
+
+
+def test_checks_without_their_packages_are_skipped_and_say_what_to_install(monkeypatch):
+    """cudf, dask-cudf, XGBoost and CuPy are optional: their checks are rows that say
+    'skipped' and name the package (the client is never touched)."""
+    monkeypatch.setattr(gpu_check, "_has", lambda module: False)
+    for check, names in ((gpu_check._groupby_check, ["cudf", "dask_cudf"]),
+                         (gpu_check._xgboost_check, ["xgboost", "cudf"]),
+                         (gpu_check._cupy_check, ["cupy"])):  # fmt: skip
+        ok, text = check(None)
+        assert ok is None and text.startswith("skipped: "), text
+        for name in names:
+            assert f"{name} is not installed" in text and gpu_check.OPTIONAL[name] in text
 
 
 def test_pci_ids_from_nvml_and_cuda_compare():
@@ -87,6 +110,7 @@ def test_missing_prerequisites_are_listed():
     found = gpu_check.missing_prerequisites(which=lambda n: None, find_spec=lambda m: None, env={})
     text = "\n".join(found)
     assert "nvidia-smi" in text and "java" in text and "dask_cuda" in text and "rmm" in text
+    assert "module cudf" not in text and "module xgboost" not in text  # optional: their checks are skipped
     ready = gpu_check.missing_prerequisites(which=lambda n: "/bin/" + n, find_spec=lambda m: object(), env={})
     assert ready == []
 
