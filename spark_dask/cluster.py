@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import concurrent.futures
 import datetime
 import json
 import logging
@@ -72,6 +73,47 @@ from spark_dask.worker_cli import TaskWarnings, check_worker_options
 logger = logging.getLogger("spark_dask")
 
 _live_clusters: weakref.WeakSet = weakref.WeakSet()
+
+
+class _Credentials:
+    """Each cluster's TLS credentials (``Security.temporary()``: a CA, key and certificate
+    of its own), with the next cluster's made ahead in a background thread: the RSA key
+    takes 30-180 ms on a 2-core machine, on the critical path of a start. Each set is
+    handed out once; the first start of a process makes its own."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._spare: concurrent.futures.Future | None = None
+
+    def take(self) -> Security:
+        with self._lock:
+            spare, self._spare = self._spare, None
+        security = None
+        if spare is not None:
+            with suppress(Exception):  # a failed spare: make one here, which raises if it fails again
+                security = spare.result()
+        if security is None:
+            security = Security.temporary()
+        self._make_spare()
+        return security
+
+    def _make_spare(self) -> None:
+        future: concurrent.futures.Future = concurrent.futures.Future()
+
+        def make():
+            try:
+                future.set_result(Security.temporary())
+            except BaseException as e:  # noqa: BLE001 - handed to take()
+                future.set_exception(e)
+
+        with self._lock:
+            if self._spare is not None:
+                return
+            self._spare = future
+        threading.Thread(target=make, name="spark-dask-credentials", daemon=True).start()
+
+
+_credentials = _Credentials()
 _atexit_registered = False
 
 
@@ -658,7 +700,7 @@ class SparkCluster(Cluster):
         )
         if problem:
             raise PlanError("spark-dask: " + problem)
-        self.security = Security.temporary() if opts["tls"] else Security()
+        self.security = await _blocking(_credentials.take) if opts["tls"] else Security()
         bind, host = await _blocking(driver_host, self.spark, opts["scheduler_host"])
         self._dashboard = dashboard_settings(self.spark, host, config.get("dashboard-prefix"))
         self.scheduler = Scheduler(

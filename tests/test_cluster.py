@@ -330,3 +330,38 @@ def test_spark_stop_tears_the_cluster_down(spark):
     assert time.monotonic() - t0 < 30
     assert "SparkSession was stopped" in cluster.get_logs()["Cluster"]
     client.close()
+
+
+def test_each_cluster_gets_credentials_of_its_own_made_ahead(monkeypatch):
+    """TLS credentials are made one cluster ahead in a background thread, each set
+    handed out once; a spare that failed is replaced by one made on the spot."""
+    from distributed.security import Security
+
+    from spark_dask import cluster as cluster_module
+
+    made = []
+    real = Security.temporary
+
+    def temporary():
+        made.append(1)
+        return real()
+
+    monkeypatch.setattr(Security, "temporary", staticmethod(temporary))
+    creds = cluster_module._Credentials()
+    first = creds.take()  # nothing ahead yet: made here, and the next one started
+    assert wait_until(lambda: creds._spare is not None and creds._spare.done(), timeout=10)
+    second = creds.take()
+    assert wait_until(lambda: len(made) == 3, timeout=10)  # the third, for the next start
+    cas = {first.tls_ca_file, second.tls_ca_file, creds._spare.result().tls_ca_file}
+    assert len(cas) == 3  # never the same certificate authority twice
+
+    def broken():
+        raise RuntimeError("no entropy")
+
+    monkeypatch.setattr(Security, "temporary", staticmethod(broken))
+    creds._spare = None
+    creds._make_spare()
+    assert wait_until(lambda: creds._spare.done(), timeout=10)
+    monkeypatch.setattr(Security, "temporary", staticmethod(temporary))
+    third = creds.take()  # the spare failed: made here instead
+    assert third.tls_ca_file not in cas
