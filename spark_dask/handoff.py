@@ -11,7 +11,7 @@ closes, when the workers remove them.
 Dask → Spark: each Dask partition is written as an Arrow IPC file on its worker's
 machine; a Spark job over ``spark.range(n)`` reads them (memory mapped on the same
 machine, pulled from a worker of the file's machine over the cluster's TLS comms
-otherwise) into a locally checkpointed DataFrame; then the files are removed.
+otherwise) into a DataFrame kept in Spark's cache; then the files are removed.
 
 See ``docs/handoff.md``.
 """
@@ -537,9 +537,11 @@ def to_spark(ddf, spark=None, *, client=None, schema=None, checkpoint: bool = Tr
     TLS comms otherwise). Nothing goes through the driver or storage. The index is not
     carried (``reset_index()`` first to keep it).
 
-    ``checkpoint=True`` (default): ``localCheckpoint()`` keeps the rows in the
-    executors' block managers and the files are removed at once; the DataFrame outlives
-    the Dask cluster. ``checkpoint=False``: the DataFrame reads the files each time it
+    ``checkpoint=True`` (default): the rows are kept in Spark's cache on the executors
+    (``persist()``, memory and disk, filled by one ``count()``) and the files are removed
+    at once; the DataFrame outlives the Dask cluster, until its rows are dropped from the
+    cache (``unpersist()``, ``spark.catalog.clearCache()``), after which it cannot be
+    computed. ``checkpoint=False``: the DataFrame reads the files each time it
     is computed (faster when it is read once); they stay until the Dask cluster closes,
     after which the DataFrame cannot be computed.
 
@@ -611,51 +613,33 @@ def _ddl_schema(spark, ddl: str):
     return StructType.fromDDL(ddl) if hasattr(StructType, "fromDDL") else spark.createDataFrame([], ddl).schema
 
 
-def _memory_and_disk():
-    from pyspark import StorageLevel
-
-    return StorageLevel.MEMORY_AND_DISK
-
-
 def _read_job(spark, n: int, struct, fn, cpu_only: bool, tag: str, description: str, checkpoint: bool = True):
-    """The Spark job that reads the files: ``spark.range(n)`` → ``mapInArrow`` → locally
-    checkpointed (kept in the executors' block managers, memory and disk), or the lazy
-    DataFrame itself (``checkpoint=False``)."""
-    from spark_dask.session import is_connect, spark_version
+    """The Spark job that reads the files: ``spark.range(n)`` → ``mapInArrow`` → kept in
+    Spark's cache (``persist()``: columnar, memory and disk) by one ``count()``, or the
+    lazy DataFrame itself (``checkpoint=False``).
+
+    Measured at 1 GB (benchmarks/handoff.py, local-cluster[2,4,1024], load ~8): keeping
+    the rows with ``persist()`` + ``count()`` 12.7 s, then a scan 2-3.6 s; with
+    ``localCheckpoint(eager=True)`` 22-30 s (whatever the storage level: every row is
+    one serialized object), then a scan 5.6-5.9 s."""
+    from spark_dask.session import spark_version
 
     profile = _cpu_profile(spark) if cpu_only else None
     new_api = spark_version(spark) >= (4, 0)
     ids = spark.range(0, n, 1, n)
     kwargs = {"profile": profile} if profile is not None and new_api else {}
     out = ids.mapInArrow(fn, struct, **kwargs)
+    if profile is not None and not new_api:
+        # Spark 3.x: the profile goes on the RDD; the rows come back as a DataFrame
+        out = spark.createDataFrame(out.rdd.withResources(profile), struct)
     if not checkpoint:
-        if profile is not None and not new_api:
-            return spark.createDataFrame(out.rdd.withResources(profile), struct)
         return out
-    # serialized in memory, spilled to disk: measured 27 s for 1 GB against 41 s with the
-    # default deserialized level (benchmarks/handoff.py, local-cluster[2,4,1024])
-    import inspect
-
-    keep = {"storageLevel": _memory_and_disk()} if "storageLevel" in inspect.signature(out.localCheckpoint).parameters else {}
-    if is_connect(spark):
-        spark.addTag(tag)
-        try:
-            return out.localCheckpoint(eager=True, **keep)
-        finally:
-            spark.removeTag(tag)
-    sc = spark.sparkContext
-    previous = sc.getLocalProperty("spark.job.description")
-    sc.setJobDescription(description)
-    if hasattr(sc, "addJobTag"):
-        sc.addJobTag(tag)
+    kept = out.persist()  # MEMORY_AND_DISK: spilled to the executors' disks when memory is short
     try:
-        if profile is not None and not new_api:
-            # Spark 3.x: the profile goes on the RDD; the rows come back as a DataFrame
-            rdd = out.rdd.withResources(profile)
-            rdd.localCheckpoint()  # marks the RDD (returns None before Spark 4)
-            return spark.createDataFrame(rdd, struct).localCheckpoint(eager=True)
-        return out.localCheckpoint(eager=True, **keep)
-    finally:
-        if hasattr(sc, "removeJobTag"):
-            sc.removeJobTag(tag)
-        sc.setLocalProperty("spark.job.description", previous)
+        with _Tagged(spark, tag, description):
+            kept.count()
+    except BaseException:
+        with suppress(Exception):
+            kept.unpersist()
+        raise
+    return kept

@@ -259,7 +259,9 @@ def _open(part: dict, spec: dict):
         if spec.get("in_spark"):
             raise HandoffError(
                 f"spark-dask: the transfer file {part['path']} is gone: the Dask cluster that wrote it closed "
-                "(a DataFrame of to_spark(..., checkpoint=False) can be computed only while it runs)"
+                "(a DataFrame of to_spark(..., checkpoint=False) can be computed only while it runs), or the rows "
+                "Spark kept of a to_spark(...) DataFrame were dropped from its cache (unpersist(), "
+                "spark.catalog.clearCache())"
             )
     data = asyncio.run(_pull(spec, part)) if spec.get("in_spark") else _pull_from_worker(part)
     return pa.ipc.open_file(pa.BufferReader(data))

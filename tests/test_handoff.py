@@ -468,6 +468,7 @@ def test_nothing_is_left_after_close(spark, client, local_dir):
     loaded(client, 2)
     lazy = spark_dask.to_spark(ddf, checkpoint=False)  # reads the files each time
     assert lazy.count() == 1000 and lazy.count() == 1000
+    kept = spark_dask.to_spark(ddf)  # the rows in Spark's cache, its files removed at once
     assert leftovers(local_dir)
     cluster = client.cluster
     client.close()
@@ -475,6 +476,10 @@ def test_nothing_is_left_after_close(spark, client, local_dir):
     assert not leftovers(local_dir), leftovers(local_dir)
     with pytest.raises(Exception, match="is gone: the Dask cluster that wrote it closed"):
         lazy.count()
+    assert kept.count() == 1000 and sorted(r.id for r in kept.collect()) == list(range(1000))
+    kept.unpersist(blocking=True)  # dropped from the cache: the files are gone
+    with pytest.raises(Exception, match=r"is gone: .*dropped from its cache \(unpersist\(\)"):
+        kept.count()
     assert wait_until(lambda: not active_jobs(spark))
     with pytest.raises(HandoffError, match="closed"):
         spark_dask.to_dask(spark.range(3), client=client)
