@@ -1,7 +1,8 @@
 """``to_dask`` and ``to_spark``: data between Spark and Dask without the driver or storage.
 
-Spark → Dask: a Spark job (``mapInArrow``, ordinary tasks in the slots the gang leaves
-free) writes each partition as an Arrow IPC file on its machine's local disk
+Spark → Dask: a Spark job (ordinary tasks in the slots the gang leaves free; on classic
+Spark over the Arrow batches the JVM makes, ``toArrowBatchRdd``, on Spark Connect a
+``mapInArrow``) writes each partition as an Arrow IPC file on its machine's local disk
 (``SPARK_LOCAL_DIRS``) and returns only (host, path, rows, bytes); one Dask task per
 file, restricted to a worker of that machine, loads it memory mapped. The loading
 tasks' results are the Dask data; the files back them (a lost worker's partitions are

@@ -1,8 +1,9 @@
 """What runs on the executors' machines when data moves between Spark and Dask.
 
-* In Spark tasks (``mapInArrow``): :func:`spark_writer` writes each Spark partition as an
-  Arrow IPC file on the machine's local disk (or sends it to a Dask worker when the
-  machine has none); :func:`spark_reader` reads the files the Dask workers wrote (memory
+* In Spark tasks: :func:`spark_batch_writer` (classic Spark, over the JVM's Arrow
+  batches) or :func:`spark_writer` (``mapInArrow``, Spark Connect) writes each Spark
+  partition as an Arrow IPC file on the machine's local disk (or sends it to a Dask
+  worker when the machine has none); :func:`spark_reader` (``mapInArrow``) reads the files the Dask workers wrote (memory
   mapped when local, pulled from a worker of the file's machine otherwise).
 * In Dask workers: :func:`load_partition` loads one file (memory mapped) as a pandas or
   cudf partition; :func:`write_partition` writes one Dask partition; the worker plugin
