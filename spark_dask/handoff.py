@@ -265,7 +265,16 @@ def _cpu_profile(spark):
         active = getattr(type(spark), "_active_session", None)
         if active is not None:
             active.session = spark
-    return ResourceProfileBuilder().require(TaskResourceRequests().cpus(1)).build
+    # one profile per session: a scan of to_spark's cached result has the transfer's stage
+    # in its lineage, and a stage may not mix two profiles
+    key = _app_id(spark) or id(spark)
+    profile = _cpu_profiles.get(key)
+    if profile is None:
+        profile = _cpu_profiles[key] = ResourceProfileBuilder().require(TaskResourceRequests().cpus(1)).build
+    return profile
+
+
+_cpu_profiles: dict = {}
 
 
 def _check_slots(cluster, direction: str) -> bool:
@@ -380,9 +389,20 @@ def _collect(df, spec: dict, schema, tz: str, large: bool, cpu_only: bool, tag: 
             rdd = rdd.withResources(profile)
         with _Tagged(spark, tag, description):
             return rdd.collect()
+    return _map_collect(_positional(df), handoff_task.RESULT_DDL, handoff_task.spark_writer(spec), cpu_only, tag,
+                        description)  # fmt: skip
+
+
+def _map_collect(df, schema: str, fn, cpu_only: bool, tag: str, description: str) -> list[dict]:
+    """Run ``df.mapInArrow(fn, schema)`` as a tagged Spark job (a CPU-only profile when
+    asked); its rows as dicts."""
+    from spark_dask.session import spark_version
+
+    spark = df.sparkSession
+    profile = _cpu_profile(spark) if cpu_only else None
     new_api = spark_version(spark) >= (4, 0)
     kwargs = {"profile": profile} if profile is not None and new_api else {}
-    out = _positional(df).mapInArrow(handoff_task.spark_writer(spec), handoff_task.RESULT_DDL, **kwargs)
+    out = df.mapInArrow(fn, schema, **kwargs)
     with _Tagged(spark, tag, description):
         if profile is not None and not new_api:  # Spark 3.x: the profile on the RDD of the stage
             return [r.asDict() for r in out.rdd.withResources(profile).collect()]
@@ -539,7 +559,7 @@ def to_spark(ddf, spark=None, *, client=None, schema=None, checkpoint: bool = Tr
     carried (``reset_index()`` first to keep it).
 
     ``checkpoint=True`` (default): the rows are kept in Spark's cache on the executors
-    (``persist()``, memory and disk, filled by one ``count()``) and the files are removed
+    (``persist()``, memory and disk, filled by one scan) and the files are removed
     at once; the DataFrame outlives the Dask cluster, until its rows are dropped from the
     cache (``unpersist()``, ``spark.catalog.clearCache()``), after which it cannot be
     computed. ``checkpoint=False``: the DataFrame reads the files each time it
@@ -616,7 +636,7 @@ def _ddl_schema(spark, ddl: str):
 
 def _read_job(spark, n: int, struct, fn, cpu_only: bool, tag: str, description: str, checkpoint: bool = True):
     """The Spark job that reads the files: ``spark.range(n)`` → ``mapInArrow`` → kept in
-    Spark's cache (``persist()``: columnar, memory and disk) by one ``count()``, or the
+    Spark's cache (``persist()``: columnar, memory and disk) by one scan, or the
     lazy DataFrame itself (``checkpoint=False``).
 
     Measured at 1 GB (benchmarks/handoff.py, local-cluster[2,4,1024], load ~8): keeping
@@ -638,7 +658,10 @@ def _read_job(spark, n: int, struct, fn, cpu_only: bool, tag: str, description: 
     kept = out.persist()  # MEMORY_AND_DISK: spilled to the executors' disks when memory is short
     try:
         with _Tagged(spark, tag, description):
-            kept.count()
+            # fills the cache in one stage, the transfer's (its CPU-only profile): a count()
+            # would add a shuffle stage of the default profile, which waits for a GPU
+            # beside a gang that holds them all
+            kept.write.format("noop").mode("overwrite").save()
     except BaseException:
         with suppress(Exception):
             kept.unpersist()
