@@ -10,7 +10,7 @@ Spark → Dask, until the data is in the Dask workers' memory:
 - the floor: df.write.format("noop"): Spark computing the data, which every method pays.
 
 Dask → Spark, until Spark has read every row once (``df.write.format("noop")``):
-- ``to_spark``: spark_dask.to_spark(ddf) (locally checkpointed) + a noop scan;
+- ``to_spark``: spark_dask.to_spark(ddf) (rows kept in Spark's cache) + a noop scan;
 - ``to_spark, checkpoint=False``: the same, reading the files in the scan itself;
 - ``parquet``: ddf.to_parquet(<local dir>) + spark.read.parquet(dir) + a noop scan;
 - ``driver``: ddf.compute() + spark.createDataFrame(pdf) (Arrow) + a noop scan.

@@ -358,7 +358,7 @@ def _handoff_check(spark, client, n: int = 1_000_000) -> tuple[bool, str]:
             total += pc.sum(b.column("id")).as_py() or 0
         yield pa.RecordBatch.from_pylist([{"n": rows, "t": total}], schema=pa.schema([("n", pa.int64()), ("t", pa.int64())]))
 
-    parts = handoff._collect(back, "n long, t long", totals, profile, f"{client.cluster.tag}-gpu-check",
+    parts = handoff._map_collect(back, "n long, t long", totals, profile, f"{client.cluster.tag}-gpu-check",
                              "spark-dask: gpu check, to_spark result")  # fmt: skip
     back_ok = sum(r["n"] for r in parts) == n and sum(r["t"] for r in parts) == n * (n - 1) // 2
     took_back = time.monotonic() - t1

@@ -1,8 +1,9 @@
 """What runs on the executors' machines when data moves between Spark and Dask.
 
-* In Spark tasks (``mapInArrow``): :func:`spark_writer` writes each Spark partition as an
-  Arrow IPC file on the machine's local disk (or sends it to a Dask worker when the
-  machine has none); :func:`spark_reader` reads the files the Dask workers wrote (memory
+* In Spark tasks: :func:`spark_batch_writer` (classic Spark, over the JVM's Arrow
+  batches) or :func:`spark_writer` (``mapInArrow``, Spark Connect) writes each Spark
+  partition as an Arrow IPC file on the machine's local disk (or sends it to a Dask
+  worker when the machine has none); :func:`spark_reader` (``mapInArrow``) reads the files the Dask workers wrote (memory
   mapped when local, pulled from a worker of the file's machine otherwise).
 * In Dask workers: :func:`load_partition` loads one file (memory mapped) as a pandas or
   cudf partition; :func:`write_partition` writes one Dask partition; the worker plugin
@@ -143,42 +144,90 @@ def _conform(batches, schema):
 
 
 # ------------------------------------------------------------------------ Spark -> Dask
+def _write_spark_partition(spec: dict, partition: int, attempt: int, batches) -> dict:
+    """Write one Spark partition's record batches (already of the transfer's schema) as
+    an Arrow IPC file on this machine, or send it to a Dask worker when the machine has
+    none; the report row (partition, attempt, hostname, path, rows, bytes, ip)."""
+    import pyarrow as pa
+
+    schema = pa.ipc.read_schema(pa.py_buffer(spec["schema"]))
+    me = hostname()
+    hosts = spec["hosts"]
+    name = part_file_name(partition, attempt)
+    row = {"partition": partition, "attempt": attempt, "hostname": me, "path": None, "rows": 0, "bytes": 0,
+           "ip": None}  # fmt: skip
+    if me in hosts:
+        directory = os.path.join(hosts[me]["root"], spec["dir"])
+        os.makedirs(directory, exist_ok=True)
+        path = os.path.join(directory, name)
+        row["rows"] = _write_ipc(path, batches, schema)
+        if row["rows"]:
+            row.update(path=path, bytes=os.path.getsize(path), ip=hosts[me]["ip"])
+    else:
+        sink = pa.BufferOutputStream()
+        rows = 0
+        with pa.ipc.new_file(sink, schema) as writer:
+            for batch in batches:
+                if batch.num_rows:
+                    writer.write_batch(batch)
+                    rows += batch.num_rows
+        if rows:
+            target, address = push_target(partition, hosts)
+            data = sink.getvalue().to_pybytes()
+            reply = asyncio.run(_push(spec, address, name, data))
+            row.update(rows=rows, bytes=len(data), hostname=target, path=reply["path"], ip=hosts[target]["ip"])
+    return row
+
+
 def spark_writer(spec: dict):
-    """``mapInArrow`` function of a Spark → Dask transfer: one report row per partition."""
+    """``mapInArrow`` function of a Spark → Dask transfer (Spark Connect, or where the
+    JVM's own Arrow batches are not available): one report row per partition."""
 
     def fn(batches):
         import pyarrow as pa
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
-        partition, attempt = ctx.partitionId(), ctx.attemptNumber()
         schema = pa.ipc.read_schema(pa.py_buffer(spec["schema"]))
-        me = hostname()
-        hosts = spec["hosts"]
-        name = part_file_name(partition, attempt)
-        row = {"partition": partition, "attempt": attempt, "hostname": me, "path": None, "rows": 0, "bytes": 0,
-               "ip": None}  # fmt: skip
-        if me in hosts:
-            directory = os.path.join(hosts[me]["root"], spec["dir"])
-            os.makedirs(directory, exist_ok=True)
-            path = os.path.join(directory, name)
-            row["rows"] = _write_ipc(path, _conform(batches, schema), schema)
-            if row["rows"]:
-                row.update(path=path, bytes=os.path.getsize(path), ip=hosts[me]["ip"])
-        else:
-            sink = pa.BufferOutputStream()
-            rows = 0
-            with pa.ipc.new_file(sink, schema) as writer:
-                for batch in _conform(batches, schema):
-                    if batch.num_rows:
-                        writer.write_batch(batch)
-                        rows += batch.num_rows
-            if rows:
-                target, address = push_target(partition, hosts)
-                data = sink.getvalue().to_pybytes()
-                reply = asyncio.run(_push(spec, address, name, data))
-                row.update(rows=rows, bytes=len(data), hostname=target, path=reply["path"], ip=hosts[target]["ip"])
+        row = _write_spark_partition(spec, ctx.partitionId(), ctx.attemptNumber(), _conform(batches, schema))
         yield pa.RecordBatch.from_pylist([row], schema=_result_schema())
+
+    return fn
+
+
+def _decode(messages, schema):
+    """Arrow record batches from the IPC messages Spark's JVM made (``toArrowBatchRdd``):
+    read without a copy; the first one is checked against the expected schema (its
+    buffers must fit the types)."""
+    import pyarrow as pa
+
+    first = True
+    for message in messages:
+        batch = pa.ipc.read_record_batch(pa.py_buffer(message), schema)
+        if first:
+            try:
+                batch.validate(full=True)
+            except pa.ArrowInvalid as e:
+                raise HandoffError(
+                    f"spark-dask: Spark's Arrow batches do not match the expected schema {schema}: {e}"
+                ) from None
+            first = False
+        yield batch
+
+
+def spark_batch_writer(spec: dict):
+    """``mapPartitions`` function of a Spark → Dask transfer over the RDD of Arrow IPC
+    messages that Spark's JVM makes from the rows (classic Spark: ``toArrowBatchRdd``):
+    the rows reach Python already as Arrow, and are written as they come. One report
+    row (a dict) per partition."""
+
+    def fn(messages):
+        import pyarrow as pa
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        schema = pa.ipc.read_schema(pa.py_buffer(spec["schema"]))
+        yield _write_spark_partition(spec, ctx.partitionId(), ctx.attemptNumber(), _decode(messages, schema))
 
     return fn
 
@@ -211,7 +260,9 @@ def _open(part: dict, spec: dict):
         if spec.get("in_spark"):
             raise HandoffError(
                 f"spark-dask: the transfer file {part['path']} is gone: the Dask cluster that wrote it closed "
-                "(a DataFrame of to_spark(..., checkpoint=False) can be computed only while it runs)"
+                "(a DataFrame of to_spark(..., checkpoint=False) can be computed only while it runs), or the rows "
+                "Spark kept of a to_spark(...) DataFrame were dropped from its cache (unpersist(), "
+                "spark.catalog.clearCache())"
             )
     data = asyncio.run(_pull(spec, part)) if spec.get("in_spark") else _pull_from_worker(part)
     return pa.ipc.open_file(pa.BufferReader(data))

@@ -275,6 +275,22 @@ def test_unsupported_types_fail_before_any_data_moves(spark, client, monkeypatch
 
 
 @pytest.mark.core
+def test_classic_spark_hands_the_jvms_arrow_batches_to_the_writers(spark, client, monkeypatch):
+    """Classic Spark: the transfer's tasks get the rows as Arrow batches made in the JVM
+    (toArrowBatchRdd), not through mapInArrow; the values are exact."""
+
+    def no_map_in_arrow(spec):
+        raise AssertionError("the classic transfer used mapInArrow")
+
+    monkeypatch.setattr(handoff_task, "spark_writer", no_map_in_arrow)
+    df = spark.range(0, 50_000, 1, 3).selectExpr("id", "CAST(id AS STRING) AS s", "id / 7 AS x")
+    pdf = spark_dask.to_dask(df).compute()
+    assert pdf["id"].tolist() == list(range(50_000))
+    assert pdf["s"].tolist() == [str(i) for i in range(50_000)]
+    assert pdf["x"].tolist() == [i / 7 for i in range(50_000)]
+
+
+@pytest.mark.core
 def test_empty_frames_and_empty_partitions(spark, client, local_dir):
     empty = spark.range(0, 10, 1, 4).where("id > 100").selectExpr("id", "cast(id as string) as s")
     ddf = spark_dask.to_dask(empty)
@@ -452,6 +468,7 @@ def test_nothing_is_left_after_close(spark, client, local_dir):
     loaded(client, 2)
     lazy = spark_dask.to_spark(ddf, checkpoint=False)  # reads the files each time
     assert lazy.count() == 1000 and lazy.count() == 1000
+    kept = spark_dask.to_spark(ddf)  # the rows in Spark's cache, its files removed at once
     assert leftovers(local_dir)
     cluster = client.cluster
     client.close()
@@ -459,6 +476,10 @@ def test_nothing_is_left_after_close(spark, client, local_dir):
     assert not leftovers(local_dir), leftovers(local_dir)
     with pytest.raises(Exception, match="is gone: the Dask cluster that wrote it closed"):
         lazy.count()
+    assert kept.count() == 1000 and sorted(r.id for r in kept.collect()) == list(range(1000))
+    kept.unpersist(blocking=True)  # dropped from the cache: the files are gone
+    with pytest.raises(Exception, match=r"is gone: .*dropped from its cache \(unpersist\(\)"):
+        kept.count()
     assert wait_until(lambda: not active_jobs(spark))
     with pytest.raises(HandoffError, match="closed"):
         spark_dask.to_dask(spark.range(3), client=client)
