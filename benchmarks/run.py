@@ -318,7 +318,7 @@ def ray_on_spark(spark, n: int) -> dict | None:
 def workloads():
     """Workloads of ``k`` units each: many small tasks, a shuffle, an array reduction.
     A unit takes about a second on 2 one-thread workers; ``k`` is set so that a run
-    takes at least 10 s."""
+    takes at least 10 s on the TLS LocalCluster (checked with a run of that size)."""
     import dask
     import dask.array as da
     import dask.dataframe as dd
@@ -374,6 +374,15 @@ def steady_state(spark, reps: int, options: dict, minimum: float = 10.0) -> dict
             fn(base, 1)
             unit = time.perf_counter() - t0
             k = max(1, math.ceil(minimum * 1.1 / max(unit, 1e-3)))
+            # A unit is not exactly a k-th of a run (fixed costs, the array's rounding):
+            # check the size once and grow it until a run takes the minimum.
+            for _ in range(3):
+                t0 = time.perf_counter()
+                fn(base, k)
+                took = time.perf_counter() - t0
+                if took >= minimum:
+                    break
+                k = max(k + 1, math.ceil(k * minimum * 1.1 / max(took, 1e-3)))
             for c in clients.values():
                 fn(c, 1)  # warm-up of each cluster
             runs: dict = {name: [] for name in clients}
