@@ -660,6 +660,9 @@ def render(R: dict) -> str:
                 f"| {M['master']} | {n} | {w['launcher_uss_mb']:.0f} | {w['launcher_rss_mb']:.0f} | "
                 f"{spread(w['scheduler_runs'])} | {spread(w['workers_runs'])} |"
             )
+    # after the table, not inside it (a markdown table ends at the first line that is not a row)
+    lines.append("")
+    for M in R["masters"]:
         lines.append(f"driver RSS growth with a 2-worker cluster on {M['master']}: {M['driver_rss_mb']:.0f} MB")
     lines.append(f"total benchmark time: {R['total_seconds']:.0f} s")
     return "\n".join(lines)
