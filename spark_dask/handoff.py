@@ -378,7 +378,6 @@ def _collect(df, spec: dict, schema, tz: str, large: bool, cpu_only: bool, tag: 
     Classic Spark: the JVM turns the rows into Arrow batches, the Python tasks write
     them (:func:`_jvm_arrow_rdd`). Spark Connect: ``mapInArrow``."""
     from spark_dask import handoff_task
-    from spark_dask.session import spark_version
 
     spark = df.sparkSession
     profile = _cpu_profile(spark) if cpu_only else None

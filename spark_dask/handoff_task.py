@@ -144,13 +144,12 @@ def _conform(batches, schema):
 
 
 # ------------------------------------------------------------------------ Spark -> Dask
-def _write_spark_partition(spec: dict, partition: int, attempt: int, batches) -> dict:
-    """Write one Spark partition's record batches (already of the transfer's schema) as
-    an Arrow IPC file on this machine, or send it to a Dask worker when the machine has
-    none; the report row (partition, attempt, hostname, path, rows, bytes, ip)."""
+def _write_spark_partition(spec: dict, schema, partition: int, attempt: int, batches) -> dict:
+    """Write one Spark partition's record batches (already of the transfer's ``schema``)
+    as an Arrow IPC file on this machine, or send it to a Dask worker when the machine
+    has none; the report row (partition, attempt, hostname, path, rows, bytes, ip)."""
     import pyarrow as pa
 
-    schema = pa.ipc.read_schema(pa.py_buffer(spec["schema"]))
     me = hostname()
     hosts = spec["hosts"]
     name = part_file_name(partition, attempt)
@@ -189,7 +188,7 @@ def spark_writer(spec: dict):
 
         ctx = TaskContext.get()
         schema = pa.ipc.read_schema(pa.py_buffer(spec["schema"]))
-        row = _write_spark_partition(spec, ctx.partitionId(), ctx.attemptNumber(), _conform(batches, schema))
+        row = _write_spark_partition(spec, schema, ctx.partitionId(), ctx.attemptNumber(), _conform(batches, schema))
         yield pa.RecordBatch.from_pylist([row], schema=_result_schema())
 
     return fn
@@ -227,7 +226,7 @@ def spark_batch_writer(spec: dict):
 
         ctx = TaskContext.get()
         schema = pa.ipc.read_schema(pa.py_buffer(spec["schema"]))
-        yield _write_spark_partition(spec, ctx.partitionId(), ctx.attemptNumber(), _decode(messages, schema))
+        yield _write_spark_partition(spec, schema, ctx.partitionId(), ctx.attemptNumber(), _decode(messages, schema))
 
     return fn
 
