@@ -85,7 +85,10 @@ def startup(R: dict, path: str) -> str:
         if ray and "start" in ray:
             ray_seen = True
             ax.plot([2], [ray["start"]], marker="X", markersize=9, linestyle="none", color=color,
-                    label=f"Ray-on-Spark setup, 2 nodes ({ray['start']:.1f} s), {M['master']}")  # fmt: skip
+                    label=f"Ray-on-Spark setup, 2 nodes, warm app ({ray['start']:.1f} s), {M['master']}")  # fmt: skip
+            if "cold_start" in ray:
+                ax.plot([2], [ray["cold_start"]], marker="P", markersize=9, linestyle="none", color=color,
+                        label=f"Ray-on-Spark setup, 2 nodes, new Spark app ({ray['cold_start']:.1f} s), {M['master']}")  # fmt: skip
     if ray_seen:
         ax.set_yscale("log")
         from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter

@@ -259,9 +259,10 @@ def _open(part: dict, spec: dict):
         if spec.get("in_spark"):
             raise HandoffError(
                 f"spark-dask: the transfer file {part['path']} is gone: the Dask cluster that wrote it closed "
-                "(a DataFrame of to_spark(..., checkpoint=False) can be computed only while it runs), or the rows "
-                "Spark kept of a to_spark(...) DataFrame were dropped from its cache (unpersist(), "
-                "spark.catalog.clearCache())"
+                "(a DataFrame of to_spark(ddf) reads the cluster's files, so it can be computed only while the "
+                "cluster runs: write it to a table inside the cluster's with-block, or pass checkpoint=True to keep "
+                "its rows in Spark), or the rows Spark kept of a to_spark(..., checkpoint=True) DataFrame were "
+                "dropped from its cache (unpersist(), spark.catalog.clearCache())"
             )
     data = asyncio.run(_pull(spec, part)) if spec.get("in_spark") else _pull_from_worker(part)
     return pa.ipc.open_file(pa.BufferReader(data))

@@ -366,12 +366,20 @@ def test_partitions_of_machines_without_workers_go_over_the_network(spark, clien
         return {**out, "hostname": "elsewhere"} if out["path"] else out
 
     monkeypatch.setattr(handoff_task, "write_partition", written_elsewhere)
-    back = spark_dask.to_spark(ddf)
-    assert back.count() == 20_000 and back.agg({"id": "sum"}).collect()[0][0] == sum(range(20_000))
-    # the files the workers received are removed once released, like local ones
+    before_lazy = set(leftovers(local_dir))
+    lazy = spark_dask.to_spark(ddf)  # pulls the files at each Spark computation
+    assert lazy.count() == 20_000 and lazy.agg({"id": "sum"}).collect()[0][0] == sum(range(20_000))
+    lazy_dirs = set(leftovers(local_dir)) - before_lazy  # kept until the cluster closes
+    assert lazy_dirs
+    kept = spark_dask.to_spark(ddf, checkpoint=True)  # pulls them once into Spark's cache
+    assert kept.count() == 20_000 and kept.agg({"id": "sum"}).collect()[0][0] == sum(range(20_000))
+    kept.unpersist()
+    # the files the workers received are removed once released, like local ones; the
+    # kept DataFrame's at once; the lazy DataFrame's stay
     del ddf
     gc.collect()
-    assert wait_until(lambda: set(leftovers(local_dir)) <= dirs_before, 10), leftovers(local_dir)
+    assert wait_until(lambda: set(leftovers(local_dir)) <= dirs_before | lazy_dirs, 10), leftovers(local_dir)
+    assert lazy.count() == 20_000
 
 
 def test_a_dataframe_of_another_application_is_refused(spark, client):
@@ -466,15 +474,15 @@ def test_nothing_is_left_after_close(spark, client, local_dir):
     """After the fault tests: close the module's cluster with live transfer data."""
     ddf = spark_dask.to_dask(spark.range(0, 1000, 1, 2))
     loaded(client, 2)
-    lazy = spark_dask.to_spark(ddf, checkpoint=False)  # reads the files each time
+    lazy = spark_dask.to_spark(ddf)  # the default: reads the files each time
     assert lazy.count() == 1000 and lazy.count() == 1000
-    kept = spark_dask.to_spark(ddf)  # the rows in Spark's cache, its files removed at once
+    kept = spark_dask.to_spark(ddf, checkpoint=True)  # the rows in Spark's cache, its files removed at once
     assert leftovers(local_dir)
     cluster = client.cluster
     client.close()
     assert cluster.status.name == "closed"
     assert not leftovers(local_dir), leftovers(local_dir)
-    with pytest.raises(Exception, match="is gone: the Dask cluster that wrote it closed"):
+    with pytest.raises(Exception, match="is gone: the Dask cluster that wrote it closed .*pass checkpoint=True"):
         lazy.count()
     assert kept.count() == 1000 and sorted(r.id for r in kept.collect()) == list(range(1000))
     kept.unpersist(blocking=True)  # dropped from the cache: the files are gone

@@ -40,7 +40,7 @@ def test_transfers_run_beside_a_gang_holding_every_gpu(spark, monkeypatch):
         df = spark.range(0, 20_000, 1, 4).selectExpr("id", "id * 2 AS y")
         ddf = spark_dask.to_dask(df)
         assert ddf["y"].sum().compute() == 2 * sum(range(20_000))
-        back = spark_dask.to_spark(ddf)  # read and checkpointed by CPU-only tasks
+        back = spark_dask.to_spark(ddf, checkpoint=True)  # read and kept by CPU-only tasks
         assert len(profiles) == 2  # both jobs asked for 1 CPU and no GPU
 
         # the GPU check script's round trip runs no default-profile Spark job either
