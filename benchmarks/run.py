@@ -426,22 +426,6 @@ def bench_master(master: str, sizes: list[int], reps: int, options: dict, ray: b
         spark = new_spark(master)
         cold_stage.append(stage_floor(spark, 2))
         stop_spark(spark)
-    # Ray-on-Spark's cold setup: its first start in a fresh application (its Spark job
-    # pays the same first-stage costs: executors' Python daemons, task deserialization)
-    ray_cold = []
-    if ray:
-        try:
-            for _ in range(2):
-                spark = new_spark(master)
-                try:
-                    ray_cold.append(ray_on_spark(spark, 2))
-                finally:
-                    stop_spark(spark)
-                if ray_cold[-1] is None:
-                    break
-        except Exception as e:  # report, do not hide
-            ray_cold.append({"error": f"{type(e).__name__}: {e}"[:300]})
-        note("ray cold done")
     R["cold"] = {
         "n": 2,
         "start_runs": [r["start"] for r in cold_ours],
@@ -493,16 +477,27 @@ def bench_master(master: str, sizes: list[int], reps: int, options: dict, ray: b
                 ray_runs = [ray_on_spark(spark, 2) for _ in range(2)]
                 if ray_runs[0] is not None:
                     R["ray"] = {"start_runs": [r["start"] for r in ray_runs], "close_runs": [r["close"] for r in ray_runs]}
-                    bad = [r for r in ray_cold if r is None or "error" in r]
-                    if ray_cold and not bad:
-                        R["ray"]["cold_start_runs"] = [r["start"] for r in ray_cold]
-                    elif bad:
-                        R["ray"]["cold_error"] = (bad[0] or {}).get("error", "not measured")
             except Exception as e:  # report, do not hide
                 R["ray"] = {"error": f"{type(e).__name__}: {e}"[:300]}
             note("ray done")
     finally:
         stop_spark(spark)
+    if ray and R.get("ray") and "start_runs" in R["ray"]:
+        # Ray-on-Spark's cold setup: its first start in a fresh application (its Spark job
+        # pays the same first-stage costs: executors' Python daemons, task deserialization);
+        # after every spark-dask measurement of this master, as the warm-application runs
+        ray_cold = []
+        try:
+            for _ in range(2):
+                spark = new_spark(master)
+                try:
+                    ray_cold.append(ray_on_spark(spark, 2))
+                finally:
+                    stop_spark(spark)
+            R["ray"]["cold_start_runs"] = [r["start"] for r in ray_cold]
+        except Exception as e:  # report, do not hide
+            R["ray"]["cold_error"] = f"{type(e).__name__}: {e}"[:300]
+        note("ray cold done")
     return R
 
 
