@@ -646,7 +646,7 @@ def render(R: dict) -> str:
             cold = M["cold"]["start"]
             if "cold_start" in ray:  # cold against cold: both the first start in a fresh application
                 ray_cold, cold_text = ray["cold_start"], f"fresh application {spread(ray['cold_start_runs'])} s, "
-            else:  # not measured: the warm application's setup stands in for it (it is faster)
+            else:  # not measured (older runs): the warm application's setup stands in for it
                 ray_cold = ray["start"]
                 cold_text = f"fresh application not measured ({ray.get('cold_error', 'older run')}), "
             lines.append(
