@@ -213,7 +213,6 @@ def render(R: dict) -> str:
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     names = {"spark_only": "(floor: Spark computes the data, noop write)", "spark_dask": "spark-dask", "spark_dask_kept": "spark-dask, checkpoint=True",
-             "spark_dask_lazy": "spark-dask, checkpoint=False", "spark_dask_persist": "spark-dask (persist(), older runs)",
              "parquet": "Parquet (local disk)", "driver": "through the driver"}
     for r in R["sizes"]:
         for direction in ("to_dask", "to_spark"):
