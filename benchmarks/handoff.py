@@ -1,7 +1,12 @@
 """Moving data between Spark and Dask: spark_dask.to_dask / to_spark against the
 alternatives.
 
-    python -m benchmarks handoff [--sizes 0.1,1,4] [--reps 1] [--driver-max 1] [--json PATH] [--plot PATH]
+    python -m benchmarks handoff [--sizes 0.1,1,4] [--reps 1] [--driver-max 1] [--connect] [--json PATH] [--plot PATH]
+
+``--connect``: the same through a Spark Connect session (an in-process Connect server on
+the same local-cluster master, as ``SparkSession.builder.remote("local-cluster[...]")``
+makes it), where Spark has no RDDs and ``to_dask`` hands the rows to Python through
+``mapInArrow``.
 
 Spark → Dask, until the data is in the Dask workers' memory:
 - ``to_dask``: spark_dask.to_dask(df), every partition loaded;
@@ -202,11 +207,15 @@ def run_size(spark, client, gb: float, driver_max: float, tmp: str) -> dict:
     return res
 
 
+def _session(R: dict) -> str:
+    return f"Spark Connect on {R['master']}" if R.get("connect") else R["master"]
+
+
 def render(R: dict) -> str:
     m = R["machine"]
     lines = [
         f"machine: {m['cpus']} CPUs, {m['memory_gib']} GiB, {m['platform']}, Python {m['python']}, pyspark "
-        f"{m['pyspark']}, distributed {m['distributed']}; {R['master']}, a 2-worker Dask cluster beside it; "
+        f"{m['pyspark']}, distributed {m['distributed']}; {_session(R)}, a 2-worker Dask cluster beside it; "
         f"best of {R['reps']}; load average before / after: {R.get('load_before', '?')} / {R.get('load_after', '?')}",
         "",
         "| direction | GB | method | s | runs (s) | GB/s | driver Python MB | driver JVM MB | Dask workers MB | vs Parquet |",
@@ -250,7 +259,7 @@ def plot(R: dict, path: str) -> None:
         ax.set_ylabel("GB/s (higher is better)")
     handles = [plt.Rectangle((0, 0), 1, 1, color=f"C{i}") for i in range(len(methods))]
     fig.legend(handles, [label for _, label in methods], loc="lower center", ncol=len(methods), frameon=False)
-    fig.suptitle(f"Moving data between Spark and Dask ({R['machine']['cpus']}-core VM, {R['master']})")
+    fig.suptitle(f"Moving data between Spark and Dask ({R['machine']['cpus']}-core VM, {_session(R)})")
     fig.tight_layout(rect=(0, 0.07, 1, 1))  # room for the legend below the bars
     fig.savefig(path, dpi=100)
 
@@ -264,10 +273,18 @@ def main(argv=None) -> dict:
     ap.add_argument("--sizes", default=None,
                     help="GB, comma separated (default 0.1,1 and, with >= 16 GiB of memory, 4)")
     ap.add_argument("--reps", type=int, default=1, help="runs per size (the best is kept)")
-    ap.add_argument("--driver-max", type=float, default=1.0, help="largest GB moved through the driver")
-    ap.add_argument("--json", default=os.path.join(here, "results", "handoff.json"))
-    ap.add_argument("--plot", default=os.path.join(here, "results", "handoff.png"))
+    ap.add_argument("--driver-max", type=float, default=None,
+                    help="largest GB moved through the driver (default 1; 0.1 with --connect: at 1 GB the "
+                         "Connect server's toPandas ran its 6 GB driver JVM out of memory)")
+    ap.add_argument("--connect", action="store_true", help="through a Spark Connect session")
+    ap.add_argument("--json", default=None, help="default: benchmarks/results/handoff[-connect].json")
+    ap.add_argument("--plot", default=None, help="default: benchmarks/results/handoff[-connect].png")
     args = ap.parse_args(argv)
+    if args.driver_max is None:
+        args.driver_max = 0.1 if args.connect else 1.0
+    name = "handoff-connect" if args.connect else "handoff"
+    args.json = args.json or os.path.join(here, "results", name + ".json")
+    args.plot = args.plot or os.path.join(here, "results", name + ".png")
     if args.sizes is None:  # 4 GB: ~5 GB in the workers and the files' page cache (ran on 23.5 GiB)
         args.sizes = "0.1,1,4" if psutil.virtual_memory().total >= 16 * 2**30 else "0.1,1"
     from pyspark.sql import SparkSession
@@ -278,9 +295,22 @@ def main(argv=None) -> dict:
     import spark_dask
 
     t_all = time.perf_counter()
+    builder = SparkSession.builder
+    if args.connect:
+        import socket
+
+        from pyspark.sql.connect.client.core import DefaultChannelBuilder
+
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        # the client of a local remote connects to the default port unless told: a free one
+        DefaultChannelBuilder.default_port = staticmethod(lambda: port)
+        builder = builder.remote(MASTER).config("spark.connect.grpc.binding.port", str(port))
+    else:
+        builder = builder.master(MASTER)
     spark = (
-        SparkSession.builder.master(MASTER)
-        .appName("spark-dask-bench-handoff")
+        builder.appName("spark-dask-bench-handoff")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.memory", "6g")
@@ -289,7 +319,8 @@ def main(argv=None) -> dict:
         .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
         .getOrCreate()
     )
-    spark.sparkContext.setLogLevel("ERROR")
+    if not args.connect:
+        spark.sparkContext.setLogLevel("ERROR")
     R: dict = {
         "machine": {
             "cpus": psutil.cpu_count(),
@@ -300,6 +331,7 @@ def main(argv=None) -> dict:
             "distributed": distributed.__version__,
         },
         "master": MASTER,
+        "connect": args.connect,
         "reps": args.reps,
         "sizes": [],
     }

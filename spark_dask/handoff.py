@@ -10,9 +10,11 @@ loaded again from them) until the scheduler forgets the loading keys, or the clu
 closes, when the workers remove them.
 
 Dask → Spark: each Dask partition is written as an Arrow IPC file on its worker's
-machine; a Spark job over ``spark.range(n)`` reads them (memory mapped on the same
-machine, pulled from a worker of the file's machine over the cluster's TLS comms
-otherwise) into a DataFrame kept in Spark's cache; then the files are removed.
+machine; the Spark DataFrame is a ``mapInArrow`` over ``spark.range(n)`` that reads
+them (memory mapped on the same machine, pulled from a worker of the file's machine
+over the cluster's TLS comms otherwise) whenever Spark computes it; the files stay
+until the cluster closes. With ``checkpoint=True`` one scan fills Spark's cache with
+the rows instead, and the files are removed at once.
 
 See ``docs/handoff.md``.
 """
@@ -23,12 +25,14 @@ import logging
 import threading
 import time
 import uuid
-from contextlib import suppress
+from contextlib import contextmanager, nullcontext, suppress
 
 from spark_dask import handoff_plan
 from spark_dask.arrow_types import HandoffTypeError
 from spark_dask.handoff_task import HandoffError
 from spark_dask.handoff_plan import (
+    NO_BYTE_LIMIT,
+    byte_limit_is_redundant,
     load_key,
     needs_cpu_profile,
     no_slot_message,
@@ -322,6 +326,8 @@ class _Tagged:
 # (estimated from the schema), at least Spark's default 10,000 rows. Larger batches
 # than Spark's default mean fewer messages, and partitions that load without a copy.
 BATCH_BYTES = 16 * 2**20
+# ... and that the Dask workers write for to_spark (see handoff_task.write_partition)
+WRITE_BATCH_BYTES = 4 * 2**20
 
 
 def batch_rows(schema, target: int = BATCH_BYTES) -> int:
@@ -389,12 +395,69 @@ def _collect(df, spec: dict, schema, tz: str, large: bool, cpu_only: bool, tag: 
         with _Tagged(spark, tag, description):
             return rdd.collect()
     return _map_collect(_positional(df), handoff_task.RESULT_DDL, handoff_task.spark_writer(spec), cpu_only, tag,
-                        description)  # fmt: skip
+                        description, arrow_schema=schema)  # fmt: skip
 
 
-def _map_collect(df, schema: str, fn, cpu_only: bool, tag: str, description: str) -> list[dict]:
+_MAX_RECORDS = "spark.sql.execution.arrow.maxRecordsPerBatch"
+_MAX_BYTES = "spark.sql.execution.arrow.maxBytesPerBatch"
+_byte_limit_lock = threading.Lock()
+_byte_limit_lifted: dict = {}  # session -> [transfers running, the session's own value or None]
+
+
+@contextmanager
+def _no_redundant_byte_limit(spark, schema):
+    """While a ``mapInArrow`` over rows of ``schema`` runs: when Spark's byte limit on
+    the Arrow batches it sends to Python cannot end a batch of these rows (fixed-width
+    columns, ``maxRecordsPerBatch`` rows under ``maxBytesPerBatch``), the session's
+    limit is set to Int.MaxValue, where Spark stops estimating the batch's size after
+    every row; restored after the job (the last of concurrent transfers restores it).
+
+    The batches are the same. Measured (pyspark 4.3.0, Spark Connect,
+    local-cluster[2,4,1024], 1 GB of 8 long/double columns, a ``mapInArrow`` that only
+    counts): 4.9-6.0 s with the 64 MB default, 2.8-3.2 s without the estimate; the
+    executors' CPU time 8.4-9.0 s -> 3.4-4.1 s. Spark 3.x has no byte limit."""
+    from spark_dask.session import spark_version
+
+    lift = False
+    if spark_version(spark) >= (4, 0):
+        records = handoff_plan.spark_bytes(_conf(spark, _MAX_RECORDS, "10000"))
+        limit = handoff_plan.spark_bytes(_conf(spark, _MAX_BYTES, "64m"))
+        lift = records is not None and limit is not None and byte_limit_is_redundant(schema, records, limit)
+    key = _app_id(spark) or id(spark)
+    if lift:
+        with _byte_limit_lock:
+            entry = _byte_limit_lifted.get(key)
+            if entry is None:
+                try:
+                    previous = spark.conf.get(_MAX_BYTES, None)
+                    spark.conf.set(_MAX_BYTES, str(NO_BYTE_LIMIT))
+                except Exception as e:  # noqa: BLE001 - a platform that does not let sessions set it
+                    logger.debug("spark-dask: could not lift %s: %s", _MAX_BYTES, e)
+                    lift = False
+                else:
+                    _byte_limit_lifted[key] = [1, previous]
+            else:
+                entry[0] += 1
+    try:
+        yield
+    finally:
+        if lift:
+            with _byte_limit_lock:
+                entry = _byte_limit_lifted[key]
+                entry[0] -= 1
+                if entry[0] == 0:
+                    del _byte_limit_lifted[key]
+                    with suppress(Exception):
+                        if entry[1] is None:
+                            spark.conf.unset(_MAX_BYTES)
+                        else:
+                            spark.conf.set(_MAX_BYTES, entry[1])
+
+
+def _map_collect(df, schema: str, fn, cpu_only: bool, tag: str, description: str, arrow_schema=None) -> list[dict]:
     """Run ``df.mapInArrow(fn, schema)`` as a tagged Spark job (a CPU-only profile when
-    asked); its rows as dicts."""
+    asked; without Spark's per-row batch size estimate where it is redundant, see
+    :func:`_no_redundant_byte_limit`); its rows as dicts."""
     from spark_dask.session import spark_version
 
     spark = df.sparkSession
@@ -402,7 +465,8 @@ def _map_collect(df, schema: str, fn, cpu_only: bool, tag: str, description: str
     new_api = spark_version(spark) >= (4, 0)
     kwargs = {"profile": profile} if profile is not None and new_api else {}
     out = df.mapInArrow(fn, schema, **kwargs)
-    with _Tagged(spark, tag, description):
+    lifted = _no_redundant_byte_limit(spark, arrow_schema) if arrow_schema is not None else nullcontext()
+    with _Tagged(spark, tag, description), lifted:
         if profile is not None and not new_api:  # Spark 3.x: the profile on the RDD of the stage
             return [r.asDict() for r in out.rdd.withResources(profile).collect()]
         return [r.asDict() for r in out.collect()]
@@ -610,7 +674,8 @@ def to_spark(ddf, spark=None, *, client=None, schema=None, checkpoint: bool = Fa
     try:
         parts = ddf.to_delayed(optimize_graph=True)
         write = delayed(handoff_task.write_partition, pure=False)
-        tasks = [write(part, i, dirname, schema_bytes) for i, part in enumerate(parts)]
+        rows = batch_rows(arrow_schema, WRITE_BATCH_BYTES)
+        tasks = [write(part, i, dirname, schema_bytes, rows) for i, part in enumerate(parts)]
         written = client.gather(client.compute(tasks))
         registry.add(tid, {(w["hostname"], _parent(w["path"])) for w in written if w["path"]})
         parts_spec = [w for w in written if w["path"]]

@@ -181,3 +181,68 @@ def transfer_dirs(hosts: dict[str, dict], dirname: str) -> list[tuple[str, str]]
 def retry_wait(attempt: int) -> float:
     """Seconds to wait before looking again for a worker on a file's machine."""
     return min(0.2 * 2**attempt, 2.0)
+
+
+# Spark >= 4.0 ends an Arrow batch it sends to Python when it reaches either
+# spark.sql.execution.arrow.maxRecordsPerBatch rows or maxBytesPerBatch bytes; for the
+# byte limit it estimates the batch's size after every row, unless the limit is exactly
+# Int.MaxValue (pyspark 4.3.0: BatchedPythonArrowInput.writeSizedBatch; the limit came
+# with SPARK-51316, default 256 MB, 64 MB since apache/spark#51277).
+NO_BYTE_LIMIT = 2**31 - 1
+
+_UNITS = {"": 1, "b": 1, "k": 2**10, "kb": 2**10, "m": 2**20, "mb": 2**20, "g": 2**30, "gb": 2**30,
+          "t": 2**40, "tb": 2**40, "p": 2**50, "pb": 2**50}  # fmt: skip
+
+
+def spark_bytes(text: str) -> int | None:
+    """A Spark byte-size setting (binary units, as Spark reads them) in bytes; None when
+    it is not one.
+
+    >>> spark_bytes("67108864b"), spark_bytes("64m"), spark_bytes(" 1G "), spark_bytes("x")
+    (67108864, 67108864, 1073741824, None)
+    """
+    s = str(text).strip().lower()
+    digits = len(s) - len(s.lstrip("0123456789"))
+    if digits == 0 or s[digits:] not in _UNITS:
+        return None
+    return int(s[:digits]) * _UNITS[s[digits:]]
+
+
+def arrow_row_bytes(schema) -> int | None:
+    """At most this many bytes a row takes in an Arrow batch of ``schema`` (a pyarrow
+    schema): each column's value width plus a validity byte, plus one for the struct
+    ``mapInArrow`` wraps the columns in; None when a column has no fixed width (strings,
+    binary, nested).
+
+    >>> import pyarrow as pa
+    >>> arrow_row_bytes(pa.schema([("a", pa.int64()), ("b", pa.bool_()), ("d", pa.decimal128(10, 2))]))
+    29
+    >>> arrow_row_bytes(pa.schema([("a", pa.int64()), ("s", pa.string())])) is None
+    True
+    """
+    total = 1
+    for field in schema:
+        try:
+            width = field.type.bit_width
+        except ValueError:  # variable width or nested
+            return None
+        total += -(-width // 8) + 1
+    return total
+
+
+def byte_limit_is_redundant(schema, max_records: int, max_bytes: int) -> bool:
+    """Whether Spark's byte limit on the Arrow batches it sends to Python can never end
+    a batch of ``schema``: every column has a fixed width and ``max_records`` rows stay
+    under ``max_bytes``. Spark then need not estimate the size after every row.
+
+    >>> import pyarrow as pa
+    >>> s = pa.schema([("a", pa.int64())] * 8)
+    >>> byte_limit_is_redundant(s, 10_000, 64 * 2**20), byte_limit_is_redundant(s, 0, 64 * 2**20)
+    (True, False)
+    >>> byte_limit_is_redundant(s, 10**6, 64 * 2**20), byte_limit_is_redundant(s, 10_000, NO_BYTE_LIMIT)
+    (False, False)
+    """
+    row = arrow_row_bytes(schema)
+    if row is None or max_records <= 0 or max_bytes >= NO_BYTE_LIMIT:
+        return False
+    return max_records * row < max_bytes

@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 
 import spark_dask
-from spark_dask import PlanError, SparkCluster, SparkDaskError
+from spark_dask import PlanError, SparkCluster, SparkDaskError, handoff
 
 from .conftest import dask_processes, fresh_jvm, port_open, wait_until
 
@@ -292,6 +292,18 @@ def test_to_dask_and_to_spark_through_connect(spark):
         back = spark_dask.to_spark(ddf)
         assert [f.dataType for f in back.schema] == [f.dataType for f in df.schema]
         assert sorted(map(repr, back.collect())) == sorted(map(repr, df.collect()))
+        # fixed-width columns: Spark's per-row batch size estimate is lifted for the job
+        # (batches of 7 rows: many batches), and the session's setting is back after it
+        key = "spark.sql.execution.arrow.maxBytesPerBatch"
+        spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "7")
+        try:
+            fixed = spark.range(0, 5000, 1, 3).selectExpr("id", "id * 0.5 AS x", "id % 2 = 0 AS b")
+            got = spark_dask.to_dask(fixed).compute().sort_values("id")
+            assert got["id"].tolist() == list(range(5000)) and got["x"].tolist() == [i * 0.5 for i in range(5000)]
+            assert got["b"].tolist() == [i % 2 == 0 for i in range(5000)]
+            assert spark.conf.get(key, None) is None and not handoff._byte_limit_lifted
+        finally:
+            spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
         cluster = client.cluster
     assert_no_leftovers(spark, cluster)
 

@@ -82,6 +82,47 @@ def test_without_a_cluster_the_error_says_to_start_one(spark):
 
 
 @pytest.mark.core
+def test_sparks_redundant_byte_limit_is_lifted_only_while_a_transfer_runs(spark):
+    """Spark >= 4.0 estimates an Arrow batch's size after every row it sends to Python
+    unless maxBytesPerBatch is Int.MaxValue; a transfer lifts the limit when it cannot
+    end a batch of its rows and puts the session's own setting back (Spark 3.x: no
+    such limit, nothing changes)."""
+    import pyarrow as pa
+
+    from spark_dask.session import spark_version
+
+    key, records = "spark.sql.execution.arrow.maxBytesPerBatch", "spark.sql.execution.arrow.maxRecordsPerBatch"
+    fixed = pa.schema([("a", pa.int64()), ("x", pa.float64()), ("b", pa.bool_())])
+    lifted = str(2**31 - 1) if spark_version(spark) >= (4, 0) else None
+    assert spark.conf.get(key, None) is None
+    with handoff._no_redundant_byte_limit(spark, fixed):
+        assert spark.conf.get(key, None) == lifted
+        with handoff._no_redundant_byte_limit(spark, fixed):  # a concurrent transfer
+            assert spark.conf.get(key, None) == lifted
+        assert spark.conf.get(key, None) == lifted  # the first one still runs
+    assert spark.conf.get(key, None) is None  # unset again: Spark's default applies
+    spark.conf.set(key, "4m")
+    try:
+        with handoff._no_redundant_byte_limit(spark, fixed):
+            assert spark.conf.get(key) == (lifted or "4m")
+        assert spark.conf.get(key) == "4m"
+        # strings: the limit can end a batch; 1M rows of 21 bytes > 4 MB: it can too
+        with handoff._no_redundant_byte_limit(spark, pa.schema([("s", pa.string())])):
+            assert spark.conf.get(key) == "4m"
+        with pytest.raises(RuntimeError, match="the job failed"), handoff._no_redundant_byte_limit(spark, fixed):
+            assert spark.conf.get(key) == (lifted or "4m")
+            raise RuntimeError("the job failed")
+        assert spark.conf.get(key) == "4m"  # restored after a failed job too
+        spark.conf.set(records, "1000000")
+        with handoff._no_redundant_byte_limit(spark, fixed):
+            assert spark.conf.get(key) == "4m"
+    finally:
+        spark.conf.unset(key)
+        spark.conf.unset(records)
+    assert not handoff._byte_limit_lifted
+
+
+@pytest.mark.core
 def test_a_client_of_another_cluster_is_refused(spark):
     from distributed import LocalCluster
 

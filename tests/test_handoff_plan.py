@@ -223,3 +223,10 @@ def test_write_and_load_a_partition(tmp_path, monkeypatch):
     assert str(back["a"].dtype) == "int64" and str(back["s"].dtype) == "string"
     empty = handoff_task.write_partition(frame.iloc[:0], 5, "spark-dask-handoff-z", schema.serialize().to_pybytes())
     assert empty["path"] is None and empty["rows"] == 0
+    # in record batches of at most batch_rows rows
+    many = pd.DataFrame({"a": range(25), "s": [str(i) for i in range(25)]})
+    out = handoff_task.write_partition(many, 6, "spark-dask-handoff-z", schema.serialize().to_pybytes(), 10)
+    with pa.ipc.open_file(out["path"]) as f:
+        assert [f.get_batch(i).num_rows for i in range(f.num_record_batches)] == [10, 10, 5]
+    back = handoff_task.load_partition(out)
+    assert back["a"].tolist() == list(range(25)) and back["s"].tolist() == [str(i) for i in range(25)]
