@@ -269,7 +269,7 @@ def main(argv=None) -> dict:
 
     warnings.filterwarnings("ignore")
     here = os.path.dirname(__file__)
-    ap = argparse.ArgumentParser(prog="python -m benchmarks handoff", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m benchmarks handoff", description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--sizes", default=None,
                     help="GB, comma separated (default 0.1,1 and, with >= 16 GiB of memory, 4)")
     ap.add_argument("--reps", type=int, default=1, help="runs per size (the best is kept)")
