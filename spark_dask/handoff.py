@@ -340,12 +340,7 @@ def batch_rows(schema, target: int = BATCH_BYTES) -> int:
     >>> batch_rows(pa.schema([("s", pa.string())] * 1000))
     10000
     """
-    width = 0
-    for field in schema:
-        try:
-            width += max(field.type.bit_width // 8, 1)
-        except ValueError:  # not fixed-width
-            width += 32
+    width = sum(32 if (n := handoff_plan.value_bytes(field.type)) is None else n for field in schema)
     return max(10_000, target // max(width, 1))
 
 
@@ -423,8 +418,8 @@ def _no_redundant_byte_limit(spark, schema):
         records = handoff_plan.spark_bytes(_conf(spark, _MAX_RECORDS, "10000"))
         limit = handoff_plan.spark_bytes(_conf(spark, _MAX_BYTES, "64m"))
         lift = records is not None and limit is not None and byte_limit_is_redundant(schema, records, limit)
-    key = _app_id(spark) or id(spark)
     if lift:
+        key = _app_id(spark) or id(spark)
         with _byte_limit_lock:
             entry = _byte_limit_lifted.get(key)
             if entry is None:

@@ -208,6 +208,20 @@ def spark_bytes(text: str) -> int | None:
     return int(s[:digits]) * _UNITS[s[digits:]]
 
 
+def value_bytes(arrow_type) -> int | None:
+    """Bytes one value of a fixed-width Arrow type takes (at least 1: a boolean's bit
+    counted as a byte); None for variable-width and nested types.
+
+    >>> import pyarrow as pa
+    >>> value_bytes(pa.int64()), value_bytes(pa.bool_()), value_bytes(pa.decimal128(10, 2)), value_bytes(pa.string())
+    (8, 1, 16, None)
+    """
+    try:
+        return max(-(-arrow_type.bit_width // 8), 1)
+    except ValueError:  # variable width or nested
+        return None
+
+
 def arrow_row_bytes(schema) -> int | None:
     """At most this many bytes a row takes in an Arrow batch of ``schema`` (a pyarrow
     schema): each column's value width plus a validity byte, plus one for the struct
@@ -222,11 +236,10 @@ def arrow_row_bytes(schema) -> int | None:
     """
     total = 1
     for field in schema:
-        try:
-            width = field.type.bit_width
-        except ValueError:  # variable width or nested
+        width = value_bytes(field.type)
+        if width is None:
             return None
-        total += -(-width // 8) + 1
+        total += width + 1
     return total
 
 
