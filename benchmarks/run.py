@@ -59,6 +59,7 @@ if _BIN not in os.environ.get("PATH", "").split(os.pathsep):
 import psutil  # noqa: E402
 
 from benchmarks.plots import write_plots  # noqa: E402
+from spark_dask.plan import process_cluster  # noqa: E402
 
 MASTERS = ["local-cluster[2,1,1024]", "local-cluster[2,4,1024]"]
 TARGETS = {
@@ -138,10 +139,10 @@ def gang_processes(tag: str) -> list[psutil.Process]:
     out = []
     for p in psutil.process_iter():
         try:
-            facts = p.environ().get("SPARK_DASK_FACTS", "")
+            owner = process_cluster(p.environ(), None) or process_cluster({}, p.cwd())
         except (psutil.Error, OSError):
             continue
-        if tag in facts:
+        if owner == tag:
             out.append(p)
     return out
 
@@ -277,10 +278,12 @@ def launcher_rss(tag: str) -> list[tuple[int, int]]:
     besides the Dask worker. USS counts only the process's own pages; RSS also counts
     the pages it shares with the PySpark daemon it was forked from."""
     parents = {}
-    for p in gang_processes(tag):
+    procs = gang_processes(tag)
+    gang = {p.pid for p in procs}
+    for p in procs:
         try:
             parent = p.parent()
-            if parent is not None and "SPARK_DASK_FACTS" not in parent.environ():
+            if parent is not None and parent.pid not in gang:
                 info = parent.memory_full_info()
                 parents[parent.pid] = (info.rss, info.uss)
         except psutil.Error:

@@ -394,7 +394,7 @@ class SparkCluster(Cluster):
     Every keyword defaults to its ``dask.config`` key ``spark-dask.<name>`` (``_`` as
     ``-``), set in ``spark_dask/spark_dask.yaml``, by ``dask.config.set`` or by an
     environment variable such as ``DASK_SPARK_DASK__TIMEOUT=5m``; an explicit argument
-    wins. Keys without a keyword argument: ``multiprocessing-method``,
+    wins. Keys without a keyword argument: ``multiprocessing-method``, ``fork-nanny``,
     ``executor-wait``, ``slot-wait``, ``close-timeout``, ``death-timeout``,
     ``kill-grace``, ``close-on-sigterm``, ``connect-timeout``, ``dashboard-prefix``,
     ``rapids.rmm-pool-size``, ``rapids.rmm-reserve``, ``rapids.rmm-fraction``,
@@ -837,6 +837,7 @@ class SparkCluster(Cluster):
             "gpus_per_executor": int(self.facts.executor_gpus),
             "workers_per_task": plan.workers_per_task,
             "multiprocessing_method": config.get("multiprocessing-method"),
+            "fork_nanny": bool(config.get("fork-nanny")),
             "n_workers": plan.n_workers,
             "requires": requires,
             "threads_per_worker": opts["threads_per_worker"],

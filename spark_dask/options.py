@@ -215,6 +215,19 @@ OPTIONS: tuple[Option, ...] = (
         "variable changes it; use `worker_options={\"multiprocessing_method\": \"forkserver\"}`.",
     ),
     Option(
+        "fork-nanny", True, "bool",
+        "The Spark task forks a CPU worker's nanny from its own Python process instead of starting "
+        "a new Python.",
+        "Saves the interpreter start and, where Spark reuses the task's Python worker (a cluster "
+        "started again within a minute), the import of distributed: a warm start of 2 workers went "
+        "from ~1.0 s to ~0.5 s on a 2-core machine. Only for CPU workers with the default command, "
+        "a nanny and `multiprocessing-method` `fork`, and only when the task's Python process runs "
+        "no other Python thread; otherwise, and with `false`, the task starts "
+        "`python -m distributed.cli.dask_worker`. `ps` shows a forked nanny and its worker under "
+        "the Python worker's command line (`-m pyspark.daemon`), named `dask-nanny` / "
+        "`dask-worker`.",
+    ),
+    Option(
         "task-profile", "auto", "{'auto', True, False}, optional",
         "Ask Spark for a stage-level task resource profile for the gang.",
         "`auto`: where Spark supports it (Spark ≥ 3.4 on standalone/`local-cluster`, ≥ 3.5 on "

@@ -8,8 +8,10 @@ executors by value together with :mod:`spark_dask.task`.
 
 from __future__ import annotations
 
-import shlex
+import json
 import math
+import re
+import shlex
 from dataclasses import dataclass, replace
 
 KINDS = ("auto", "cuda", "cpu")
@@ -911,6 +913,14 @@ def worker_command(fields: dict, kind: str, template=None, options: dict | None 
     The interpreter is always the Spark task's own (``sys.executable``), so
     notebook-scoped packages are the ones the worker imports.
 
+    The default command loads the preload by module name (``preload_module``, its
+    directory on the worker's ``PYTHONPATH``) where the field is given: a preload *file*
+    makes distributed call ``importlib.invalidate_caches()``, which on Python 3.11 reads
+    again the directory of every zip on ``sys.path``; a Spark executor's Python has
+    PySpark's zips and ``spark-core``'s jar (6,000 entries) there, and the nanny and the
+    worker load the preload three times: 0.1-0.3 s of each worker's start. A template's
+    ``{preload}`` is the file.
+
     A CPU worker runs under a nanny unless ``options`` says ``no_nanny: True`` (then
     neither ``--nanny`` nor ``--preload-nanny`` is given, never both switches).
 
@@ -925,6 +935,7 @@ def worker_command(fields: dict, kind: str, template=None, options: dict | None 
         cmd = [str(p).format(**fields) for p in parts]
         return cmd + option_flags(options)
     options = dict(options or {})
+    preload = fields.get("preload_module") or fields["preload"]
     if kind == "cuda":
         cmd = [fields["python"], "-m", "dask", "cuda", "worker"]
     else:
@@ -936,7 +947,7 @@ def worker_command(fields: dict, kind: str, template=None, options: dict | None 
         "--memory-limit", str(fields["memory_limit"]),
         "--local-directory", fields["local_directory"],
         "--death-timeout", str(fields["death_timeout"]),
-        "--preload", fields["preload"],
+        "--preload", preload,
     ]  # fmt: skip
     if kind == "cpu":
         no_nanny = options.pop("no_nanny", None) is True
@@ -944,7 +955,7 @@ def worker_command(fields: dict, kind: str, template=None, options: dict | None 
         if no_nanny:
             cmd += ["--nworkers", "1", "--no-nanny"]
         else:
-            cmd += ["--nworkers", "1", "--nanny", "--preload-nanny", fields["preload"]]
+            cmd += ["--nworkers", "1", "--nanny", "--preload-nanny", preload]
     if not {"dashboard", "no_dashboard", "dashboard_address"} & set(options):
         cmd.append("--no-dashboard")
     if fields.get("tls_ca_file"):
@@ -954,6 +965,61 @@ def worker_command(fields: dict, kind: str, template=None, options: dict | None 
             "--tls-key", fields["tls_key"],
         ]  # fmt: skip
     return cmd + option_flags(options)
+
+
+def forks_nanny(kind: str, template, cmd: list[str], env: dict, enabled: bool = True) -> bool:
+    """Whether the Spark task forks this worker's nanny from its own Python process
+    rather than starting ``python -m distributed.cli.dask_worker``.
+
+    Only for what a fork reproduces exactly: a CPU worker with the default command and a
+    nanny, whose worker process is itself forked (``multiprocessing-method`` ``fork``,
+    as the worker's environment says). A ``spawn``/``forkserver`` worker process would
+    re-import the parent's ``__main__`` (PySpark's daemon); dask-cuda workers and
+    command templates run their own programs.
+
+    >>> cmd = ["python", "-m", "distributed.cli.dask_worker", "tls://h:1", "--nanny"]
+    >>> fork = {"DASK_DISTRIBUTED__WORKER__MULTIPROCESSING_METHOD": "fork"}
+    >>> forks_nanny("cpu", None, cmd, fork)
+    True
+    >>> forks_nanny("cpu", None, cmd, {"DASK_DISTRIBUTED__WORKER__MULTIPROCESSING_METHOD": "spawn"})
+    False
+    >>> forks_nanny("cpu", None, cmd[:-1] + ["--no-nanny"], fork), forks_nanny("cuda", None, cmd, fork)
+    (False, False)
+    >>> forks_nanny("cpu", "{python} -m mypkg.worker", cmd, fork), forks_nanny("cpu", None, cmd, fork, False)
+    (False, False)
+    """
+    return bool(
+        enabled
+        and kind == "cpu"
+        and not template
+        and cmd[1:3] == ["-m", "distributed.cli.dask_worker"]
+        and "--nanny" in cmd
+        and env.get("DASK_DISTRIBUTED__WORKER__MULTIPROCESSING_METHOD") == "fork"
+    )
+
+
+def process_cluster(environ: dict, cwd: str | None) -> str | None:
+    """The spark-dask cluster (its tag) a local process belongs to, from what ``ps``
+    and ``/proc`` show of it: ``SPARK_DASK_FACTS`` in the environment a started worker
+    process got; for a nanny forked from the Spark task (and the worker it forked),
+    whose ``/proc/<pid>/environ`` is still the task's, its working directory, inside
+    the task's ``<tag>-*`` work directory. For tests, benchmarks and admins' scripts.
+
+    >>> process_cluster({"SPARK_DASK_FACTS": '{"cluster": "spark-dask-0a1b2c3d4e"}'}, "/")
+    'spark-dask-0a1b2c3d4e'
+    >>> process_cluster({}, "/local/spark-dask-0a1b2c3d4e-k2j4h1/spark-1")
+    'spark-dask-0a1b2c3d4e'
+    >>> process_cluster({}, "/home/me"), process_cluster({}, None)
+    (None, None)
+    """
+    facts = environ.get("SPARK_DASK_FACTS")
+    if facts:
+        try:
+            return json.loads(facts).get("cluster")
+        except ValueError:
+            return None
+    match = re.search(r"/(spark-dask-[0-9a-f]{10})-[^/]+/[^/]+/?$", cwd or "")
+    return match.group(1) if match else None
 
 
 def gpu_env(gpu: str | None, user_env: dict | None = None) -> dict:

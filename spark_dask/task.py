@@ -20,28 +20,31 @@ import queue
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import traceback
 
 from spark_dask.plan import (
     REGISTERED_MARKER,
     assign_shared,
     assign_workers,
     executor_gpu_list,
+    forks_nanny,
     gang_shortfall,
     gpu_env,
     memory_problem,
     physical_gpu,
     scheduler_endpoint,
     tail,
-    worker_name,
-    version_problem,
     unreachable_message,
+    version_problem,
     worker_command,
     worker_memory,
+    worker_name,
     worker_threads,
 )
 from spark_dask.rapids import rmm_installed, rmm_option, rmm_problem
@@ -97,15 +100,27 @@ def _close_and_exit(nanny):
     return spark_dask_close
 
 
+def _title(name):
+    # what ps -e, top and psutil call this process (a forked nanny's command line is
+    # the Spark task's, python -m pyspark.daemon)
+    try:
+        with open("/proc/self/comm", "w") as f:
+            f.write(name)
+    except OSError:
+        pass
+
+
 def dask_setup(worker):
     facts = json.loads(os.environ.get("SPARK_DASK_FACTS", "{}"))
     if hasattr(worker, "startup_information"):
         worker.startup_information["spark"] = lambda _worker: facts
+        _title("dask-worker")
     else:
         from distributed import Nanny
 
         if isinstance(worker, Nanny):  # --preload-nanny: the driver's fast close
             worker.handlers["spark_dask_close"] = _close_and_exit(worker)
+            _title("dask-nanny")
     task_pid = int(os.environ.get("SPARK_DASK_TASK_PID", "0"))
     if task_pid:
         grace = float(os.environ.get("SPARK_DASK_KILL_GRACE", "5"))
@@ -115,6 +130,7 @@ def dask_setup(worker):
 '''
 
 PR_SET_PDEATHSIG = 1
+PRELOAD_MODULE = "spark_dask_preload"
 
 
 class WorkerStartError(RuntimeError):
@@ -159,6 +175,151 @@ def _make_death_signal(parent_pid: int):
             os.kill(os.getpid(), signal.SIGKILL)
 
     return preexec
+
+
+def _inherited_channels() -> list[int]:
+    """This process's sockets and pipes beyond stdin/out/err (the Python worker's
+    connection to its executor): a forked nanny must not hold them."""
+    found = []
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:
+        return found
+    for name in names:
+        fd = int(name)
+        if fd < 3:
+            continue
+        try:
+            mode = os.fstat(fd).st_mode
+        except OSError:  # the directory listing's own descriptor, already closed
+            continue
+        if stat.S_ISSOCK(mode) or stat.S_ISFIFO(mode):
+            found.append(fd)
+    return found
+
+
+def _logging_config(dask_config) -> list:
+    """The dask.config settings that distributed's logging set-up reads."""
+    keys = ("logging", "logging-file-config", "distributed.logging", "distributed.logging-file-config",
+            "distributed.admin.log-format")  # fmt: skip
+    return [dask_config.get(k, None) for k in keys]
+
+
+def _drop_stderr_handlers() -> None:
+    """Remove the handlers that write to ``sys.stderr`` (distributed's, from its import)."""
+    import logging
+
+    for logger in [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]:
+        for handler in list(getattr(logger, "handlers", ())):
+            if isinstance(handler, logging.StreamHandler) and handler.stream is sys.stderr:
+                logger.removeHandler(handler)
+
+
+def _nanny_child(cmd: list[str], env: dict, cwd: str, log_fd: int, parent_pid: int) -> None:
+    """The forked child of :class:`ForkedNanny`: becomes ``dask worker``; never returns."""
+    code = 1
+    try:
+        os.setsid()  # its own process group, as start_new_session
+        _make_death_signal(parent_pid)()
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in _inherited_channels():
+            os.dup2(null, fd)  # the numbers stay taken: no later file is closed by mistake
+        os.dup2(null, 0)
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+        os.chdir(cwd)
+        os.environ.clear()
+        os.environ.update(env)
+        # what a new interpreter would put first on sys.path from PYTHONPATH (the preload's directory)
+        sys.path[:0] = [p for p in env.get("PYTHONPATH", "").split(os.pathsep)[:1] if p and p not in sys.path]
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        import dask.config
+        from distributed.cli.dask_worker import main
+        from distributed.config import initialize_logging
+
+        logging_before = _logging_config(dask.config)
+        dask.config.refresh()  # this worker's environment (DASK_* of `env`), as a new process reads it
+        if _logging_config(dask.config) != logging_before:  # e.g. DASK_LOGGING__DISTRIBUTED in `env`
+            _drop_stderr_handlers()  # what distributed's import set up; it adds, never replaces
+            initialize_logging(dask.config.config)
+        sys.argv = ["dask worker", *cmd[3:]]
+        main.main(args=cmd[3:], prog_name="dask worker")
+        code = 0
+    except SystemExit as e:
+        if isinstance(e.code, int) or e.code is None:
+            code = e.code or 0
+        else:
+            print(e.code, file=sys.stderr)
+    except BaseException:  # noqa: BLE001  (the child never returns to the task: report, exit 1)
+        traceback.print_exc()
+    finally:
+        try:
+            import logging
+
+            logging.shutdown()
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+class ForkedNanny:
+    """A CPU worker's nanny forked from this task's Python process instead of a new
+    ``python -m distributed.cli.dask_worker``: no interpreter start, and no import of
+    distributed where the Python worker has it from an earlier gang (Spark reuses
+    Python workers). Offers what :func:`run_task` uses of a ``Popen``."""
+
+    def __init__(self, cmd: list[str], env: dict, cwd: str, log_fd: int):
+        self.args = cmd
+        self.returncode: int | None = None
+        self._done = threading.Event()
+        self._reaper: threading.Thread | None = None
+        self._lock = threading.Lock()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        parent = os.getpid()
+        pid = os.fork()
+        if pid == 0:
+            _nanny_child(cmd, env, cwd, log_fd, parent)
+        self.pid = pid
+
+    def _reap(self) -> None:
+        _, status = os.waitpid(self.pid, 0)
+        self.returncode = os.waitstatus_to_exitcode(status)
+        self._done.set()
+
+    def _watch(self) -> None:
+        # started at the first wait/poll, after every nanny of the task is forked: a
+        # thread of this process would make the next fork unsafe
+        with self._lock:
+            if self._reaper is None:
+                self._reaper = threading.Thread(target=self._reap, name="spark-dask-reaper", daemon=True)
+                self._reaper.start()
+
+    def poll(self) -> int | None:
+        self._watch()
+        return self.returncode if self._done.is_set() else None
+
+    def wait(self, timeout: float | None = None) -> int:
+        self._watch()
+        if not self._done.wait(timeout):
+            raise subprocess.TimeoutExpired(self.args, timeout)
+        return self.returncode
+
+
+def _can_fork() -> bool:
+    """Whether this process may fork a nanny: a POSIX system, and no other Python thread
+    (one could hold a lock the child inherits locked, or be in the middle of a write).
+
+    Native threads of libraries are theirs to handle, as for distributed's own
+    ``multiprocessing-method: fork``: OpenBLAS (NumPy's, started by ``import numpy``
+    where ``OMP_NUM_THREADS`` > 1) stops its pool before a fork (OpenBLAS PR 343) and
+    Arrow C++ (pyarrow, imported by every ``mapInArrow`` task) rebuilds its thread
+    pools in the child (apache/arrow PRs 2363, 14594).
+    """
+    return hasattr(os, "fork") and threading.active_count() == 1
 
 
 def _write_private(directory: str, name: str, text: str) -> str:
@@ -592,7 +753,8 @@ def run_task(spec: dict) -> dict:
         )  # fmt: skip
 
     local_dirs = spec.get("local_directory") or (os.environ.get("SPARK_LOCAL_DIRS") or "").split(",")[0]
-    workdir = tempfile.mkdtemp(prefix="spark-dask-", dir=local_dirs or None)  # mode 0700
+    # mode 0700; named after the cluster: a forked nanny's cwd says whose it is
+    workdir = tempfile.mkdtemp(prefix=f"{spec['cluster_id']}-", dir=local_dirs or None)
     procs: list[subprocess.Popen] = []
     logs: list[str] = []
     try:
@@ -602,7 +764,8 @@ def run_task(spec: dict) -> dict:
             "nthreads": nthreads,
             "memory_limit": memory,
             "death_timeout": spec["death_timeout"],
-            "preload": _write_private(workdir, "spark_dask_preload.py", PRELOAD),
+            "preload": _write_private(workdir, PRELOAD_MODULE + ".py", PRELOAD),
+            "preload_module": PRELOAD_MODULE,  # importable: workdir is on the worker's PYTHONPATH
             "tls_ca_file": "",
             "tls_cert": "",
             "tls_key": "",
@@ -629,6 +792,8 @@ def run_task(spec: dict) -> dict:
             )
             env = dict(os.environ)
             env.update(spec.get("env") or {})
+            if not spec.get("worker_command"):  # the default command loads PRELOAD_MODULE
+                env["PYTHONPATH"] = os.pathsep.join(p for p in (workdir, env.get("PYTHONPATH")) if p)
             if spec.get("multiprocessing_method") and spec["kind"] == "cpu":
                 # how the nanny starts its worker process: "fork" saves a Python start-up
                 # and an import of distributed (about 1.5 s per start and per restart)
@@ -652,22 +817,31 @@ def run_task(spec: dict) -> dict:
             )
             env.update(gpu_env(w["gpu"], spec.get("env")))  # the GPU, numbered in PCI order
             log = os.path.join(workdir, w["name"] + ".log")
+            fork = forks_nanny(
+                spec["kind"], spec.get("worker_command"), cmd, env, spec.get("fork_nanny", True)
+            ) and _can_fork()
+            if fork:
+                import distributed.cli.dask_worker  # noqa: F401  (in the parent: a reused worker has it)
             with open(log, "wb") as out:
-                procs.append(
-                    subprocess.Popen(
-                        cmd,
-                        stdin=subprocess.DEVNULL,
-                        stdout=out,
-                        stderr=subprocess.STDOUT,
-                        env=env,
-                        cwd=local,
-                        start_new_session=True,  # its own process group, killed in finally
-                        preexec_fn=_make_death_signal(os.getpid()),
+                if fork:
+                    procs.append(ForkedNanny(cmd, env, local, out.fileno()))
+                else:
+                    procs.append(
+                        subprocess.Popen(
+                            cmd,
+                            stdin=subprocess.DEVNULL,
+                            stdout=out,
+                            stderr=subprocess.STDOUT,
+                            env=env,
+                            cwd=local,
+                            start_new_session=True,  # its own process group, killed in finally
+                            preexec_fn=_make_death_signal(os.getpid()),
+                        )
                     )
-                )
             logs.append(log)
 
         row["t"]["spawned"] = time.time()
+        row["forked"] = [isinstance(p, ForkedNanny) for p in procs]
         # Stay alive while the workers run. They exit when the scheduler closes them;
         # a thread per worker waits for its exit, so the task returns (and the Spark
         # job ends) the moment the last one is gone, not at the next poll.
@@ -724,7 +898,9 @@ def _run_or_row(spec: dict) -> dict:
 def classic_partition(spec: dict):
     """``mapPartitions`` function for classic sessions: one JSON row per task."""
 
-    def fn(_rows):
+    def fn(rows):
+        for _ in rows:  # read to the end: Spark reuses a Python worker only then
+            pass
         yield json.dumps(_run_or_row(spec))
 
     return fn
@@ -753,9 +929,11 @@ def probe_partition(pause: float):
 def arrow_partition(spec: dict):
     """``mapInArrow`` function for Spark Connect sessions: one JSON row per task."""
 
-    def fn(_batches):
+    def fn(batches):
         import pyarrow as pa
 
+        for _ in batches:  # read to the end: Spark reuses a Python worker only then
+            pass
         row = json.dumps(_run_or_row(spec))
         yield pa.RecordBatch.from_pydict({"status": [row]}, schema=pa.schema([("status", pa.string())]))
 

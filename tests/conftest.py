@@ -15,6 +15,8 @@ import time
 import psutil
 import pytest
 
+from spark_dask.plan import process_cluster
+
 HERE = os.path.dirname(__file__)
 
 
@@ -154,12 +156,10 @@ def dask_processes(tag: str | None = None, spark=None) -> list[psutil.Process]:
     for p in psutil.process_iter(["pid", "cmdline"]):
         try:
             env = p.environ()
+            owner = process_cluster(env, None) or process_cluster({}, p.cwd())
         except (psutil.Error, OSError):
             continue
-        facts = env.get("SPARK_DASK_FACTS")
-        if not facts:
-            continue
-        if tag is not None and json.loads(facts).get("cluster") != tag:
+        if owner is None or (tag is not None and owner != tag):
             continue
         if app is not None and app not in env.get("SPARK_LOG_URL_STDERR", ""):
             continue

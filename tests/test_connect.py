@@ -124,6 +124,8 @@ def test_start_computes_and_leaves_nothing(spark):
     rows = cluster.task_rows
     assert sorted(r["partition"] for r in rows) == [0, 1]
     assert all(w["exit_code"] == 0 for r in rows for w in r["workers"])
+    # mapInArrow's task has pyarrow (native threads) loaded: the nanny is forked all the same
+    assert [r["forked"] for r in rows] == [[True], [True]]
     print(f"\nconnect first cluster: up {up:.2f}s (workers {cluster.timings['workers']:.2f}s), down {down:.2f}s")
 
     t0 = time.monotonic()

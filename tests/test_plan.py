@@ -542,3 +542,14 @@ def test_no_slot_warning_under_dynamic_allocation_below_its_maximum():
     assert hog_warning(f, plan_gang(f, n_workers=1)) is None  # Spark adds an executor
     assert "maxExecutors" in hog_warning(f, plan_gang(f, n_workers=2))
     assert hog_warning(facts(executors=1, slots=1, dynamic_allocation=True), plan_gang(facts(dynamic_allocation=True))) is None
+
+
+def test_the_default_command_loads_the_preload_by_module_name_a_template_gets_the_file():
+    fields = {**FIELDS, "preload_module": "spark_dask_preload"}
+    for kind in ("cpu", "cuda"):
+        cmd = worker_command(fields, kind)
+        assert cmd[cmd.index("--preload") + 1] == "spark_dask_preload"
+    cmd = worker_command(fields, "cpu")
+    assert cmd[cmd.index("--preload-nanny") + 1] == "spark_dask_preload"
+    cmd = worker_command(fields, "cpu", template="{python} -m w {scheduler_address} --preload {preload}")
+    assert cmd[-1] == "/tmp/p.py"
