@@ -821,7 +821,11 @@ def run_task(spec: dict) -> dict:
                 spec["kind"], spec.get("worker_command"), cmd, env, spec.get("fork_nanny", True)
             ) and _can_fork()
             if fork:
-                import distributed.cli.dask_worker  # noqa: F401  (in the parent: a reused worker has it)
+                try:  # in the task's process: a Python worker Spark reuses has it already
+                    import distributed.cli.dask_worker  # noqa: F401
+                except Exception:  # noqa: BLE001  (the command below fails with its log)
+                    fork = False
+                fork = fork and _can_fork()  # the import started no Python thread
             with open(log, "wb") as out:
                 if fork:
                     procs.append(ForkedNanny(cmd, env, local, out.fileno()))
@@ -863,6 +867,7 @@ def run_task(spec: dict) -> dict:
                     f"{spec['scheduler_address']}.\ncommand: {' '.join(procs[i].args)}\n"
                     f"--- worker log (last lines) ---\n{tail(text)}"
                 )
+        row["t"]["exited"] = time.time()
     finally:
         _stop(procs, float(spec["kill_grace"]))
         for claim in claims:
@@ -877,6 +882,7 @@ def run_task(spec: dict) -> dict:
                 }
             )
         shutil.rmtree(workdir, ignore_errors=True)  # key material and spill files
+        row["t"]["done"] = time.time()
     return row
 
 
