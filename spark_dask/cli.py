@@ -339,6 +339,7 @@ def describe(
     threads_per_worker=None,
     memory_limit=None,
     gpu_mode=None,
+    barrier=None,
 ) -> dict:
     """What a cluster would look like on this Spark application; starts nothing.
 
@@ -370,6 +371,7 @@ def describe(
             config.get("worker", worker),
             config.get("task-profile", task_profile),
             config.get("gpu-mode", gpu_mode),
+            config.get("barrier", barrier),
         )
     except PlanError as e:
         out["error"] = str(e)
@@ -379,7 +381,7 @@ def describe(
             "workers": plan.n_workers,
             "worker kind": plan.kind,
             "one worker per GPU": plan.pinned,
-            "barrier tasks": plan.n_tasks,
+            "barrier tasks" if plan.barrier else "Spark jobs (one task each)": plan.n_tasks,
             "task request": (
                 {"cpus": plan.task_cpus or facts.task_cpus, "gpus": plan.task_gpus}
                 if plan.uses_profile

@@ -27,20 +27,30 @@ from contextlib import ExitStack, suppress
 from dataclasses import replace
 
 import distributed
-
 from dask.utils import parse_bytes, parse_timedelta
 from dask.widgets import get_template
 from distributed import Client, Scheduler
 from distributed.core import Status, rpc
 from distributed.deploy.adaptive import Adaptive
 from distributed.deploy.cluster import Cluster
-from distributed.objects import SchedulerInfo
 from distributed.diagnostics.plugin import SchedulerPlugin
+from distributed.objects import SchedulerInfo
+from distributed.protocol.pickle import dumps as dumps_pickle
 from distributed.security import Security
 from distributed.utils import Log, Logs, silence_logging_cmgr
 
 from spark_dask import config, options, rapids, signals, widget
 from spark_dask.databricks import DashboardSettings, dashboard_settings
+from spark_dask.faults import (
+    LEAVING,
+    loss_message,
+    lost_executor,
+    lost_worker,
+    no_workers_message,
+    placeable,
+    where,
+    worker_slot,
+)
 from spark_dask.gang import Gang, end_gangs, gang_of_placeholder
 from spark_dask.launcher import session_closed, stage_snapshot, summarize_spark_error
 from spark_dask.plan import (
@@ -49,6 +59,7 @@ from spark_dask.plan import (
     adapt_maximum,
     check_request,
     encryption_problem,
+    gang_capacity,
     gang_steps,
     hog_warning,
     max_workers,
@@ -323,6 +334,18 @@ class SparkCluster(Cluster):
         per task on CPU clusters, which puts one gang task on each executor and leaves
         the other cores to Spark. ``true`` asks for one even where it changes nothing;
         ``false`` never. (``spark-dask.task-profile``; CLI ``--task-profile``)
+    barrier : {'auto', True, False}, optional
+        Run the workers as one Spark barrier stage (``true``) or each as a Spark job of
+        its own (``false``). Default: ``'auto'``. ``true``: one barrier stage per start
+        or scale-up: its tasks start together or not at all, and one lost task or
+        executor fails the whole stage, so Spark also ends the workers on healthy hosts
+        (the cluster relaunches them). ``false``: every worker is a Spark job of one
+        task, all started together at start-up (every worker connected within
+        ``timeout``, or everything cancelled); a lost executor or host then costs only
+        its own workers and their data, the cluster replaces them. ``auto``: ``true``,
+        except under dynamic allocation, where Spark runs no barrier stages. See the
+        design page's "Faults" section for the trade-off. (``spark-dask.barrier``; CLI
+        ``--barrier``)
     timeout : str or float, optional
         How long ``start()`` waits for every worker before it fails. Default:
         ``'180s'``. Seconds or a Dask time string (``"5m"``). On expiry ``start()``
@@ -396,11 +419,11 @@ class SparkCluster(Cluster):
     environment variable such as ``DASK_SPARK_DASK__TIMEOUT=5m``; an explicit argument
     wins. Keys without a keyword argument: ``multiprocessing-method``, ``fork-nanny``,
     ``executor-wait``, ``slot-wait``, ``close-timeout``, ``death-timeout``,
-    ``kill-grace``, ``close-on-sigterm``, ``connect-timeout``, ``dashboard-prefix``,
-    ``rapids.rmm-pool-size``, ``rapids.rmm-reserve``, ``rapids.rmm-fraction``,
-    ``rapids.spill-fraction``, ``rapids.dask-fraction``. The configuration page of the
-    docs describes each one (generated, like this section, from
-    ``spark_dask/options.py``).
+    ``kill-grace``, ``lost-worker-grace``, ``no-workers-timeout``, ``close-on-sigterm``,
+    ``connect-timeout``, ``dashboard-prefix``, ``rapids.rmm-pool-size``,
+    ``rapids.rmm-reserve``, ``rapids.rmm-fraction``, ``rapids.spill-fraction``,
+    ``rapids.dask-fraction``. The configuration page of the docs describes each one
+    (generated, like this section, from ``spark_dask/options.py``).
 
     Examples
     --------
@@ -439,6 +462,7 @@ class SparkCluster(Cluster):
         silence_logs: str | int | bool | None = None,
         require_encryption: bool | None = None,
         relaunch_attempts: int | None = None,
+        barrier: bool | str | None = None,
         asynchronous: bool = False,
         loop=None,
         name: str | None = None,
@@ -462,6 +486,7 @@ class SparkCluster(Cluster):
             silence_logs=silence_logs,
             require_encryption=require_encryption,
             relaunch_attempts=relaunch_attempts,
+            barrier=barrier,
         )
         if not self.options["tls"]:
             warnings.warn(
@@ -503,6 +528,18 @@ class SparkCluster(Cluster):
         self._hogging = False  # the slot warning was given
         self._last_scale_note: str | None = None
         self._warned_waiting: set[int] = set()
+        # faults (spark_dask.faults): workers whose connection broke (name -> gang, host,
+        # when), addresses of workers that said they are closing, workers owed to the
+        # target that no executor can hold now, since when the cluster has had no worker
+        self._missing: dict[str, tuple[Gang, str, float]] = {}
+        self._leaving: set[str] = set()
+        self._owed = 0
+        self._owed_said = False
+        self._no_workers_since: float | None = None
+        self._faults_task: asyncio.Task | None = None
+        self.failure: str | None = None  # why the cluster failed while running
+        self._lost_what = ""  # the last loss, for the line that says what happens next
+        self._lost_workers: list[tuple[str, str]] = []
         self._torn_down = False
         self._connected = False
         self._exit_stack = ExitStack()
@@ -556,6 +593,8 @@ class SparkCluster(Cluster):
             raise PlanError(f"task_profile must be 'auto', True or False, got {opts['task_profile']!r}")
         if opts["gpu_mode"] not in GPU_MODES:
             raise PlanError(f"gpu_mode must be one of {GPU_MODES}, got {opts['gpu_mode']!r}")
+        if opts["barrier"] not in ("auto", True, False):
+            raise PlanError(f"barrier must be 'auto', True or False, got {opts['barrier']!r}")
         return opts
 
     # ------------------------------------------------------------------ connection files
@@ -640,8 +679,9 @@ class SparkCluster(Cluster):
                 raise
             self.timings["facts"] = time.monotonic() - t0
             self.gang = plan_gang(
-                self.facts, opts["n_workers"], opts["worker"], opts["task_profile"], opts["gpu_mode"]
-            )
+                self.facts, opts["n_workers"], opts["worker"], opts["task_profile"], opts["gpu_mode"],
+                opts["barrier"],
+            )  # fmt: skip
             check_request(self.facts, opts["threads_per_worker"])
             opts["worker_options"] = check_worker_options(opts["worker_options"], self.gang.kind, opts["worker_command"])
             self._check_memory_here()
@@ -655,7 +695,7 @@ class SparkCluster(Cluster):
             t_submit = time.monotonic()
             self._scale_lock = asyncio.Lock()
             self._target = self.gang.n_workers
-            if not self.gang.barrier:
+            if not self.gang.barrier and self.facts.dynamic_allocation:
                 self._log(
                     "spark-dask: dynamic allocation is on, where Spark runs no barrier stages: each "
                     "Dask worker runs as a Spark job of one task, started as Spark finds (or adds) "
@@ -670,6 +710,7 @@ class SparkCluster(Cluster):
             self.gang_status = "running"
             self._worker_size = self._observed_worker_size()
             self.status = Status.running
+            self._faults_task = asyncio.ensure_future(self._watch_faults())
             if not self.connect:
                 self._watch_task = asyncio.ensure_future(self._watch_starved_stages())
             else:
@@ -793,13 +834,18 @@ class SparkCluster(Cluster):
             return
         self._by_address[address] = gang
         was = gang.status
-        gang.worker_joined(str(ws.name), address, ws.nanny)
+        name = str(ws.name)
+        gang.worker_joined(name, address, ws.nanny, str(facts.get("host") or ""), str(facts.get("executor_id") or ""))
+        for old in [n for n, (g, _, _) in self._missing.items() if g is gang and worker_slot(n) == worker_slot(name)]:
+            del self._missing[old]  # back: its nanny restarted it, or Spark ran its task again
+            self._note(f"spark-dask: Dask worker {old} is back" + (f" (as {name})" if old != name else ""))
         if ws.nanny:
             self._open_nanny_comms([ws.nanny])
         if was == "starting" and gang.status == "running":
             self._start_failures = 0
             if gang.reason == "relaunch":
-                if not any(g.reason == "relaunch" and g.status == "starting" for g in self._live_gangs()):
+                starting = any(g.reason == "relaunch" and g.status == "starting" for g in self._live_gangs())
+                if not starting and not self._owed:  # back to full size
                     self.gang_status = "running"
                 self._log(f"spark-dask: all {gang.wanted} Dask workers are back ({gang.tag})")
             elif gang.reason == "scale":
@@ -810,10 +856,53 @@ class SparkCluster(Cluster):
 
     def _worker_removed(self, address: str) -> None:
         gang = self._by_address.pop(address, None)
-        if gang is not None:
-            for name, addr in list(gang.workers.items()):
-                if addr == address:
-                    gang.worker_left(name)
+        leaving = address in self._leaving
+        self._leaving.discard(address)
+        if gang is None:
+            return
+        for name, addr in list(gang.workers.items()):
+            if addr != address:
+                continue
+            gang.worker_left(name)
+            running = self.status == Status.running and self._connected and not gang.done
+            if lost_worker("closing_gracefully" if leaving else None, name in gang.retiring, running):
+                # Its connection broke: give it the grace to come back (its nanny restarts
+                # it), then replace it (spark_dask.faults).
+                self._missing[name] = (gang, gang.hosts.get(name, ""), time.monotonic())
+                self._changed.set()
+                msg = (
+                    f"spark-dask: Dask worker {where([(name, gang.hosts.get(name, ''))])} was lost (its "
+                    f"connection broke); the cluster has {self._connected_workers()} of {self._target} "
+                    + ("workers; the barrier stage's other workers run on"
+                       if gang.barrier else "workers; Spark runs its task again where it has a free slot")
+                    + f"; it is replaced if not back within {self.options['lost_worker_grace']:g} s"
+                )  # fmt: skip
+                if gang.barrier:
+                    self._note(msg)  # the stage usually fails at once: that line says what next
+                else:
+                    self._log(msg)
+                    logger.warning(msg)
+
+    def _replace_missing(self) -> None:
+        """Workers lost longer than ``lost-worker-grace`` ago: their gangs stop counting
+        on them and the cluster starts replacements (event loop)."""
+        grace = self.options["lost_worker_grace"]
+        now = time.monotonic()
+        gone = [(n, g, h) for n, (g, h, t) in self._missing.items() if now - t >= grace]
+        replaced = []
+        for name, gang, host in gone:
+            del self._missing[name]
+            if gang.give_up(name):
+                replaced.append((name, host))
+        if not replaced:
+            return
+        self._lost += len(replaced)
+        self._lost_reason = (
+            f"{where(replaced)}: the connection to {'it' if len(replaced) == 1 else 'them'} broke and "
+            f"{'it has' if len(replaced) == 1 else 'they have'} not come back within {grace:g} s"
+        )
+        self._lost_workers = replaced
+        self._kick()
 
     def _task_spec(self) -> dict:
         opts, plan, sec = self.options, self.gang, self.security
@@ -846,6 +935,9 @@ class SparkCluster(Cluster):
             "threads_per_worker": opts["threads_per_worker"],
             "memory_limit": opts["memory_limit"],
             "executor_cores": self.facts.executor_cores,
+            # a plain job's task alone on its executor (its CPUs more than half the
+            # cores): its worker may use all of them, as a barrier gang's lone task does
+            "own_executor": bool(plan.task_cpus and 2 * plan.task_cpus > self.facts.executor_cores),
             "executor_memory": self.facts.executor_memory,
             "worker_options": opts["worker_options"] or {},
             "worker_command": opts["worker_command"],
@@ -892,6 +984,9 @@ class SparkCluster(Cluster):
                 return original(*args, **kwargs)
             finally:
                 self._changed.set()
+                status, worker = kwargs.get("status"), kwargs.get("worker")
+                if isinstance(worker, str) and str(getattr(status, "name", status)) in LEAVING:
+                    self._leaving.add(worker)  # its removal is no loss (spark_dask.faults)
 
         handlers["worker-status-change"] = status_changed
 
@@ -1035,6 +1130,64 @@ class SparkCluster(Cluster):
                     )
             await asyncio.sleep(every)
 
+    async def _watch_faults(self, every: float = 1.0) -> None:
+        """While the cluster runs: replace workers lost longer than ``lost-worker-grace``,
+        start what no executor could hold once one can (every 2 s), say when the cluster
+        has no worker at all, and fail it after ``no-workers-timeout`` of that."""
+        next_capacity_check = 0.0
+        said = False
+        while self.status == Status.running:
+            self._replace_missing()
+            now = time.monotonic()
+            if self._owed and now >= next_capacity_check and (self._reconcile is None or self._reconcile.done()):
+                next_capacity_check = now + 2.0
+                self._kick()
+            if self._target > 0 and not self.scheduler.workers:
+                self._no_workers_since = self._no_workers_since or now
+                waited = now - self._no_workers_since
+                limit = self.options["no_workers_timeout"]
+                if waited >= limit:
+                    msg = no_workers_message(self._target, waited, limit, self._lost_reason)
+                    asyncio.ensure_future(self._fail(msg))  # not awaited here: _teardown cancels us
+                    return
+                if waited >= 5 and not said:
+                    said = True
+                    self._warn(
+                        f"spark-dask: the Dask cluster has 0 of its {self._target} workers: they wait for "
+                        f"Spark task slots ({self.gang_status}); it fails if none is back within "
+                        f"{limit:g} s (spark-dask.no-workers-timeout)",
+                        python_warning=False,
+                    )
+            else:
+                self._no_workers_since = None
+                said = False
+            await asyncio.sleep(every)
+
+    async def _fail(self, msg: str) -> None:
+        """The cluster cannot go on: computations waiting for a worker fail with ``msg``
+        (clients see it), then everything is closed; ``status`` is ``failed``."""
+        self.failure = msg
+        self.gang_status = "failed: no Dask workers"
+        logger.error(msg)
+        self._log(msg)
+        with suppress(Exception):
+            self._err_waiting_tasks(msg)
+        await self._close()
+        self.status = Status.failed
+
+    def _err_waiting_tasks(self, msg: str) -> None:
+        """Every task waiting for a worker (queued or unrunnable) errs with ``msg``."""
+        scheduler = self.scheduler
+        exception = dumps_pickle(SparkDaskError(msg))
+        stimulus = f"spark-dask-failed-{time.time()}"
+        recommendations: dict = {}
+        for ts in [*scheduler.unrunnable, *scheduler.queued]:
+            if ts.state in ("no-worker", "queued"):
+                recommendations.update(
+                    scheduler.transition(ts.key, "erred", exception=exception, cause=ts.key, stimulus_id=stimulus)
+                )
+        scheduler.transitions(recommendations, stimulus_id=stimulus)
+
     async def _watch_session_stop(self, every: float = 1.0) -> None:
         """Close the cluster when its (Spark Connect) session is stopped."""
         while self.status == Status.running:
@@ -1126,6 +1279,12 @@ class SparkCluster(Cluster):
             self._warn(msg, python_warning=False)
             return
         # A lost executor or task: relaunch this gang's workers (only these).
+        for name in [n for n, (g, _, _) in self._missing.items() if g is gang]:
+            del self._missing[name]
+        self._lost_workers = [(n, gang.hosts.get(n, "")) for n in sorted(gang.seen) if n not in gang.retiring]
+        self._lost_workers = self._lost_workers[: max(gang.wanted, 0)] or self._lost_workers
+        executor = lost_executor(str(gang.error))
+        self._lost_what = f"the {what} {gang.tag} failed" + (f" ({executor} lost)" if executor else "")
         self._lost += gang.wanted
         self._lost_reason = f"{gang.tag}: {reason.lstrip(': ')}"
         gang.wanted = 0
@@ -1148,6 +1307,7 @@ class SparkCluster(Cluster):
                 if self.status != Status.running:
                     return
                 current = sum(g.wanted for g in self._live_gangs())
+                self._owed = min(self._owed, max(self._target - current, 0))  # scaled down meanwhile
                 try:
                     if self._target > current:
                         await self._grow(self._target - current)
@@ -1162,13 +1322,15 @@ class SparkCluster(Cluster):
 
     async def _grow(self, n: int) -> None:
         reason = "scale"
+        relaunch = ""
+        lost = 0
         if self._lost:
             attempts = self.options["relaunch_attempts"]
             lost, self._lost = self._lost, 0
             if self.relaunches >= attempts:
                 self._target = max(self._target - lost, 0)
                 n -= lost
-                left = sum(g.connected for g in self._live_gangs())
+                left = self._connected_workers()
                 self.gang_status = f"failed: {self._lost_reason}" if not left else "running"
                 msg = (
                     f"spark-dask: a Spark {'barrier stage' if self.gang.barrier else 'job'} failed and "
@@ -1181,19 +1343,50 @@ class SparkCluster(Cluster):
                 self._log(msg)
                 if n <= 0:
                     return
+                lost = 0
             else:
                 self.relaunches += 1
                 reason = "relaunch"
-                msg = (
-                    f"spark-dask: the Spark {'barrier stage' if self.gang.barrier else 'job'} failed "
-                    f"({self._lost_reason}); relaunching the {lost} Dask workers (relaunch "
-                    f"{self.relaunches} of {attempts})"
-                )
-                logger.warning(msg)
-                self._log(msg)
+                relaunch = f"relaunch {self.relaunches} of {attempts}"
                 self.gang_status = f"relaunching ({self.relaunches})"
-        for step in gang_steps(self.gang, n):
+                self._owed += lost
+        if self._owed:
+            reason = "relaunch"
+        now = n
+        if self._owed and self.gang.barrier:
+            # A barrier stage starts only whole: relaunch what the executors left can
+            # hold now, the rest once Spark has capacity again (_watch_faults).
+            now = await _blocking(self._placeable, n)
+        later = max(min(self._owed, n) - now, 0)
+        if lost:
+            msg = loss_message(
+                self._lost_what or "Dask workers were lost", self._lost_reason if not self._lost_what else "",
+                self._lost_workers, self._connected_workers(), self._target, now, later, relaunch,
+            )  # fmt: skip
+            logger.warning(msg)
+            self._log(msg)
+            self._lost_what = ""
+            self._owed_said = later > 0
+        elif later and not self._owed_said:
+            self._owed_said = True
+            self._note(f"spark-dask: {later} Dask workers wait for a free Spark task slot (the cluster has "
+                       f"{self._connected_workers()} of {self._target})")  # fmt: skip
+        self._owed = max(self._owed - now, 0) if self._owed else 0
+        if now <= 0:
+            return
+        if not self._owed:
+            self._owed_said = False
+        for step in gang_steps(self.gang, now):
             self._submit_gang(step, reason)
+
+    def _connected_workers(self) -> int:
+        return sum(g.connected for g in self._live_gangs())
+
+    def _placeable(self, wanted: int) -> int:
+        """Workers of ``wanted`` a new barrier stage can start now (blocking: Spark calls)."""
+        facts = self._fresh_facts()
+        held = sum(g.tasks_held() for g in self._live_gangs())
+        return placeable(wanted, gang_capacity(facts, self.gang), held, self.gang.workers_per_task)
 
     async def _shrink(self, excess: int) -> None:
         live = self._live_gangs()
@@ -1441,8 +1634,9 @@ class SparkCluster(Cluster):
         self._torn_down = True
         t0 = time.monotonic()
         self.status = Status.closing
-        if self._watch_task is not None:
-            self._watch_task.cancel()
+        for watcher in (self._watch_task, self._faults_task):
+            if watcher is not None and watcher is not asyncio.current_task():
+                watcher.cancel()
         if self._reconcile is not None:
             self._reconcile.cancel()
         with suppress(Exception):

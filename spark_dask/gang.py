@@ -81,6 +81,7 @@ class Gang:
         self.workers: dict[str, str] = {}  # connected now: name -> address
         self.nannies: dict[str, str] = {}  # every worker that connected: name -> nanny address
         self.seen: set[str] = set()  # every name that ever connected
+        self.hosts: dict[str, str] = {}  # every worker that connected: name -> "host (executor id)"
         self.retiring: set[str] = set()  # asked to leave (scale-down)
         self.status = "created"
         self.cancelled = False
@@ -162,9 +163,11 @@ class Gang:
         return "lost"
 
     # ----------------------------------------------------------------- Dask side
-    def worker_joined(self, name: str, address: str, nanny: str | None) -> None:
+    def worker_joined(self, name: str, address: str, nanny: str | None, host: str = "", executor: str = "") -> None:
         self.workers[name] = address
         self.seen.add(name)
+        if host:
+            self.hosts[name] = host + (f" (executor {executor})" if executor else "")
         if nanny:
             self.nannies[name] = nanny
         if self.status == "starting" and self.connected >= self.wanted:
@@ -173,6 +176,15 @@ class Gang:
 
     def worker_left(self, name: str) -> None:
         self.workers.pop(name, None)
+
+    def give_up(self, name: str) -> bool:
+        """A worker that was lost and did not come back: the gang stops counting on it
+        (``wanted`` goes down by one), so that the cluster replaces it elsewhere. False
+        when the gang has ended or no longer counts on it anyway."""
+        if self.done or name in self.retiring or name in self.workers or self.wanted <= self.connected:
+            return False
+        self.wanted -= 1
+        return True
 
     @property
     def connected(self) -> int:

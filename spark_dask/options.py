@@ -239,6 +239,19 @@ OPTIONS: tuple[Option, ...] = (
         keyword=True,
         cli=Cli("--task-profile", "bool-choice", ("run", "info"), choices=("auto", "true", "false")),
     ),
+    Option(
+        "barrier", "auto", "{'auto', True, False}, optional",
+        "Run the workers as one Spark barrier stage (`true`) or each as a Spark job of its own (`false`).",
+        "`true`: one barrier stage per start or scale-up: its tasks start together or not at all, "
+        "and one lost task or executor fails the whole stage, so Spark also ends the workers on "
+        "healthy hosts (the cluster relaunches them). `false`: every worker is a Spark job of one "
+        "task, all started together at start-up (every worker connected within `timeout`, or "
+        "everything cancelled); a lost executor or host then costs only its own workers and their "
+        "data, the cluster replaces them. `auto`: `true`, except under dynamic allocation, where "
+        "Spark runs no barrier stages. See the design page's \"Faults\" section for the trade-off.",
+        keyword=True,
+        cli=Cli("--barrier", "bool-choice", ("run", "info"), choices=("auto", "true", "false")),
+    ),
     # ------------------------------------------------------------------ start-up and teardown
     Option(
         "timeout", "180s", "str or float, optional",
@@ -300,6 +313,27 @@ OPTIONS: tuple[Option, ...] = (
         group="startup",
         keyword=True,
         cli=Cli("--relaunch-attempts", "int>=0"),
+    ),
+    Option(
+        "lost-worker-grace", "20s", "str",
+        "How long a Dask worker that lost its connection may take to come back before it is replaced.",
+        "A worker whose connection broke (its host cut off or lost, its process killed) usually "
+        "comes back by itself within seconds (its nanny restarts it in the same Spark task). One "
+        "that has not after this long is replaced by a new Spark job (barrier stage) for it, so "
+        "that a host that was cut off for a while costs its workers for about this long after "
+        "the link is back.",
+        group="startup",
+        time=True,
+    ),
+    Option(
+        "no-workers-timeout", "10 minutes", "str",
+        "How long a running cluster may wait with 0 Dask workers (all lost, none placeable) before it fails.",
+        "After lost executors or hosts the cluster relaunches what the executors left can hold "
+        "and grows back when Spark has capacity again (a host replaced, an executor added). While "
+        "it has no worker at all it says so; after this long it fails: every computation waiting "
+        "for a worker fails with the reason and the cluster closes (no Spark job is left).",
+        group="startup",
+        time=True,
     ),
     Option(
         "close-on-sigterm", "auto", "str or bool",

@@ -166,6 +166,7 @@ def plan_gang(
     worker: str = "auto",
     task_profile: bool | str = "auto",
     gpu_mode: str = "auto",
+    barrier: bool | str = "auto",
 ) -> GangPlan:
     """Decide the barrier stage for a cluster request, or raise :class:`PlanError`.
 
@@ -188,7 +189,19 @@ def plan_gang(
       Spark (the rule xgboost.spark uses).
     * The gang needs ``n_tasks`` task slots at once; more than the cluster has is an
       error now, not Spark's ten minutes of retries.
+    * ``barrier``: ``"auto"`` runs a barrier stage except under dynamic allocation
+      (Spark refuses one there); ``False`` runs every worker as a Spark job of one task
+      (:func:`gang_steps`), so that a lost executor fails only its own workers' jobs;
+      ``True`` under dynamic allocation is refused.
     """
+    if barrier not in ("auto", True, False):
+        raise PlanError(f"barrier must be 'auto', True or False, got {barrier!r}")
+    if barrier is True and facts.dynamic_allocation:
+        raise PlanError(
+            "barrier=True, but dynamic allocation is on and Spark runs no barrier stages under it "
+            "(SPARK-24942): use barrier='auto' or False (each Dask worker a Spark job of its own), "
+            "or turn off spark.dynamicAllocation.enabled"
+        )
     if worker not in KINDS:
         raise PlanError(f"worker must be one of {KINDS}, got {worker!r}")
     if gpu_mode not in GPU_MODES:
@@ -265,9 +278,10 @@ def plan_gang(
         else:
             plan = GangPlan(kind, False, n, n, 1)
 
-    if dyn:
-        # Spark refuses barrier stages under dynamic allocation: each worker's task
-        # runs as a plain Spark job of its own, started as executors become free.
+    if dyn or barrier is False:
+        # Spark refuses barrier stages under dynamic allocation (and barrier=False asks
+        # for this): each worker's task runs as a plain Spark job of its own, started as
+        # executors become free, failing alone when its executor is lost.
         plan = replace(plan, barrier=False)
     check_slots(plan, facts)
     return plan

@@ -730,9 +730,10 @@ def run_task(spec: dict) -> dict:
         executors_on_host = 1
         workers_on_host = max(int(spec["executor_cores"]) // max(int(me["cpus"]), 1), 1) * len(mine)
     # Sharing GPUs with Spark's tasks: the worker gets its task's CPUs, never the
-    # executor's other cores (Spark's tasks use them). A plain job's task likewise: other
-    # workers' tasks may run on the same executor.
-    cores = 0 if spec.get("gpu_mode") == "shared" or not barrier else spec["executor_cores"]
+    # executor's other cores (Spark's tasks use them). A plain job's task likewise (other
+    # workers' tasks may run on the same executor), unless its CPUs keep it alone there.
+    alone = barrier or spec.get("own_executor", False)
+    cores = 0 if spec.get("gpu_mode") == "shared" or not alone else spec["executor_cores"]
     nthreads = worker_threads(spec["threads_per_worker"], me["cpus"], cores, same_executor, len(mine), spec["kind"])
     memory = worker_memory(
         spec["memory_limit"], _host_memory(), spec["executor_memory"], executors_on_host, workers_on_host
