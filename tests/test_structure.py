@@ -140,6 +140,7 @@ def test_private_names_across_modules(tmp_path, capsys):
                 thing._stack.append(owner._helper())  # an object's private, a module's private
                 thing._note = 1  # sets a private attribute on another module's object
                 setattr(thing, "_flag", True)
+                getattr(thing, "_close", None), getattr(thing, "_elsewhere", None)  # defined in owner / nowhere
                 sc._jsc.stop()  # another library's private attribute: not the package's
                 thing.__class__, thing._repr_html_  # dunder and sunder names are not private
                 return _registry
@@ -153,6 +154,7 @@ def test_private_names_across_modules(tmp_path, capsys):
         ("pkg/user.py", 7, "reads", "_helper", "pkg.owner"),
         ("pkg/user.py", 8, "sets", "_note", ""),
         ("pkg/user.py", 9, "sets", "_flag", ""),
+        ("pkg/user.py", 10, "reads", "_close", "pkg.owner"),
     }
     assert structure.main([root]) == 1
     assert "pkg/user.py:7  reads _helper of pkg.owner" in capsys.readouterr().out

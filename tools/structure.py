@@ -17,9 +17,10 @@ What is measured on every module under ``spark_dask/`` (subpackages included):
 - private names (a leading underscore, not ``__dunder__`` nor ``_sunder_``) of one
   module used by another: imported (``from spark_dask.task import _host_memory``), read
   as an attribute of a module or of an object (``handoff._map_collect(...)``,
-  ``cluster._exit_stack``) when a *different* package module defines that name (at
-  module level, as a method, or as ``self._name = ...``) and the reading module does
-  not, or set on an object other than ``self``/``cls`` (``cluster._handoff = ...``,
+  ``cluster._exit_stack``, ``getattr(cluster, "_dashboard", None)``) when a *different*
+  package module defines that name (at module level, as a method, or as
+  ``self._name = ...``) and the reading module does not, or set on an object other
+  than ``self``/``cls`` (``cluster._handoff = ...``,
   ``setattr(cluster, "_handoff", ...)``). Private attributes of other libraries
   (``sc._jsc``, ``ddf._meta``) are not the package's and are left out.
 
@@ -181,22 +182,44 @@ class _Blocks(ast.NodeVisitor):
     visit_AsyncFunctionDef = visit_FunctionDef
 
 
-def _defined_privates(tree: ast.Module) -> set[str]:
-    """Private names a module defines: module-level names, methods and class attributes,
-    and ``self._name = ...`` / ``cls._name = ...`` in its classes."""
-    names = set()
+@dataclass
+class _Defined:
+    """The private names one module defines."""
+
+    module: set[str]  # at module level: functions, classes, assignments, imports
+    members: set[str]  # of its classes: methods, class attributes, ``self._x = ...``
+
+
+def _defined_privates(tree: ast.Module) -> _Defined:
+    """Private names a module defines, at module level and as members of its classes."""
+    module, members = set(), set()
+
+    def top(statements):
+        for node in statements:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                module.add(node.name)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                module.update((a.asname or a.name).split(".")[0] for a in node.names)
+            elif isinstance(node, (ast.If, ast.Try, ast.With)):
+                for block in ("body", "orelse", "finalbody", "handlers"):
+                    top(getattr(node, block, []))
+            elif isinstance(node, ast.ExceptHandler):
+                top(node.body)
+            else:
+                module.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+
+    top(tree.body)
     for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            names.add(node.id)
+        if isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    members.add(item.name)
+                elif isinstance(item, (ast.Assign, ast.AnnAssign)):
+                    members.update(n.id for n in ast.walk(item) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
         elif (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
               and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):  # fmt: skip
-            names.add(node.attr)
-    for node in tree.body:  # module-level imports bind names too (``from x import _y``)
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            names.update((a.asname or a.name).split(".")[0] for a in node.names)
-    return {n for n in names if _is_private(n)}
+            members.add(node.attr)
+    return _Defined({n for n in module if _is_private(n)}, {n for n in members if _is_private(n)})
 
 
 def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
@@ -258,15 +281,16 @@ def _module_aliases(module: str, path: str, tree: ast.Module, modules: dict[str,
 
 
 def _privates(module: str, path: str, rel: str, tree: ast.Module, modules: dict[str, str],
-              defined: dict[str, set[str]]) -> list[Private]:  # fmt: skip
+              defined: dict[str, _Defined]) -> list[Private]:  # fmt: skip
     """Private names of other modules that this module imports, reads or sets."""
     is_package = os.path.basename(path) == "__init__.py"
-    own = defined[module]
+    own = defined[module].members
     aliases = _module_aliases(module, path, tree, modules)
     out = []
 
     def owners(name: str) -> str:
-        return ", ".join(sorted(m for m, names in defined.items() if m != module and name in names))
+        """The other modules whose classes have a member ``name``."""
+        return ", ".join(sorted(m for m, d in defined.items() if m != module and name in d.members))
 
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
@@ -281,15 +305,20 @@ def _privates(module: str, path: str, rel: str, tree: ast.Module, modules: dict[
                 out.append(Private(rel, node.lineno, "sets", node.attr, owners(node.attr)))
             elif isinstance(obj, ast.Name) and obj.id in aliases:  # module._name
                 target = aliases[obj.id]
-                if node.attr in defined.get(target, ()):
+                if target in defined and node.attr in defined[target].module | defined[target].members:
                     out.append(Private(rel, node.lineno, "reads", node.attr, target))
             elif node.attr not in own and owners(node.attr):  # an object's private attribute
                 out.append(Private(rel, node.lineno, "reads", node.attr, owners(node.attr)))
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr"
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+              and node.func.id in ("getattr", "hasattr", "setattr", "delattr")
               and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
               and isinstance(node.args[1].value, str) and _is_private(node.args[1].value)
               and not (isinstance(node.args[0], ast.Name) and node.args[0].id in ("self", "cls"))):  # fmt: skip
-            out.append(Private(rel, node.lineno, "sets", node.args[1].value, owners(node.args[1].value)))
+            name = node.args[1].value
+            if node.func.id in ("setattr", "delattr"):
+                out.append(Private(rel, node.lineno, "sets", name, owners(name)))
+            elif name not in own and owners(name):  # getattr(cluster, "_dashboard", None)
+                out.append(Private(rel, node.lineno, "reads", name, owners(name)))
     return out
 
 
