@@ -29,6 +29,8 @@ import warnings
 
 import yaml
 
+from spark_dask.task import write_private
+
 SCHEDULER_FILE = "scheduler.json"
 CONFIG_FILE = "spark-dask-client.yaml"
 CA_FILE = "ca.pem"
@@ -50,16 +52,6 @@ def scheduler_identity(scheduler) -> dict:
         "started": scheduler.time_started,
         "workers": {},
     }
-
-
-def _write_private(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` with mode 0600 (also when the file existed)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.fchmod(fd, 0o600)
-        os.write(fd, text.encode())
-    finally:
-        os.close(fd)
 
 
 def client_config(address: str, tls: dict | None, dashboard_link: str | None = None, *, dotted: bool = False) -> dict:
@@ -154,7 +146,7 @@ def write_connection(cluster, directory: str | os.PathLike | None = None) -> str
 
     def put(name: str, text: str) -> str:
         path = os.path.join(directory, name)
-        _write_private(path, text)
+        write_private(path, text, replace=True)  # mode 0600 also when the file existed
         written.append(path)
         return path
 
