@@ -33,7 +33,6 @@ from spark_dask import options
 
 _key_values = options.key_values
 _typed_key_values = options.typed_key_values
-_task_profile = options.bool_choice
 
 
 def session_options(f):
