@@ -57,6 +57,8 @@ from multiprocessing.connection import Client, Listener
 
 import psutil
 
+from spark_dask.plan import process_cluster
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEM = "sdh"  # every prefix: STEM + 4 hex digits
 PREFIX_RE = re.compile(rf"^({STEM}[0-9a-f]{{4}})-")
@@ -165,6 +167,15 @@ def cmdline(pid: int) -> str:
             return f.read().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return ""
+
+
+def _is_dask(pid: int, tag: str | None) -> bool:
+    try:
+        p = psutil.Process(pid)
+        owner = process_cluster(p.environ(), None) or process_cluster({}, p.cwd())
+    except (psutil.Error, OSError):
+        return False
+    return owner is not None and (tag is None or owner == tag)
 
 
 def kill_all(pids_of, timeout: float = 15) -> None:
@@ -532,6 +543,16 @@ class Hosts:
     def executor_pids(self, name: str) -> list[int]:
         """The Spark executor JVMs on host ``name``."""
         return [p for p in self.pids(name) if EXECUTOR_CLASS in cmdline(p)]
+
+    def dask_processes(self, tag: str | None = None) -> dict[str, list[int]]:
+        """Per host (only hosts with any), the spark-dask worker processes: of cluster
+        ``tag``, or of any cluster."""
+        out = {}
+        for name, host in self.hosts.items():
+            found = [pid for pid in (self.pids(name) if host.holder else []) if _is_dask(pid, tag)]
+            if found:
+                out[name] = found
+        return out
 
     # ----------------------------------------------------------------- faults
 
