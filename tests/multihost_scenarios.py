@@ -108,37 +108,37 @@ def compute(name: str) -> dict:
     return {"total": total, "want": n * (n - 1) // 2, "hosts": sorted(set(where))}
 
 
-def scale(name: str, n: int, timeout: float = 120) -> dict:
+def scale(name: str, n: int, wait: float = 120) -> dict:
     """``cluster.scale(n)``, then wait (bounded) until ``n`` workers run and only the
     gangs that hold them are left; :func:`describe`."""
     cluster, client = CLUSTERS[name], CLIENTS[name]
     cluster.scale(n)
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + wait
     while len(client.scheduler_info(n_workers=-1)["workers"]) != n:
         if time.monotonic() > deadline:
-            raise TimeoutError(f"{len(client.scheduler_info()['workers'])} workers, not {n}, after {timeout} s")
+            raise TimeoutError(f"{len(client.scheduler_info()['workers'])} workers, not {n}, after {wait} s")
         time.sleep(0.2)
     return describe(name)
 
 
-def close(name: str, timeout: float = 30) -> dict:
+def close(name: str, wait: float = 30) -> dict:
     """Close the cluster; the Spark jobs still active after it (bounded wait)."""
     cluster, client = CLUSTERS.pop(name), CLIENTS.pop(name)
     client.close()
     cluster.close()
-    return {"active_jobs": active_jobs(timeout), "tag": cluster.tag}
+    return {"active_jobs": active_jobs(wait), "tag": cluster.tag}
 
 
 def close_all() -> None:
     """Close every cluster left (a test's clean-up after a failure)."""
     for name in list(CLUSTERS):
-        close(name, timeout=5)
+        close(name, wait=5)
 
 
-def active_jobs(timeout: float = 0) -> list[int]:
-    """The session's active Spark jobs, after waiting up to ``timeout`` for none."""
+def active_jobs(wait: float = 0) -> list[int]:
+    """The session's active Spark jobs, after waiting up to ``wait`` seconds for none."""
     tracker = session().sparkContext.statusTracker()
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + wait
     while tracker.getActiveJobsIds() and time.monotonic() < deadline:
         time.sleep(0.1)
     return list(tracker.getActiveJobsIds())
