@@ -178,6 +178,14 @@ def _is_dask(pid: int, tag: str | None) -> bool:
     return owner is not None and (tag is None or owner == tag)
 
 
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie does not)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
 def kill_all(pids_of, timeout: float = 15) -> None:
     """SIGKILL every process ``pids_of()`` lists, again until it lists none (bounded)."""
     deadline = time.monotonic() + timeout
@@ -940,14 +948,16 @@ class Driver:
         proc, self.proc = self.proc, None
         if proc is None:
             return
+        tree = []
         with contextlib.suppress(psutil.Error):
             tree = [psutil.Process(proc.pid)]
             tree += tree[0].children(recursive=True)
-            for p in tree:
-                with contextlib.suppress(psutil.Error):
-                    p.kill()
+        for p in tree:
+            with contextlib.suppress(psutil.Error):
+                p.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(10)
+        psutil.wait_procs(tree, timeout=10)  # the JVM, re-parented, reaped by init
         with contextlib.suppress(OSError):
             os.unlink(self.socket)
 

@@ -201,3 +201,9 @@ def handoff(name: str) -> dict:
 def logs(name: str) -> dict[str, str]:
     """``cluster.get_logs()`` of cluster ``name`` (for a failing test's message)."""
     return dict(CLUSTERS[name].get_logs())
+
+
+def spark_hosts(partitions: int = 8) -> list[str]:
+    """The hosts a plain Spark job's tasks ran on."""
+    rdd = session().sparkContext.parallelize(range(partitions), partitions)
+    return sorted(set(rdd.map(host_of).collect()))
