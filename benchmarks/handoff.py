@@ -234,7 +234,7 @@ def render(R: dict) -> str:
                     f"{x['driver_py_mb']:.0f} | {x['driver_jvm_mb']:.0f} | {x['workers_mb']:.0f} | "
                     f"{base / x['seconds']:.2f}× |"
                 )
-    lines.append(f"total benchmark time: {R['total_seconds']:.0f} s")
+    lines += ["", f"total benchmark time: {R['total_seconds']:.0f} s"]  # not a row of the table
     return "\n".join(lines)
 
 

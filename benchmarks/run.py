@@ -637,8 +637,8 @@ def render(R: dict) -> str:
             target = T["close_2"] if int(n) <= 2 else T["close_8"] if int(n) >= 8 else None
             mark = f"≤ {target} s {_mark(w['close'] <= target)}" if target else ""
             lines.append(f"| {M['master']} | warm | {n} | {spread(w['close_runs'])} | {spread(w['close_floor_runs'])} | {mark} |")
-    lines.append("")
     for M in R["masters"]:
+        lines.append("")  # one paragraph per master in Markdown
         ray = M.get("ray")
         if ray is None:
             lines.append(f"{M['master']}: Ray-on-Spark not measured (--no-ray/--quick, or ray not installed: pip install 'spark-dask[bench]')")
@@ -677,9 +677,10 @@ def render(R: dict) -> str:
                 f"| {wname} | {w['units']} | " + " | ".join(spread(r[n]) for n in names)
                 + f" | {tls:.3f} ({min(tls_runs):.2f}-{max(tls_runs):.2f}) {_mark(tls >= T['steady'])} |"
             )
-        lines.append(
-            f"(ratio = LocalCluster TLS time / spark-dask time, per round in brackets; target ≥ {T['steady']})"
-        )
+        lines += [  # a blank line first: a line right after a table is read as one more row
+            "",
+            f"(ratio = LocalCluster TLS time / spark-dask time, per round in brackets; target ≥ {T['steady']})",
+        ]
     lines += ["", "| master | N | launcher USS MB | launcher RSS MB | scheduler s | submit → all connected s |", "|---|---|---|---|---|---|"]
     for M in R["masters"]:
         for n, w in M["warm"].items():
@@ -687,11 +688,10 @@ def render(R: dict) -> str:
                 f"| {M['master']} | {n} | {w['launcher_uss_mb']:.0f} | {w['launcher_rss_mb']:.0f} | "
                 f"{spread(w['scheduler_runs'])} | {spread(w['workers_runs'])} |"
             )
-    # after the table, not inside it (a markdown table ends at the first line that is not a row)
-    lines.append("")
+    # after the table, each its own paragraph (a Markdown table goes on to the next blank line)
     for M in R["masters"]:
-        lines.append(f"driver RSS growth with a 2-worker cluster on {M['master']}: {M['driver_rss_mb']:.0f} MB")
-    lines.append(f"total benchmark time: {R['total_seconds']:.0f} s")
+        lines += ["", f"driver RSS growth with a 2-worker cluster on {M['master']}: {M['driver_rss_mb']:.0f} MB"]
+    lines += ["", f"total benchmark time: {R['total_seconds']:.0f} s"]
     return "\n".join(lines)
 
 

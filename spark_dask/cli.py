@@ -33,7 +33,6 @@ from spark_dask import options
 
 _key_values = options.key_values
 _typed_key_values = options.typed_key_values
-_task_profile = options.bool_choice
 
 
 def session_options(f):
@@ -126,24 +125,15 @@ def client_config(cluster) -> dict:
     The scheduler address, and with TLS the cluster's client credentials (in-memory
     PEM text, which :class:`distributed.security.Security` accepts in these keys: no
     key material is written to disk). On Databricks the dashboard link is the proxy URL.
+    The keys are :func:`spark_dask.connection.client_config`'s, flat.
     """
-    cfg = {"scheduler-address": cluster.scheduler_address}
+    from spark_dask.connection import client_config as config, proxied_dashboard_link
+
     sec = cluster.security
+    tls = None
     if sec is not None and sec.require_encryption:
-        cfg.update(
-            {
-                "distributed.comm.require-encryption": True,
-                "distributed.comm.tls.ca-file": sec.tls_ca_file,
-                "distributed.comm.tls.client.cert": sec.tls_client_cert,
-                "distributed.comm.tls.client.key": sec.tls_client_key,
-            }
-        )
-    settings = getattr(cluster, "_dashboard", None)
-    link = cluster.dashboard_link
-    if settings is not None and settings.databricks is not None and link:
-        # A format template in distributed: braces would be placeholders.
-        cfg["distributed.dashboard.link"] = link.replace("{", "{{").replace("}", "}}")
-    return cfg
+        tls = {"ca": sec.tls_ca_file, "cert": sec.tls_client_cert, "key": sec.tls_client_key}
+    return config(cluster.scheduler_address, tls, proxied_dashboard_link(cluster), dotted=True)
 
 
 @contextmanager

@@ -29,6 +29,8 @@ import warnings
 
 import yaml
 
+from spark_dask.task import write_private
+
 SCHEDULER_FILE = "scheduler.json"
 CONFIG_FILE = "spark-dask-client.yaml"
 CA_FILE = "ca.pem"
@@ -52,26 +54,36 @@ def scheduler_identity(scheduler) -> dict:
     }
 
 
-def _write_private(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` with mode 0600 (also when the file existed)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.fchmod(fd, 0o600)
-        os.write(fd, text.encode())
-    finally:
-        os.close(fd)
+def client_config(address: str, tls: dict | None, dashboard_link: str | None = None, *, dotted: bool = False) -> dict:
+    """The Dask config that makes a plain ``Client()`` join a cluster.
 
+    Parameters
+    ----------
+    address : str
+        The scheduler's address.
+    tls : dict or None
+        ``{"ca": ..., "cert": ..., "key": ...}``: the client's TLS credentials, as file
+        paths or as in-memory PEM text (:class:`distributed.security.Security` accepts
+        either in these keys); None (or empty) for plain TCP.
+    dashboard_link : str, optional
+        The dashboard URL clients show (the Databricks proxy URL), when not distributed's own.
+    dotted : bool
+        False: nested, as a YAML config file holds it. True: flat ``"a.b.c"`` keys, as
+        ``dask.config.set`` takes them (a nested ``{"distributed": ...}`` given to
+        ``dask.config.set`` would replace all of ``distributed``'s settings).
 
-def client_config(address: str, tls_files: dict | None, dashboard_link: str | None = None) -> dict:
-    """The Dask config (nested, as a YAML file holds it) that makes ``Client()`` join."""
+    Returns
+    -------
+    dict
+    """
     cfg: dict = {"scheduler-address": address}
-    if tls_files:
+    if tls:
         cfg["distributed"] = {
             "comm": {
                 "require-encryption": True,
                 "tls": {
-                    "ca-file": tls_files["ca"],
-                    "client": {"cert": tls_files["cert"], "key": tls_files["key"]},
+                    "ca-file": tls["ca"],
+                    "client": {"cert": tls["cert"], "key": tls["key"]},
                 },
             }
         }
@@ -79,7 +91,27 @@ def client_config(address: str, tls_files: dict | None, dashboard_link: str | No
         # A format template in distributed: braces would be placeholders.
         link = dashboard_link.replace("{", "{{").replace("}", "}}")
         cfg.setdefault("distributed", {})["dashboard"] = {"link": link}
-    return cfg
+    return _dotted(cfg) if dotted else cfg
+
+
+def _dotted(cfg: dict, prefix: str = "") -> dict:
+    """``{"a": {"b": 1}}`` as ``{"a.b": 1}``, in the same order."""
+    out = {}
+    for key, value in cfg.items():
+        if isinstance(value, dict):
+            out.update(_dotted(value, f"{prefix}{key}."))
+        else:
+            out[prefix + key] = value
+    return out
+
+
+def proxied_dashboard_link(cluster) -> str | None:
+    """The dashboard link clients should show: the cluster's proxy URL on Databricks, else
+    None (a client's own default, built from the scheduler's address, is right there)."""
+    settings = getattr(cluster, "_dashboard", None)
+    if settings is None or settings.databricks is None:
+        return None
+    return cluster.dashboard_link or None
 
 
 def write_connection(cluster, directory: str | os.PathLike | None = None) -> str:
@@ -114,7 +146,7 @@ def write_connection(cluster, directory: str | os.PathLike | None = None) -> str
 
     def put(name: str, text: str) -> str:
         path = os.path.join(directory, name)
-        _write_private(path, text)
+        write_private(path, text, replace=True)  # mode 0600 also when the file existed
         written.append(path)
         return path
 
@@ -126,13 +158,11 @@ def write_connection(cluster, directory: str | os.PathLike | None = None) -> str
             "cert": put(CERT_FILE, sec.tls_client_cert),
             "key": put(KEY_FILE, sec.tls_client_key),
         }
-    settings = getattr(cluster, "_dashboard", None)
-    link = cluster.dashboard_link if settings is not None and settings.databricks is not None else None
     put(
         CONFIG_FILE,
         "# Written by spark-dask's write_connection() for one cluster; removed when it closes.\n"
         f"# DASK_CONFIG={directory} makes distributed.Client() join it.\n"
-        + yaml.safe_dump(client_config(scheduler.address, tls_files, link or None), sort_keys=False),
+        + yaml.safe_dump(client_config(scheduler.address, tls_files, proxied_dashboard_link(cluster)), sort_keys=False),
     )
     path = put(SCHEDULER_FILE, json.dumps(scheduler_identity(scheduler), indent=2) + "\n")
 

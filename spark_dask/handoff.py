@@ -350,8 +350,8 @@ def _jvm_arrow_rdd(df, tz: str, large: bool, rows_per_batch: int):
     Python as plain bytes; None where that is not available (Spark Connect, an API
     that differs), and the transfer uses ``mapInArrow``.
 
-    Measured (local-cluster[2,4,1024], 1 GB): the rows reach the Python tasks about 3x
-    faster than through ``mapInArrow``."""
+    The rows reach the Python tasks faster this way than through ``mapInArrow`` (the
+    figures: docs/benchmarks.md, "Moving data between Spark and Dask")."""
     from spark_dask.session import is_connect, spark_version
 
     spark = df.sparkSession
@@ -407,10 +407,8 @@ def _no_redundant_byte_limit(spark, schema):
     limit is set to Int.MaxValue, where Spark stops estimating the batch's size after
     every row; restored after the job (the last of concurrent transfers restores it).
 
-    The batches are the same. Measured (pyspark 4.3.0, Spark Connect,
-    local-cluster[2,4,1024], 1 GB of 8 long/double columns, a ``mapInArrow`` that only
-    counts): 4.9-6.0 s with the 64 MB default, 2.8-3.2 s without the estimate; the
-    executors' CPU time 8.4-9.0 s -> 3.4-4.1 s. Spark 3.x has no byte limit."""
+    The batches are the same; what the per-row estimate costs is measured in
+    docs/benchmarks.md, "Moving data between Spark and Dask". Spark 3.x has no byte limit."""
     from spark_dask.session import spark_version
 
     lift = False
@@ -622,8 +620,8 @@ def to_spark(ddf, spark=None, *, client=None, schema=None, checkpoint: bool = Fa
     closes, after which the DataFrame cannot be computed (write it to a table, or
     pass ``checkpoint=True``, to use the rows after that). Nothing is held in Spark's
     executors' memory. ``checkpoint=True``: the rows are kept in Spark's cache on the
-    executors (``persist()``, memory and disk, filled by one scan: about 3x the time of
-    the default at 1 GB) and the files are removed at once; the DataFrame outlives the
+    executors (``persist()``, memory and disk, filled by one scan: slower than the
+    default, see the benchmarks page) and the files are removed at once; the DataFrame outlives the
     Dask cluster, until its rows are dropped from the cache (``unpersist()``,
     ``spark.catalog.clearCache()``), after which it cannot be computed.
 
@@ -701,10 +699,9 @@ def _read_job(spark, n: int, struct, fn, cpu_only: bool, tag: str, description: 
     Spark's cache (``persist()``: columnar, memory and disk) by one scan, or the
     lazy DataFrame itself (``checkpoint=False``).
 
-    Measured at 1 GB (benchmarks/handoff.py, local-cluster[2,4,1024], load ~8): keeping
-    the rows with ``persist()`` + ``count()`` 12.7 s, then a scan 2-3.6 s; with
-    ``localCheckpoint(eager=True)`` 22-30 s (whatever the storage level: every row is
-    one serialized object), then a scan 5.6-5.9 s."""
+    ``persist()`` rather than ``localCheckpoint(eager=True)``, which stores every row as
+    one serialized object and was slower both to fill and to scan, whatever the storage
+    level (docs/benchmarks.md, "Moving data between Spark and Dask", "Keeping the rows")."""
     from spark_dask.session import spark_version
 
     profile = _cpu_profile(spark) if cpu_only else None

@@ -309,9 +309,8 @@ def write_partition(frame, index: int, dirname: str, schema_bytes: bytes, batch_
     """Dask task: one partition as an Arrow IPC file (Spark's Arrow types) on this
     machine, in record batches of at most ``batch_rows`` rows (None: as the data is).
 
-    Batches of a few MB rather than one per partition: measured in to_spark at 1 GB
-    (2-core VM, 64 MB partitions of 8 numeric columns), writing a partition took
-    0.48-0.81 s as one 64 MB batch and 0.04-0.09 s in 4 MB batches."""
+    Batches of a few MB rather than one per partition: a partition written as one 64 MB
+    batch took several times longer (the figures: docs/benchmarks.md, "Moving data between Spark and Dask", "Dask → Spark")."""
     import pyarrow as pa
 
     schema = pa.ipc.read_schema(pa.py_buffer(schema_bytes))

@@ -98,10 +98,6 @@ class Option:
         return self.key.replace("-", "_")
 
     @property
-    def config_key(self) -> str:
-        return f"spark-dask.{self.key}"
-
-    @property
     def env_var(self) -> str:
         return "DASK_SPARK_DASK__" + self.key.upper().replace("-", "_").replace(".", "__")
 

@@ -932,7 +932,8 @@ def worker_command(fields: dict, kind: str, template=None, options: dict | None 
     makes distributed call ``importlib.invalidate_caches()``, which on Python 3.11 reads
     again the directory of every zip on ``sys.path``; a Spark executor's Python has
     PySpark's zips and ``spark-core``'s jar (6,000 entries) there, and the nanny and the
-    worker load the preload three times: 0.1-0.3 s of each worker's start. A template's
+    worker load the preload three times (what it cost each worker's start:
+    docs/benchmarks.md, "What the figures mean"). A template's
     ``{preload}`` is the file.
 
     A CPU worker runs under a nanny unless ``options`` says ``no_nanny: True`` (then
@@ -940,8 +941,8 @@ def worker_command(fields: dict, kind: str, template=None, options: dict | None 
 
     The worker's own dashboard is off (``--no-dashboard``) unless ``options`` mention
     it (``dashboard``, ``no_dashboard``, ``dashboard_address``): it costs each worker an
-    import of bokeh at start (about a second of CPU on the executor, measured on the
-    critical path of start-up), and Databricks' driver proxy reaches only the driver,
+    import of bokeh at start, on the critical path of start-up (docs/benchmarks.md, "What
+    the figures mean"), and Databricks' driver proxy reaches only the driver,
     never an executor's port. The scheduler's dashboard shows every worker.
     """
     if template:

@@ -322,11 +322,34 @@ def _can_fork() -> bool:
     return hasattr(os, "fork") and threading.active_count() == 1
 
 
-def _write_private(directory: str, name: str, text: str) -> str:
-    path = os.path.join(directory, name)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
+def write_private(path: str, text: str, *, replace: bool = False) -> str:
+    """Write ``text`` (UTF-8) to a file only its owner can read; its path.
+
+    Parameters
+    ----------
+    path : str
+        The file.
+    text : str
+        Its content.
+    replace : bool
+        False: the file must not exist yet (``O_EXCL``: nothing planted in the directory
+        beforehand is followed or reused; a new file's mode is 0600 less the umask).
+        True: an existing file is truncated and set to mode 0600.
+
+    Returns
+    -------
+    str
+        ``path``.
+
+    Used on executors (this module is shipped by value) and on the driver
+    (:mod:`spark_dask.connection`).
+    """
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if replace else os.O_EXCL)
+    fd = os.open(path, flags, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        if replace:
+            os.fchmod(fd, 0o600)  # the file may have existed with another mode
+        f.write(text.encode())
     return path
 
 
@@ -382,7 +405,8 @@ def reach_error(address: str, timeout: float, tls: dict | None = None) -> str | 
                 ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
                 ctx.check_hostname = False  # Dask's TLS authenticates by certificate, not name
                 ctx.load_verify_locations(cadata=tls["ca"])
-                ctx.load_cert_chain(_write_private(tmp, "cert.pem", tls["cert"]), _write_private(tmp, "key.pem", tls["key"]))
+                ctx.load_cert_chain(write_private(os.path.join(tmp, "cert.pem"), tls["cert"]),
+                                    write_private(os.path.join(tmp, "key.pem"), tls["key"]))
                 with ctx.wrap_socket(sock):
                     pass
         return None
@@ -765,16 +789,16 @@ def run_task(spec: dict) -> dict:
             "nthreads": nthreads,
             "memory_limit": memory,
             "death_timeout": spec["death_timeout"],
-            "preload": _write_private(workdir, PRELOAD_MODULE + ".py", PRELOAD),
+            "preload": write_private(os.path.join(workdir, PRELOAD_MODULE + ".py"), PRELOAD),
             "preload_module": PRELOAD_MODULE,  # importable: workdir is on the worker's PYTHONPATH
             "tls_ca_file": "",
             "tls_cert": "",
             "tls_key": "",
         }
         if spec.get("tls"):
-            fields["tls_ca_file"] = _write_private(workdir, "ca.pem", spec["tls"]["ca"])
-            fields["tls_cert"] = _write_private(workdir, "cert.pem", spec["tls"]["cert"])
-            fields["tls_key"] = _write_private(workdir, "key.pem", spec["tls"]["key"])
+            fields["tls_ca_file"] = write_private(os.path.join(workdir, "ca.pem"), spec["tls"]["ca"])
+            fields["tls_cert"] = write_private(os.path.join(workdir, "cert.pem"), spec["tls"]["cert"])
+            fields["tls_key"] = write_private(os.path.join(workdir, "key.pem"), spec["tls"]["key"])
         for w in mine:
             local = os.path.join(workdir, w["name"])
             os.mkdir(local)

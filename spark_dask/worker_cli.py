@@ -130,9 +130,6 @@ LAUNCHER_OPTIONS = {
 CPU_LAUNCHER_OPTIONS = {
     "nworkers": "spark-dask starts one worker per Spark task (or per GPU); use n_workers",
 }
-# Options the launcher sets that the user may still give: preloads add to spark-dask's
-# own (which must stay), nanny=False replaces --nanny (CPU workers only).
-ADDITIVE = ("preload", "preload_nanny")
 
 
 def _version(dist: str) -> str | None:

@@ -17,6 +17,8 @@ import pytest
 
 from spark_dask.plan import process_cluster
 
+from . import hosts as hostlib
+
 HERE = os.path.dirname(__file__)
 
 
@@ -196,3 +198,41 @@ def assert_no_leftovers(spark, cluster) -> None:
     assert wait_until(lambda: not active_jobs(spark)), active_jobs(spark)
     assert not port_open(cluster.scheduler_address)
 
+
+
+# Fake GPUs of the multi-host cluster's worker hosts: the same addresses on every host,
+# as real machines number theirs (local-cluster cannot show this: its workers share one
+# discovery script, and every executor gets the same "0").
+MULTIHOST_GPUS = {"worker-1": ["0", "1"], "worker-2": ["0", "1"]}
+
+
+def multihost_or_skip() -> None:
+    """Skip where this machine cannot build the multi-host cluster (not root, no
+    ``ip``/``unshare``/``nsenter``/``tc``, namespaces refused); under ``CI`` FAIL instead."""
+    reason = hostlib.unavailable()
+    if reason:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run the multi-host tests: {reason}", pytrace=False)
+        pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def multihost():
+    """The multi-host cluster (``tests/hosts.py``): ``driver`` (Spark Master) and
+    ``worker-1``, ``worker-2`` (a Spark Worker each: 4 cores, 3g, two fake GPUs), one for
+    the whole session; a test that breaks a host replaces it. Remains of a crashed
+    earlier session are removed first."""
+    multihost_or_skip()
+    hostlib.purge_stale()
+    h = hostlib.Hosts.up(workers=2, cores=4, memory="3g", gpus=MULTIHOST_GPUS)
+    yield h
+    h.down()
+
+
+@pytest.fixture(scope="module")
+def multihost_driver(multihost):
+    """A driver service (``multihost.driver()``) with the default confs, for this module;
+    a module that needs other confs defines its own ``multihost_driver`` fixture."""
+    d = multihost.driver()
+    yield d
+    d.close()

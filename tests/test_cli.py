@@ -177,3 +177,39 @@ def test_run_under_spark_submit(tmp_path, status):
     # tracebacks after the exit status; no Spark console progress bar in the output
     for noise in ("Traceback", "ConnectionRefusedError", "CancelledError", "[Stage "):
         assert noise not in output, output[-3000:]
+
+
+def test_client_config_keys_for_the_script():
+    """The script's in-memory config: flat keys for ``dask.config.set`` (a nested
+    ``distributed`` would replace all of distributed's settings), the same keys as the
+    connection files' YAML (one ``connection.client_config``)."""
+    from types import SimpleNamespace
+
+    from spark_dask.connection import client_config as yaml_config
+
+    plain = SimpleNamespace(scheduler_address="tcp://h:1", security=None, _dashboard=None, dashboard_link="http://h:2/status")
+    assert cli.client_config(plain) == {"scheduler-address": "tcp://h:1"}
+    sec = SimpleNamespace(require_encryption=True, tls_ca_file="CA", tls_client_cert="CERT", tls_client_key="KEY")
+    databricks = SimpleNamespace(databricks=object())
+    tls = SimpleNamespace(scheduler_address="tls://h:1", security=sec, _dashboard=databricks,
+                          dashboard_link="https://x/driver-proxy/o/1/c/{port}/status")  # fmt: skip
+    want = {
+        "scheduler-address": "tls://h:1",
+        "distributed.comm.require-encryption": True,
+        "distributed.comm.tls.ca-file": "CA",
+        "distributed.comm.tls.client.cert": "CERT",
+        "distributed.comm.tls.client.key": "KEY",
+        "distributed.dashboard.link": "https://x/driver-proxy/o/1/c/{{port}}/status",
+    }
+    assert cli.client_config(tls) == want
+    assert list(cli.client_config(tls)) == list(want)
+    off_databricks = SimpleNamespace(**{**vars(tls), "_dashboard": SimpleNamespace(databricks=None)})
+    assert "distributed.dashboard.link" not in cli.client_config(off_databricks)
+    nested = yaml_config("tls://h:1", {"ca": "CA", "cert": "CERT", "key": "KEY"}, "https://x/{p}")
+    assert nested == {
+        "scheduler-address": "tls://h:1",
+        "distributed": {
+            "comm": {"require-encryption": True, "tls": {"ca-file": "CA", "client": {"cert": "CERT", "key": "KEY"}}},
+            "dashboard": {"link": "https://x/{{p}}"},
+        },
+    }

@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+from html.parser import HTMLParser
 
 import pytest
 
@@ -100,17 +101,83 @@ def test_error_collector_finds_a_new_message(tmp_path):
     ]
 
 
-@pytest.mark.timeout(600)
-def test_site_builds_strictly(tmp_path):
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """The site built once per test module with ``mkdocs build --strict``: its folder."""
     needs("mkdocs", "docs")
     needs("material", "docs")
+    out = tmp_path_factory.mktemp("docs") / "site"
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
     proc = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=540,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
-    site = tmp_path / "site"
+    return out
+
+
+class _Paragraphs(HTMLParser):
+    """The text of every ``<p>`` of an HTML page, with the line it starts on."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.found: list[tuple[int, str]] = []
+        self._open: list[tuple[int, list[str]]] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "p":
+            self._open.append((self.getpos()[0], []))
+
+    def handle_endtag(self, tag):
+        if tag == "p" and self._open:
+            line, parts = self._open.pop()
+            self.found.append((line, "".join(parts)))
+
+    def handle_data(self, data):
+        if self._open:
+            self._open[-1][1].append(data)
+
+
+def unrendered_tables(html: str) -> list[tuple[int, str]]:
+    """Markdown tables left as text in a built page.
+
+    Parameters
+    ----------
+    html : str
+        One page of the built site.
+
+    Returns
+    -------
+    list of (int, str)
+        (line in the HTML, the paragraph's first line) of every ``<p>`` one of whose lines
+        starts with ``|``: a table whose header and separator row disagree, or one with
+        no blank line before it, becomes a paragraph of pipes.
+    """
+    parser = _Paragraphs()
+    parser.feed(html)
+    parser.close()
+    return [(line, text.strip().splitlines()[0]) for line, text in parser.found
+            if any(row.lstrip().startswith("|") for row in text.splitlines())]  # fmt: skip
+
+
+def escaped_pipes_in_cells(html: str) -> list[str]:
+    """Code in table cells that shows ``\\|``: Python-Markdown does not split a cell at a
+    ``|`` inside backticks, so an escape there keeps its backslash."""
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", html, re.S)
+    return [c for cell in cells for c in re.findall(r"<code>([^<]*)</code>", cell) if "\\|" in c]
+
+
+def test_unrendered_tables_finds_a_paragraph_of_pipes():
+    rendered = "<table><tr><td>a</td></tr></table><p>a | b is not a table row</p><pre>| a |</pre>"
+    assert unrendered_tables(rendered) == []
+    broken = "<p>x</p>\n<p>| a | b |\n|---|---|---|\n| 1 | 2 |</p>\n<p>text\n| a | b |</p>"
+    assert unrendered_tables(broken) == [(2, "| a | b |"), (5, "text")]
+    assert escaped_pipes_in_cells("<td><code>a|b</code></td><pre><code>x \\| y</code></pre>") == []
+    assert escaped_pipes_in_cells("<td>run <code>auto\\|SIZE</code></td>") == ["auto\\|SIZE"]
+
+
+@pytest.mark.timeout(600)
+def test_site_builds_strictly(site):
     for page in ("index.html", "configuration/index.html", "troubleshooting/index.html", "api/index.html",
                  "cli/index.html", "other-languages/index.html", "benchmarks/index.html",
                  "getting-started/databricks/index.html", "blog/index.html"):  # fmt: skip
@@ -124,6 +191,23 @@ def test_site_builds_strictly(tmp_path):
     assert "cluster-gpu" not in posts[0].read_text() or "spark.task.resource.gpu.amount" in posts[0].read_text()
     bench = (site / "benchmarks" / "index.html").read_text()
     assert "startup.svg" in bench and (site / "assets" / "benchmarks" / "startup.svg").exists()
+
+
+@pytest.mark.timeout(600)
+def test_every_markdown_table_renders(site):
+    """No page of the built site shows a Markdown table as raw pipes (a ``<p>`` of ``|``),
+    nor a backslash before a ``|`` in a table cell's code."""
+    pages = sorted(site.rglob("*.html"))
+    assert len(pages) > 15
+    broken = [f"  {page.relative_to(site)}:{line}: {text[:100]}" for page in pages
+              for line, text in unrendered_tables(page.read_text())]  # fmt: skip
+    shown = [f"  {page.relative_to(site)}: {code}" for page in pages
+             for code in escaped_pipes_in_cells(page.read_text())]  # fmt: skip
+    assert not broken + shown, (
+        "Markdown tables that did not render (the header, the separator row and every row need "
+        "the same number of cells, and a blank line goes before the table), or code in a cell "
+        "that shows \\| (write | there):\n" + "\n".join(broken + shown)
+    )
 
 
 def test_benchmark_plots_redraw_from_the_published_run(tmp_path):

@@ -147,7 +147,17 @@ def yaml_text() -> str:
 
 # ---------------------------------------------------------------------------------- docs page
 def _cell(text: str) -> str:
+    """A GitHub table cell (the README): every ``|`` escaped, in code spans too."""
     return text.replace("|", "\\|")
+
+
+def _site_cell(text: str) -> str:
+    """A table cell of the MkDocs site: ``|`` escaped outside code spans only.
+
+    Python-Markdown's tables do not split a cell at a ``|`` inside backticks, and there
+    a ``\\|`` would show its backslash (``auto\\|SIZE``)."""
+    parts = re.split(r"(`[^`]*`)", text)
+    return "".join(p if p.startswith("`") else p.replace("|", "\\|") for p in parts)
 
 
 def configuration_md() -> str:
@@ -173,7 +183,7 @@ def configuration_md() -> str:
             names.append(f"`{o.name}=`")
         if o.cli:
             names.append(f"`{o.cli.flag.replace('/', ' / ')}`")
-        out.append(f"| {'<br>'.join(names)} | {_cell(shown(o))} | {_cell(o.help)} |")
+        out.append(f"| {'<br>'.join(names)} | {_site_cell(shown(o))} | {_site_cell(o.help)} |")
     for group, title in GROUPS.items():
         out += ["", f"## {title}"]
         for o in OPTIONS:
@@ -189,10 +199,10 @@ def configuration_md() -> str:
                 rows.append(("`dask.config` key", f"`spark-dask.{o.key}`"))
                 rows.append(("environment variable", f"`{o.env_var}`"))
             if o.cli:
-                rows.append(("`spark-dask " + "\\|".join(o.cli.commands) + "`",
+                rows.append(("`spark-dask " + "|".join(o.cli.commands) + "`",
                              f"`{o.cli.flag.replace('/', ' / ')}`" + (f" `{o.cli.metavar}`" if o.cli.metavar else "")))  # fmt: skip
             rows.append(("default", f"`{yaml_scalar(o.default)}`" + (f" ({o.default_text})" if o.default_text else "")))
-            out += ["", "| | |", "|---|---|"] + [f"| {k} | {_cell(v)} |" for k, v in rows]
+            out += ["", "| | |", "|---|---|"] + [f"| {_site_cell(k)} | {_site_cell(v)} |" for k, v in rows]
     out += ["", SCALING_MD]
     return "\n".join(out) + "\n"
 

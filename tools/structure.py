@@ -1,0 +1,519 @@
+"""The package's structure measured against the bounds of issue 23 (``ast``, nothing imported).
+
+    python -m tools.structure                          # the table; exit 1 when a bound is not met
+    python -m tools.structure --ratchet tools/structure-baseline.json
+                                                       # exit 1 only when something got worse
+    python -m tools.structure --write-baseline tools/structure-baseline.json
+
+What is measured on every module under ``spark_dask/`` (subpackages included):
+
+- the largest class and the largest function or method, in lines (``def``/``class`` line
+  to the last line of its body, docstring included; a nested function counts on its own
+  and inside its parent);
+- import cycles between the package's modules: every ``import`` and ``from ... import``
+  counts, at module level, inside a function or under ``if TYPE_CHECKING``;
+  ``from spark_dask import plan`` is an import of ``spark_dask.plan``, ``from spark_dask
+  import start`` one of the package's ``__init__``;
+- private names (a leading underscore, not ``__dunder__`` nor ``_sunder_``) of one
+  module used by another: imported (``from spark_dask.task import _host_memory``), read
+  as an attribute of a module or of an object (``handoff._map_collect(...)``,
+  ``cluster._exit_stack``, ``getattr(cluster, "_dashboard", None)``) when a *different*
+  package module defines that name (at module level, as a method, or as
+  ``self._name = ...``) and the reading module does not, or set on an object other
+  than ``self``/``cls`` (``cluster._handoff = ...``,
+  ``setattr(cluster, "_handoff", ...)``). Private attributes of other libraries
+  (``sc._jsc``, ``ddf._meta``) are not the package's and are left out.
+
+Bounds: a class of at most 600 lines, a function of at most 80, no cycle, no private
+name across modules. ``--ratchet FILE`` compares with a baseline written by
+``--write-baseline`` (``tools/structure-baseline.json``) and fails only on what is worse
+than it: a class or function over its bound that was not over before, or that grew; an
+import inside a cycle that the baseline did not have; a private-name use that is new,
+or more frequent in its module. What got better is reported, so that the baseline can be
+lowered in the same commit. ``tests/test_structure.py`` runs the ratchet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import sys
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MAX_CLASS = 600
+MAX_FUNCTION = 80
+
+
+@dataclass(frozen=True)
+class Block:
+    """A class or a function: where it starts and how many lines it spans."""
+
+    path: str  # relative to the directory above the package, e.g. spark_dask/cluster.py
+    line: int
+    name: str  # qualified inside its module: SparkCluster._start, run_task.stop
+    lines: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.path}::{self.name}"
+
+
+@dataclass(frozen=True)
+class Import:
+    """One import statement's edge between two of the package's modules."""
+
+    source: str  # dotted module names
+    target: str
+    path: str
+    line: int
+    in_function: bool
+
+    @property
+    def key(self) -> str:
+        return f"{self.source} -> {self.target}"
+
+
+@dataclass(frozen=True)
+class Private:
+    """A private name of one module imported, read or set by another."""
+
+    path: str
+    line: int
+    kind: str  # "imports", "reads", "sets"
+    name: str
+    owner: str  # the module(s) defining the name, or "" when set on a foreign object
+
+    @property
+    def key(self) -> str:
+        return f"{self.path}: {self.kind} {self.name}" + (f" ({self.owner})" if self.owner else "")
+
+
+@dataclass
+class Report:
+    """Everything measured on one package."""
+
+    package: str
+    classes: list[Block] = field(default_factory=list)
+    functions: list[Block] = field(default_factory=list)
+    imports: list[Import] = field(default_factory=list)
+    cycles: list[list[str]] = field(default_factory=list)  # strongly connected groups, sorted
+    privates: list[Private] = field(default_factory=list)
+
+    def largest(self, kind: str) -> Block | None:
+        blocks = self.classes if kind == "class" else self.functions
+        return max(blocks, key=lambda b: b.lines, default=None)
+
+    def over(self, kind: str) -> list[Block]:
+        blocks, bound = (self.classes, MAX_CLASS) if kind == "class" else (self.functions, MAX_FUNCTION)
+        return sorted((b for b in blocks if b.lines > bound), key=lambda b: -b.lines)
+
+    def cycle_imports(self) -> list[Import]:
+        """Imports whose two modules are in the same cycle."""
+        group = {m: i for i, members in enumerate(self.cycles) for m in members}
+        return [e for e in self.imports if e.source in group and group[e.source] == group.get(e.target)]
+
+    def ok(self) -> bool:
+        return not (self.over("class") or self.over("function") or self.cycles or self.privates)
+
+    def baseline(self) -> dict:
+        """The JSON the ratchet compares with: keys without line numbers, so edits that
+        only move code do not change it."""
+        counts: dict[str, int] = defaultdict(int)
+        for p in self.privates:
+            counts[p.key] += 1
+        return {
+            "bounds": {"class": MAX_CLASS, "function": MAX_FUNCTION},
+            "classes_over": {b.key: b.lines for b in self.over("class")},
+            "functions_over": {b.key: b.lines for b in self.over("function")},
+            "cycle_imports": sorted({e.key for e in self.cycle_imports()}),
+            "private_names": dict(sorted(counts.items())),
+        }
+
+
+# ------------------------------------------------------------------------------ reading
+def _modules(package_dir: str) -> dict[str, str]:
+    """``{dotted module name: path}`` of every ``.py`` file under the package."""
+    base = os.path.dirname(os.path.abspath(package_dir))
+    out = {}
+    for folder, dirs, files in os.walk(package_dir):
+        dirs[:] = sorted(d for d in dirs if not d.startswith((".", "__pycache__")))
+        for name in sorted(files):
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                parts = os.path.relpath(path, base)[:-3].split(os.sep)
+                if parts[-1] == "__init__":
+                    parts = parts[:-1]
+                out[".".join(parts)] = path
+    return out
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__") and not name.endswith("_")
+
+
+class _Blocks(ast.NodeVisitor):
+    """Classes and functions of one module, with qualified names."""
+
+    def __init__(self, path: str):
+        self.path, self.stack = path, []
+        self.classes: list[Block] = []
+        self.functions: list[Block] = []
+
+    def _block(self, node) -> Block:
+        name = ".".join([*self.stack, node.name])
+        return Block(self.path, node.lineno, name, node.end_lineno - node.lineno + 1)
+
+    def visit_ClassDef(self, node):
+        self.classes.append(self._block(node))
+        self.stack.append(node.name)
+        self.generic_visit(node)
+        self.stack.pop()
+
+    def visit_FunctionDef(self, node):
+        self.functions.append(self._block(node))
+        self.stack.append(node.name)
+        self.generic_visit(node)
+        self.stack.pop()
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+
+@dataclass
+class _Defined:
+    """The private names one module defines."""
+
+    module: set[str]  # at module level: functions, classes, assignments, imports
+    members: set[str]  # of its classes: methods, class attributes, ``self._x = ...``
+
+
+def _defined_privates(tree: ast.Module) -> _Defined:
+    """Private names a module defines, at module level and as members of its classes."""
+    module, members = set(), set()
+
+    def top(statements):
+        for node in statements:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                module.add(node.name)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                module.update((a.asname or a.name).split(".")[0] for a in node.names)
+            elif isinstance(node, (ast.If, ast.Try, ast.With)):
+                for block in ("body", "orelse", "finalbody", "handlers"):
+                    top(getattr(node, block, []))
+            elif isinstance(node, ast.ExceptHandler):
+                top(node.body)
+            else:
+                module.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+
+    top(tree.body)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    members.add(item.name)
+                elif isinstance(item, (ast.Assign, ast.AnnAssign)):
+                    members.update(n.id for n in ast.walk(item) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+        elif (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
+              and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):  # fmt: skip
+            members.add(node.attr)
+    return _Defined({n for n in module if _is_private(n)}, {n for n in members if _is_private(n)})
+
+
+def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    """The absolute module name of a ``from ... import`` (relative levels resolved)."""
+    if not node.level:
+        return node.module or ""
+    parts = module.split(".")
+    base = parts if is_package else parts[:-1]
+    base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
+    return ".".join([*base, node.module] if node.module else base)
+
+
+def _imports(module: str, path: str, rel: str, tree: ast.Module, modules: dict[str, str]) -> list[Import]:
+    """The package-internal edges of one module's import statements."""
+    is_package = os.path.basename(path) == "__init__.py"
+    out = []
+
+    def known(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    def visit(node, in_function: bool):
+        for child in ast.iter_child_nodes(node):
+            nested = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            targets = []
+            if isinstance(child, ast.Import):
+                targets = [known(a.name) for a in child.names]
+            elif isinstance(child, ast.ImportFrom):
+                base = _resolve(module, is_package, child)
+                for a in child.names:
+                    sub = f"{base}.{a.name}"
+                    targets.append(sub if sub in modules else known(base))
+            for target in dict.fromkeys(targets):
+                if target and target != module:
+                    out.append(Import(module, target, rel, child.lineno, in_function))
+            visit(child, nested)
+
+    visit(tree, False)
+    return out
+
+
+def _module_aliases(module: str, path: str, tree: ast.Module, modules: dict[str, str]) -> dict[str, str]:
+    """Local names bound to one of the package's modules (``from spark_dask import handoff``,
+    ``import spark_dask.plan as plan``), anywhere in the module."""
+    is_package = os.path.basename(path) == "__init__.py"
+    out = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name in modules and a.asname:
+                    out[a.asname] = a.name
+        elif isinstance(node, ast.ImportFrom):
+            base = _resolve(module, is_package, node)
+            for a in node.names:
+                if f"{base}.{a.name}" in modules:
+                    out[a.asname or a.name] = f"{base}.{a.name}"
+    return out
+
+
+def _privates(module: str, path: str, rel: str, tree: ast.Module, modules: dict[str, str],
+              defined: dict[str, _Defined]) -> list[Private]:  # fmt: skip
+    """Private names of other modules that this module imports, reads or sets."""
+    is_package = os.path.basename(path) == "__init__.py"
+    own = defined[module].members
+    aliases = _module_aliases(module, path, tree, modules)
+    out = []
+
+    def owners(name: str) -> str:
+        """The other modules whose classes have a member ``name``."""
+        return ", ".join(sorted(m for m, d in defined.items() if m != module and name in d.members))
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = _resolve(module, is_package, node)
+            if base in modules and base != module:
+                out += [Private(rel, node.lineno, "imports", a.name, base) for a in node.names if _is_private(a.name)]
+        elif isinstance(node, ast.Attribute) and _is_private(node.attr):
+            obj = node.value
+            if isinstance(obj, ast.Name) and obj.id in ("self", "cls"):
+                continue
+            if isinstance(node.ctx, (ast.Store, ast.Del)):
+                out.append(Private(rel, node.lineno, "sets", node.attr, owners(node.attr)))
+            elif isinstance(obj, ast.Name) and obj.id in aliases:  # module._name
+                target = aliases[obj.id]
+                if target in defined and node.attr in defined[target].module | defined[target].members:
+                    out.append(Private(rel, node.lineno, "reads", node.attr, target))
+            elif node.attr not in own and owners(node.attr):  # an object's private attribute
+                out.append(Private(rel, node.lineno, "reads", node.attr, owners(node.attr)))
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+              and node.func.id in ("getattr", "hasattr", "setattr", "delattr")
+              and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
+              and isinstance(node.args[1].value, str) and _is_private(node.args[1].value)
+              and not (isinstance(node.args[0], ast.Name) and node.args[0].id in ("self", "cls"))):  # fmt: skip
+            name = node.args[1].value
+            if node.func.id in ("setattr", "delattr"):
+                out.append(Private(rel, node.lineno, "sets", name, owners(name)))
+            elif name not in own and owners(name):  # getattr(cluster, "_dashboard", None)
+                out.append(Private(rel, node.lineno, "reads", name, owners(name)))
+    return out
+
+
+def _cycles(imports: list[Import]) -> list[list[str]]:
+    """Strongly connected groups of two or more modules (Tarjan), each sorted."""
+    graph: dict[str, set[str]] = defaultdict(set)
+    for e in imports:
+        graph[e.source].add(e.target)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups = []
+
+    def connect(v: str):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            members = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                members.append(w)
+                if w == v:
+                    break
+            if len(members) > 1:
+                groups.append(sorted(members))
+
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    return sorted(groups)
+
+
+def shortest_cycle(group: list[str], imports: list[Import]) -> list[str]:
+    """One shortest cycle through a group's first module, as module names (first = last)."""
+    members = set(group)
+    graph: dict[str, list[str]] = defaultdict(list)
+    for e in imports:
+        if e.source in members and e.target in members and e.target not in graph[e.source]:
+            graph[e.source].append(e.target)
+    start = group[0]
+    paths = {start: [start]}
+    queue = [start]
+    while queue:
+        v = queue.pop(0)
+        for w in sorted(graph[v]):
+            if w == start:
+                return [*paths[v], start]
+            if w not in paths:
+                paths[w] = [*paths[v], w]
+                queue.append(w)
+    return group
+
+
+def measure(package_dir: str | None = None) -> Report:
+    """Measure a package directory (default: ``spark_dask/`` of this repository)."""
+    package_dir = os.path.abspath(package_dir or os.path.join(ROOT, "spark_dask"))
+    base = os.path.dirname(package_dir)
+    modules = _modules(package_dir)
+    trees, rels = {}, {}
+    for module, path in modules.items():
+        with open(path, encoding="utf-8") as f:
+            trees[module] = ast.parse(f.read(), filename=path)
+        rels[module] = os.path.relpath(path, base).replace(os.sep, "/")
+    report = Report(os.path.basename(package_dir))
+    defined = {m: _defined_privates(t) for m, t in trees.items()}
+    for module, tree in trees.items():
+        blocks = _Blocks(rels[module])
+        blocks.visit(tree)
+        report.classes += blocks.classes
+        report.functions += blocks.functions
+        report.imports += _imports(module, modules[module], rels[module], tree, modules)
+        report.privates += _privates(module, modules[module], rels[module], tree, modules, defined)
+    report.cycles = _cycles(report.imports)
+    report.privates.sort(key=lambda p: (p.path, p.line, p.name))
+    return report
+
+
+# ------------------------------------------------------------------------------ ratchet
+def worse_than(report: Report, baseline: dict) -> list[str]:
+    """What is worse in ``report`` than in ``baseline`` (empty: nothing)."""
+    now = report.baseline()
+    out = []
+    for kind, label, bound in (("classes_over", "class", MAX_CLASS), ("functions_over", "function", MAX_FUNCTION)):
+        before = baseline.get(kind, {})
+        for key, lines in now[kind].items():
+            if key not in before:
+                out.append(f"{label} {key}: {lines} lines, over the bound of {bound} (was not over it)")
+            elif lines > before[key]:
+                out.append(f"{label} {key}: {lines} lines, grew from {before[key]} (bound {bound})")
+    for key in sorted(set(now["cycle_imports"]) - set(baseline.get("cycle_imports", []))):
+        out.append(f"import in a cycle: {key} (new)")
+    before = baseline.get("private_names", {})
+    for key, count in now["private_names"].items():
+        if count > before.get(key, 0):
+            out.append(f"private name: {key}: {count} use(s), was {before.get(key, 0)}")
+    return out
+
+
+def better_than(report: Report, baseline: dict) -> list[str]:
+    """What improved on the baseline (to lower it with ``--write-baseline``)."""
+    now = report.baseline()
+    out = []
+    for kind in ("classes_over", "functions_over"):
+        for key, lines in baseline.get(kind, {}).items():
+            if key not in now[kind]:
+                out.append(f"{key}: within its bound now (was {lines} lines), or renamed")
+            elif now[kind][key] < lines:
+                out.append(f"{key}: {now[kind][key]} lines, was {lines}")
+    gone = set(baseline.get("cycle_imports", [])) - set(now["cycle_imports"])
+    out += [f"import no longer in a cycle: {k}" for k in sorted(gone)]
+    for key, count in baseline.get("private_names", {}).items():
+        if now["private_names"].get(key, 0) < count:
+            out.append(f"private name: {key}: {now['private_names'].get(key, 0)} use(s), was {count}")
+    return out
+
+
+# ------------------------------------------------------------------------------ table
+def render(report: Report) -> str:
+    """The report as text a person reads: a summary, then each finding with file:line."""
+
+    def state(ok: bool) -> str:
+        return "ok" if ok else "OVER"
+
+    lines = [f"structure of {report.package}/ (bounds: class <= {MAX_CLASS} lines, function <= {MAX_FUNCTION} "
+             "lines, no import cycle, no private name across modules)", ""]  # fmt: skip
+    rows = []
+    for kind, bound in (("class", MAX_CLASS), ("function", MAX_FUNCTION)):
+        b = report.largest(kind)
+        if b:
+            rows.append((f"largest {kind}", f"{b.lines} lines", f"{b.path}:{b.line} {b.name}", state(b.lines <= bound)))
+    rows.append(("import cycles", str(len(report.cycles)),
+                 f"{len(report.cycle_imports())} imports inside them", state(not report.cycles)))  # fmt: skip
+    rows.append(("private names", str(len(report.privates)), "uses across modules", state(not report.privates)))
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    lines += [f"  {a:<{widths[0]}}  {b:>{widths[1]}}  {c:<{widths[2]}}  {d}" for a, b, c, d in rows]
+
+    for kind, bound in (("class", MAX_CLASS), ("function", MAX_FUNCTION)):
+        over = report.over(kind)
+        if over:
+            lines += ["", f"{'classes' if kind == 'class' else 'functions'} over {bound} lines ({len(over)}):"]
+            lines += [f"  {b.lines:>5}  {b.path}:{b.line}  {b.name}" for b in over]
+    if report.cycles:
+        lines += ["", f"import cycles ({len(report.cycles)}):"]
+        inside = report.cycle_imports()
+        for group in report.cycles:
+            lines.append("  " + " -> ".join(shortest_cycle(group, report.imports)) + f"   (group of {len(group)})")
+            for e in sorted((e for e in inside if e.source in group), key=lambda e: (e.path, e.line)):
+                where = "inside a function" if e.in_function else "module level"
+                lines.append(f"      {e.path}:{e.line}  {e.source} -> {e.target}  ({where})")
+    if report.privates:
+        lines += ["", f"private names across modules ({len(report.privates)}):"]
+        for p in report.privates:
+            owner = f" of {p.owner}" if p.kind != "sets" or p.owner else " on another module's object"
+            lines.append(f"  {p.path}:{p.line}  {p.kind} {p.name}{owner}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.structure", description=__doc__.split("\n\n")[0])
+    parser.add_argument("package", nargs="?", help="the package directory (default: spark_dask/)")
+    parser.add_argument("--ratchet", metavar="FILE", help="fail only on what is worse than this baseline")
+    parser.add_argument("--write-baseline", metavar="FILE", help="write the current findings as the baseline")
+    args = parser.parse_args(argv)
+    report = measure(args.package)
+    print(render(report))
+    if args.write_baseline:
+        with open(args.write_baseline, "w", encoding="utf-8") as f:
+            json.dump(report.baseline(), f, indent=1)
+            f.write("\n")
+        print(f"\nwrote {args.write_baseline}")
+        return 0
+    if args.ratchet:
+        with open(args.ratchet, encoding="utf-8") as f:
+            baseline = json.load(f)
+        worse, better = worse_than(report, baseline), better_than(report, baseline)
+        if better:
+            print(f"\nbetter than {args.ratchet} (lower it: --write-baseline {args.ratchet}):")
+            print("\n".join(f"  {b}" for b in better))
+        if worse:
+            print(f"\nWORSE than {args.ratchet}:")
+            print("\n".join(f"  {w}" for w in worse))
+            return 1
+        print(f"\nratchet: nothing worse than {args.ratchet}")
+        return 0
+    return 0 if report.ok() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
