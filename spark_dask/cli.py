@@ -340,8 +340,7 @@ def describe(
 
     from spark_dask import config, databricks, rapids
     from spark_dask.plan import PlanError, hog_warning, plan_gang, spare_slots, worker_memory, worker_threads
-    from spark_dask.session import cluster_facts
-    from spark_dask.session import conf as spark_conf
+    from spark_dask.session import cluster_facts, conf as spark_conf
 
     facts = cluster_facts(spark, parse_timedelta(config.get("executor-wait")))
     out: dict = {
@@ -360,8 +359,7 @@ def describe(
             config.get("n-workers", n_workers),
             config.get("worker", worker),
             config.get("task-profile", task_profile),
-            config.get("gpu-mode", gpu_mode),
-            config.get("barrier", barrier),
+            config.get("gpu-mode", gpu_mode), config.get("barrier", barrier),
         )
     except PlanError as e:
         out["error"] = str(e)

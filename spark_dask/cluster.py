@@ -26,7 +26,6 @@ import weakref
 from contextlib import ExitStack, suppress
 from dataclasses import replace
 
-import distributed
 from dask.utils import parse_bytes, parse_timedelta
 from dask.widgets import get_template
 from distributed import Client, Scheduler
@@ -39,17 +38,19 @@ from distributed.protocol.pickle import dumps as dumps_pickle
 from distributed.security import Security
 from distributed.utils import Log, Logs, silence_logging_cmgr
 
-from spark_dask import config, options, rapids, signals, widget
+from spark_dask import config, options, signals, widget
 from spark_dask.databricks import DashboardSettings, dashboard_settings
 from spark_dask.faults import (
     LEAVING,
+    Recovery,
     loss_message,
     lost_executor,
     lost_worker,
     no_workers_message,
+    no_workers_warning,
     placeable,
     where,
-    worker_slot,
+    worker_lost_message,
 )
 from spark_dask.gang import Gang, end_gangs, gang_of_placeholder
 from spark_dask.launcher import session_closed, stage_snapshot, summarize_spark_error
@@ -57,6 +58,7 @@ from spark_dask.plan import (
     GPU_MODES,
     PlanError,
     adapt_maximum,
+    check_barrier,
     check_request,
     encryption_problem,
     gang_capacity,
@@ -66,7 +68,6 @@ from spark_dask.plan import (
     memory_problem,
     plan_gang,
     scale_step,
-    starved_stages,
     tasks_for,
     workers_for,
 )
@@ -79,6 +80,9 @@ from spark_dask.session import (
     is_stopped,
     spark_encrypted,
 )
+from spark_dask.session import conf as spark_conf
+from spark_dask.slots import SlotWatch, busy_stages, no_slots_message, start_timeout_message
+from spark_dask.spec import by_host, rmm_spec, task_spec
 from spark_dask.worker_cli import TaskWarnings, check_worker_options
 
 logger = logging.getLogger("spark_dask")
@@ -163,14 +167,6 @@ def _task_number(name: str) -> int | None:
     """The task number in a worker name (``spark-3-gpu1`` -> 3)."""
     parts = str(name).split("-")
     return int(parts[1]) if len(parts) > 1 and parts[0] == "spark" and parts[1].isdigit() else None
-
-
-def _by_host(entries) -> dict[str, list[list[str]]]:
-    """``{host: [addresses of each executor on it]}`` from ``ClusterFacts.gpu_addresses``."""
-    out: dict[str, list[list[str]]] = {}
-    for host, addresses in entries:
-        out.setdefault(host, []).append(list(addresses))
-    return out
 
 
 class SparkDaskError(RuntimeError):
@@ -510,16 +506,13 @@ class SparkCluster(Cluster):
         self._nanny_comms: dict[str, asyncio.Future] = {}  # _open_nanny_comms: a call per nanny
         self._changed = asyncio.Event()
         self._start_task: asyncio.Task | None = None
-        self._watch_task: asyncio.Task | None = None  # stage starvation / session stop
+        self._watchers: list[asyncio.Task] = []  # faults; stage starvation or session stop
         self._spec: dict | None = None
         self.relaunches = 0
         self.gang_tags: list[str] = []  # job group / tag of every gang submitted
         self.gang_status = "not started"
         self._target = 0  # workers the cluster is to have (scale)
         self._next_task = 0  # the cluster-wide number of the next gang's first task
-        self._lost = 0  # workers of failed gangs not yet relaunched
-        self._lost_reason = ""
-        self._start_failures = 0  # gangs in a row whose workers could not start
         self._worker_size: tuple[int, int] | None = None  # (threads, memory) of the first workers
         self._by_address: dict[str, Gang] = {}
         self._reconcile: asyncio.Task | None = None
@@ -527,19 +520,7 @@ class SparkCluster(Cluster):
         self._scale_lock: asyncio.Lock | None = None
         self._hogging = False  # the slot warning was given
         self._last_scale_note: str | None = None
-        self._warned_waiting: set[int] = set()
-        # faults (spark_dask.faults): workers whose connection broke (name -> gang, host,
-        # when), addresses of workers that said they are closing, workers owed to the
-        # target that no executor can hold now, since when the cluster has had no worker
-        self._missing: dict[str, tuple[Gang, str, float]] = {}
-        self._leaving: set[str] = set()
-        self._owed = 0
-        self._owed_said = False
-        self._no_workers_since: float | None = None
-        self._faults_task: asyncio.Task | None = None
-        self.failure: str | None = None  # why the cluster failed while running
-        self._lost_what = ""  # the last loss, for the line that says what happens next
-        self._lost_workers: list[tuple[str, str]] = []
+        self.recovery = Recovery(self.options["lost_worker_grace"], self.options["no_workers_timeout"])
         self._torn_down = False
         self._connected = False
         self._exit_stack = ExitStack()
@@ -593,8 +574,7 @@ class SparkCluster(Cluster):
             raise PlanError(f"task_profile must be 'auto', True or False, got {opts['task_profile']!r}")
         if opts["gpu_mode"] not in GPU_MODES:
             raise PlanError(f"gpu_mode must be one of {GPU_MODES}, got {opts['gpu_mode']!r}")
-        if opts["barrier"] not in ("auto", True, False):
-            raise PlanError(f"barrier must be 'auto', True or False, got {opts['barrier']!r}")
+        check_barrier(opts["barrier"], False)
         return opts
 
     # ------------------------------------------------------------------ connection files
@@ -678,10 +658,7 @@ class SparkCluster(Cluster):
                     facts_job.add_done_callback(lambda j: j.cancelled() or j.exception())
                 raise
             self.timings["facts"] = time.monotonic() - t0
-            self.gang = plan_gang(
-                self.facts, opts["n_workers"], opts["worker"], opts["task_profile"], opts["gpu_mode"],
-                opts["barrier"],
-            )  # fmt: skip
+            self.gang = plan_gang(self.facts, *(opts[k] for k in ("n_workers", "worker", "task_profile", "gpu_mode", "barrier")))
             check_request(self.facts, opts["threads_per_worker"])
             opts["worker_options"] = check_worker_options(opts["worker_options"], self.gang.kind, opts["worker_command"])
             self._check_memory_here()
@@ -710,13 +687,10 @@ class SparkCluster(Cluster):
             self.gang_status = "running"
             self._worker_size = self._observed_worker_size()
             self.status = Status.running
-            self._faults_task = asyncio.ensure_future(self._watch_faults())
-            if not self.connect:
-                self._watch_task = asyncio.ensure_future(self._watch_starved_stages())
-            else:
-                # Connect: a stopped session does not end the collecting thread (the client
-                # keeps retrying), so watch the session itself.
-                self._watch_task = asyncio.ensure_future(self._watch_session_stop())
+            # Connect: a stopped session does not end the collecting thread (the client
+            # keeps retrying), so watch the session itself.
+            watch = self._watch_session_stop() if self.connect else self._watch_starved_stages()
+            self._watchers = [asyncio.ensure_future(self._watch_faults()), asyncio.ensure_future(watch)]
             self._register_signals()  # a no-op outside the main thread (sync start: __init__)
             self._log(
                 f"spark-dask: {self.gang.n_workers} {self.gang.kind} workers connected to "
@@ -836,16 +810,15 @@ class SparkCluster(Cluster):
         was = gang.status
         name = str(ws.name)
         gang.worker_joined(name, address, ws.nanny, str(facts.get("host") or ""), str(facts.get("executor_id") or ""))
-        for old in [n for n, (g, _, _) in self._missing.items() if g is gang and worker_slot(n) == worker_slot(name)]:
-            del self._missing[old]  # back: its nanny restarted it, or Spark ran its task again
+        for old in self.recovery.worker_back(gang, name):
             self._note(f"spark-dask: Dask worker {old} is back" + (f" (as {name})" if old != name else ""))
         if ws.nanny:
             self._open_nanny_comms([ws.nanny])
         if was == "starting" and gang.status == "running":
-            self._start_failures = 0
+            self.recovery.start_failures = 0
             if gang.reason == "relaunch":
                 starting = any(g.reason == "relaunch" and g.status == "starting" for g in self._live_gangs())
-                if not starting and not self._owed:  # back to full size
+                if not starting and not self.recovery.owed:  # back to full size
                     self.gang_status = "running"
                 self._log(f"spark-dask: all {gang.wanted} Dask workers are back ({gang.tag})")
             elif gang.reason == "scale":
@@ -856,122 +829,37 @@ class SparkCluster(Cluster):
 
     def _worker_removed(self, address: str) -> None:
         gang = self._by_address.pop(address, None)
-        leaving = address in self._leaving
-        self._leaving.discard(address)
-        if gang is None:
-            return
-        for name, addr in list(gang.workers.items()):
-            if addr != address:
-                continue
+        leaving = address in self.recovery.leaving
+        self.recovery.leaving.discard(address)
+        for name in [n for n, a in (gang.workers.items() if gang else ()) if a == address]:
             gang.worker_left(name)
             running = self.status == Status.running and self._connected and not gang.done
-            if lost_worker("closing_gracefully" if leaving else None, name in gang.retiring, running):
-                # Its connection broke: give it the grace to come back (its nanny restarts
-                # it), then replace it (spark_dask.faults).
-                self._missing[name] = (gang, gang.hosts.get(name, ""), time.monotonic())
-                self._changed.set()
-                msg = (
-                    f"spark-dask: Dask worker {where([(name, gang.hosts.get(name, ''))])} was lost (its "
-                    f"connection broke); the cluster has {self._connected_workers()} of {self._target} "
-                    + ("workers; the barrier stage's other workers run on"
-                       if gang.barrier else "workers; Spark runs its task again where it has a free slot")
-                    + f"; it is replaced if not back within {self.options['lost_worker_grace']:g} s"
-                )  # fmt: skip
-                if gang.barrier:
-                    self._note(msg)  # the stage usually fails at once: that line says what next
-                else:
-                    self._log(msg)
-                    logger.warning(msg)
+            lost = lost_worker("closing_gracefully" if leaving else None, name in gang.retiring, running)
+            self.recovery.worker_left(gang, name, gang.hosts.get(name, ""), lost, time.monotonic())
+            if lost:  # given lost-worker-grace to come back, then replaced (_watch_faults)
+                msg = worker_lost_message(where([(name, gang.hosts.get(name, ""))]), self._connected_workers(),
+                                          self._target, gang.barrier, self.recovery.grace)  # fmt: skip
+                self._note(msg) if gang.barrier else self._tell(msg)
 
     def _replace_missing(self) -> None:
         """Workers lost longer than ``lost-worker-grace`` ago: their gangs stop counting
         on them and the cluster starts replacements (event loop)."""
-        grace = self.options["lost_worker_grace"]
-        now = time.monotonic()
-        gone = [(n, g, h) for n, (g, h, t) in self._missing.items() if now - t >= grace]
-        replaced = []
-        for name, gang, host in gone:
-            del self._missing[name]
-            if gang.give_up(name):
-                replaced.append((name, host))
-        if not replaced:
-            return
-        self._lost += len(replaced)
-        self._lost_reason = (
-            f"{where(replaced)}: the connection to {'it' if len(replaced) == 1 else 'them'} broke and "
-            f"{'it has' if len(replaced) == 1 else 'they have'} not come back within {grace:g} s"
-        )
-        self._lost_workers = replaced
-        self._kick()
+        gone = [(n, h) for n, g, h in self.recovery.due(time.monotonic()) if g.give_up(n)]
+        if gone:
+            self.recovery.given_up(gone)
+            self._kick()
 
     def _task_spec(self) -> dict:
-        opts, plan, sec = self.options, self.gang, self.security
-        tls = None
-        if opts["tls"]:
-            tls = {"ca": sec.tls_ca_file, "cert": sec.tls_worker_cert, "key": sec.tls_worker_key}
-        requires = [] if opts["worker_command"] else ["distributed"]
-        if plan.kind == "cuda" and not opts["worker_command"]:
-            requires.append("dask_cuda")
+        opts, sec = self.options, self.security
+        tls = {"ca": sec.tls_ca_file, "cert": sec.tls_worker_cert, "key": sec.tls_worker_key} if opts["tls"] else None
         # warnings the tasks attach to their workers (rmm missing, distributed patch level)
         self.scheduler.add_plugin(TaskWarnings(self._warn))
-        return {
-            "cluster_id": self.tag,
-            "scheduler_address": self.scheduler.address,
-            "tls": tls,
-            "kind": plan.kind,
-            "pinned": plan.pinned,
-            # allGather only when tasks may be given the same GPU (fractional amounts, no
-            # profile) yet each must hold its own; a shared gang splits the executors'
-            # GPUs by the placement that getTaskInfos() gives every task.
-            "gather": plan.gpu_mode == "exclusive" and not plan.uses_profile and self.facts.task_gpus < 1,
-            "gpu_mode": plan.gpu_mode,
-            "executor_gpus": _by_host(self.facts.gpu_addresses),
-            "gpus_per_executor": int(self.facts.executor_gpus),
-            "workers_per_task": plan.workers_per_task,
-            "multiprocessing_method": config.get("multiprocessing-method"),
-            "fork_nanny": bool(config.get("fork-nanny")),
-            "n_workers": plan.n_workers,
-            "requires": requires,
-            "threads_per_worker": opts["threads_per_worker"],
-            "memory_limit": opts["memory_limit"],
-            "executor_cores": self.facts.executor_cores,
-            # a plain job's task alone on its executor (its CPUs more than half the
-            # cores): its worker may use all of them, as a barrier gang's lone task does
-            "own_executor": bool(plan.task_cpus and 2 * plan.task_cpus > self.facts.executor_cores),
-            "executor_memory": self.facts.executor_memory,
-            "worker_options": opts["worker_options"] or {},
-            "worker_command": opts["worker_command"],
-            "death_timeout": opts["death_timeout"],
-            "kill_grace": opts["kill_grace"],
-            "distributed_version": distributed.__version__,
-            "connect_timeout": opts["connect_timeout"],
-            "env": self.env,
-            "log_lines": 30,
-            "rmm": self._rmm_spec() if plan.kind == "cuda" else None,
-        }
-
-    def _rmm_spec(self) -> dict:
-        """RMM pool sizing for dask-cuda workers (``spark-dask.rapids.*``); warns when the
-        Spark RAPIDS plugin's own pool would leave too little GPU memory for them."""
-        from spark_dask.session import conf as spark_conf
-
-        share = float(config.get("rapids.dask-fraction"))
-        for msg in rapids.check_rapids(lambda key: spark_conf(self.spark, key), share):
-            self._warn(msg)
-        pool = config.get("rapids.rmm-pool-size")
-        if pool is False:
-            pool = None
-        elif pool not in (None, "auto"):
-            pool = parse_bytes(pool) if isinstance(pool, str) else int(pool)
-        spill = config.get("rapids.spill-fraction")
-        return {
-            "pool": pool,
-            "reserve": parse_bytes(str(config.get("rapids.rmm-reserve"))),
-            "fraction": float(config.get("rapids.rmm-fraction")),
-            "spill_fraction": None if spill in (None, False) else float(spill),
-            # beside Spark's own GPU tasks an auto-sized pool leaves them the rest
-            "share": share if self.gang.gpu_mode == "shared" else None,
-        }
+        rmm = None
+        if self.gang.kind == "cuda":
+            rmm, notes = rmm_spec(lambda key: spark_conf(self.spark, key), self.gang.gpu_mode)
+            for msg in notes:
+                self._warn(msg)
+        return task_spec(self.tag, self.scheduler.address, tls, opts, self.gang, self.facts, self.env, rmm)
 
     def _watch_worker_status_changes(self) -> None:
         """Wake the start-up wait when a worker turns from ``init`` to ``running``
@@ -986,7 +874,7 @@ class SparkCluster(Cluster):
                 self._changed.set()
                 status, worker = kwargs.get("status"), kwargs.get("worker")
                 if isinstance(worker, str) and str(getattr(status, "name", status)) in LEAVING:
-                    self._leaving.add(worker)  # its removal is no loss (spark_dask.faults)
+                    self.recovery.leaving.add(worker)  # its removal is no loss (spark_dask.faults)
 
         handlers["worker-status-change"] = status_changed
 
@@ -1013,26 +901,10 @@ class SparkCluster(Cluster):
                 return
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                if barrier:
-                    where = (
-                        f"The Spark barrier stage (job group {self.tag}) is still running: look at its "
-                        "tasks in the Spark UI and at the executors' logs"
-                    )
-                else:
-                    limit = self.facts.max_executors
-                    where = (
-                        f"Under dynamic allocation each worker is a Spark job of one task that waits "
-                        f"until Spark has an executor for it: Spark did not add enough executors in "
-                        f"time (spark.dynamicAllocation.maxExecutors="
-                        f"{limit if limit is not None else 'unbounded'}; on Databricks the cluster's "
-                        "autoscaling maximum and how long new nodes take). Look at the Spark UI's "
-                        "executors and at the jobs of group " + self.tag
-                    )
-                raise SparkDaskError(
-                    f"spark-dask: only {n} of {want} Dask workers connected to "
-                    f"{self.scheduler.address} within {timeout:g}s. {where}; raise the limit with "
-                    f"timeout=... if the executors are just slow. Everything was cancelled."
-                )
+                f = self.facts
+                raise SparkDaskError(start_timeout_message(
+                    n, want, self.scheduler.address, timeout, self.tag, barrier, f.dynamic_allocation, f.max_executors,
+                ))  # fmt: skip
             if not slots_seen and time.monotonic() - submitted >= self.options["slot_wait"]:
                 slots_seen = await self._check_gang_got_slots(gangs)
             wake = remaining if slots_seen else min(remaining, 1.0)
@@ -1054,119 +926,59 @@ class SparkCluster(Cluster):
             return True
         if not ours:  # the job is not submitted yet
             return False
-        others = self._busy_stages(stages, ours)
         n_tasks = sum(g.plan.n_tasks for g in gangs)
-        raise SparkDaskError(
-            f"spark-dask: the Spark barrier stage of {n_tasks} tasks got no free task "
-            f"slots within {self.options['slot_wait']:g}s: the application's {self.facts.slots} slots "
-            f"are busy" + (f" with {', '.join(others)}" if others else "")
-            + ". Close the other spark-dask cluster or wait for those jobs, start with fewer "
-            "workers (n_workers=...), or add executors. Nothing was left running."
-        )
-
-    @staticmethod
-    def _busy_stages(stages: list[dict], ours: set[int]) -> list[str]:
-        return [
-            f"stage {st['stageId']} '{st['name']}' ({st['numActiveTasks']} running tasks)"
-            for st in stages
-            if st["stageId"] not in ours and st["numActiveTasks"] > 0
-        ]
+        others = busy_stages(stages, ours)
+        raise SparkDaskError(no_slots_message(n_tasks, self.options["slot_wait"], self.facts.slots, others))
 
     async def _watch_starved_stages(self, every: float = 2.0, patience: float = 10.0) -> None:
         """Warn when a Spark stage waits for task slots that the gangs hold, and when a
-        scale-up gang waits for slots that Spark jobs hold.
+        scale-up gang waits for slots that Spark jobs hold (:class:`~spark_dask.slots.SlotWatch`).
 
         A Spark job run inside the ``with`` block needs free task slots; when the gangs
         hold them all it waits until the Dask cluster closes (or shrinks). That must not
         be silent. Under dynamic allocation Spark adds executors for waiting stages: only
         said when the gangs hold every slot the application can ever have.
         """
-        first_seen: dict[int, float] = {}
-        warned: set[int] = set()
+        watch = SlotWatch(self.tag, patience, self.options["slot_wait"])
         while self.status == Status.running:
             live = self._live_gangs()
             try:
                 stages, ours = await _blocking(stage_snapshot, self.spark, [g.tag for g in live])
             except Exception:  # the context is stopping
                 return
-            now = time.monotonic()
-            held = sum(g.tasks_held() for g in live)
             capacity = self.facts.slots
             if not self.gang.barrier:
                 bound = max_workers(self.facts, self.gang)
                 capacity = None if bound is None else bound // max(self.gang.workers_per_task, 1)
-            starved = {st["stageId"]: st for st in starved_stages(stages, ours)}
-            if capacity is None or (not self.gang.barrier and held < capacity) or not held:
-                starved = {}
-            for sid in list(first_seen):
-                if sid not in starved:
-                    del first_seen[sid]
-            for sid, st in starved.items():
-                first_seen.setdefault(sid, now)
-                if sid not in warned and now - first_seen[sid] >= patience:
-                    warned.add(sid)
-                    self._warn(
-                        f"spark-dask: Spark stage {sid} ({st['name']}) has waited "
-                        f"{now - first_seen[sid]:.0f}s for a free task slot: the Dask cluster "
-                        f"{self.tag} holds {held} {'barrier ' if self.gang.barrier else ''}task slots of "
-                        f"{capacity}. It will run once the cluster closes or shrinks "
-                        f"(cluster.scale(n)); Ctrl-C / interrupting the cell cancels it. To run Spark "
-                        f"and Dask side by side, use fewer workers (cluster.scale(...), "
-                        f"cluster.adapt(...)) or give the executors more cores.",
-                        python_warning=False,
-                    )
-            for g in live:  # a scale-up gang waiting for slots that Spark jobs hold
-                if not g.barrier or not g.pending or g.reason != "scale" or g.index in self._warned_waiting:
-                    continue
-                if g.submitted_at is not None and now - g.submitted_at >= self.options["slot_wait"]:
-                    self._warned_waiting.add(g.index)
-                    others = self._busy_stages(stages, ours)
-                    self._warn(
-                        f"spark-dask: {g.tag}, the barrier stage for {g.wanted} more Dask workers, has "
-                        f"waited {now - g.submitted_at:.0f}s for {g.plan.n_tasks} free task slots at once"
-                        + (f"; busy: {', '.join(others)}" if others else "")
-                        + ". It starts when they are free; cluster.scale(n) with fewer workers cancels it.",
-                        python_warning=False,
-                    )
+            held = sum(g.tasks_held() for g in live)
+            for msg in watch.notes(stages, ours, live, held, capacity, self.gang.barrier, time.monotonic()):
+                self._warn(msg, python_warning=False)
             await asyncio.sleep(every)
 
     async def _watch_faults(self, every: float = 1.0) -> None:
         """While the cluster runs: replace workers lost longer than ``lost-worker-grace``,
         start what no executor could hold once one can (every 2 s), say when the cluster
         has no worker at all, and fail it after ``no-workers-timeout`` of that."""
-        next_capacity_check = 0.0
-        said = False
+        rec, next_check = self.recovery, 0.0
         while self.status == Status.running:
             self._replace_missing()
             now = time.monotonic()
-            if self._owed and now >= next_capacity_check and (self._reconcile is None or self._reconcile.done()):
-                next_capacity_check = now + 2.0
+            if rec.owed and now >= next_check and (self._reconcile is None or self._reconcile.done()):
+                next_check = now + 2.0
                 self._kick()
-            if self._target > 0 and not self.scheduler.workers:
-                self._no_workers_since = self._no_workers_since or now
-                waited = now - self._no_workers_since
-                limit = self.options["no_workers_timeout"]
-                if waited >= limit:
-                    msg = no_workers_message(self._target, waited, limit, self._lost_reason)
-                    asyncio.ensure_future(self._fail(msg))  # not awaited here: _teardown cancels us
-                    return
-                if waited >= 5 and not said:
-                    said = True
-                    self._warn(
-                        f"spark-dask: the Dask cluster has 0 of its {self._target} workers: they wait for "
-                        f"Spark task slots ({self.gang_status}); it fails if none is back within "
-                        f"{limit:g} s (spark-dask.no-workers-timeout)",
-                        python_warning=False,
-                    )
-            else:
-                self._no_workers_since = None
-                said = False
+            verdict = rec.no_workers(len(self.scheduler.workers), self._target, now)
+            if verdict == "warn":
+                self._warn(no_workers_warning(self._target, self.gang_status, rec.timeout), python_warning=False)
+            elif verdict == "fail":
+                msg = no_workers_message(self._target, now - rec.no_workers_since, rec.timeout, rec.reason)
+                asyncio.ensure_future(self._fail(msg))  # not awaited here: _teardown cancels us
+                return
             await asyncio.sleep(every)
 
     async def _fail(self, msg: str) -> None:
         """The cluster cannot go on: computations waiting for a worker fail with ``msg``
         (clients see it), then everything is closed; ``status`` is ``failed``."""
-        self.failure = msg
+        self.recovery.failure = msg
         self.gang_status = "failed: no Dask workers"
         logger.error(msg)
         self._log(msg)
@@ -1202,6 +1014,12 @@ class SparkCluster(Cluster):
         (scaling happens often under ``adapt``)."""
         self._cluster_manager_logs.append((datetime.datetime.now(), msg))
         logger.info(msg)
+
+    def _tell(self, msg: str) -> None:
+        """An event the user must see while the cluster runs: printed (unless quiet),
+        logged at WARNING and kept in ``get_logs()["Cluster"]``."""
+        logger.warning(msg)
+        self._log(msg)
 
     def _warn(self, msg: str, python_warning: bool = True) -> None:
         """Tell the user once: a Python warning (start-up decisions) or a log record
@@ -1268,25 +1086,22 @@ class SparkCluster(Cluster):
             # Relaunching would fail the same way: the request is dropped.
             self._target = max(self._target - gang.wanted, 0)
             gang.wanted = 0
-            self._start_failures += 1
+            self.recovery.start_failures += 1
             msg = f"spark-dask: the {what} {gang.tag} for {gang.plan.n_workers} more Dask workers failed: {reason}"
-            if self._start_failures >= 3 and self._adaptive is not None:
+            if self.recovery.start_failures >= 3 and self._adaptive is not None:
                 self._adaptive.stop(reason="spark-dask: gangs fail to start")
                 msg += (
-                    f"\n{self._start_failures} gangs in a row could not start their workers: adaptive "
+                    f"\n{self.recovery.start_failures} gangs in a row could not start their workers: adaptive "
                     "scaling is stopped. Fix the cause and call cluster.adapt(...) again."
                 )
             self._warn(msg, python_warning=False)
             return
         # A lost executor or task: relaunch this gang's workers (only these).
-        for name in [n for n, (g, _, _) in self._missing.items() if g is gang]:
-            del self._missing[name]
-        self._lost_workers = [(n, gang.hosts.get(n, "")) for n in sorted(gang.seen) if n not in gang.retiring]
-        self._lost_workers = self._lost_workers[: max(gang.wanted, 0)] or self._lost_workers
+        self.recovery.forget(gang)
+        workers = [(n, gang.hosts.get(n, "")) for n in sorted(gang.seen) if n not in gang.retiring]
         executor = lost_executor(str(gang.error))
-        self._lost_what = f"the {what} {gang.tag} failed" + (f" ({executor} lost)" if executor else "")
-        self._lost += gang.wanted
-        self._lost_reason = f"{gang.tag}: {reason.lstrip(': ')}"
+        what = f"the {what} {gang.tag} failed" + (f" ({executor} lost)" if executor else "")
+        self.recovery.gang_failed(what, f"{gang.tag}: {reason.lstrip(': ')}", workers[: gang.wanted], gang.wanted)
         gang.wanted = 0
         self._kick()
 
@@ -1307,7 +1122,8 @@ class SparkCluster(Cluster):
                 if self.status != Status.running:
                     return
                 current = sum(g.wanted for g in self._live_gangs())
-                self._owed = min(self._owed, max(self._target - current, 0))  # scaled down meanwhile
+                rec = self.recovery
+                rec.owed = min(rec.owed, max(self._target - current, 0))  # scaled down meanwhile
                 try:
                     if self._target > current:
                         await self._grow(self._target - current)
@@ -1321,23 +1137,21 @@ class SparkCluster(Cluster):
                     return
 
     async def _grow(self, n: int) -> None:
-        reason = "scale"
-        relaunch = ""
-        lost = 0
-        if self._lost:
+        rec, reason, relaunch, lost = self.recovery, "scale", "", 0
+        if rec.lost:
             attempts = self.options["relaunch_attempts"]
-            lost, self._lost = self._lost, 0
+            lost, rec.lost = rec.lost, 0
             if self.relaunches >= attempts:
                 self._target = max(self._target - lost, 0)
                 n -= lost
                 left = self._connected_workers()
-                self.gang_status = f"failed: {self._lost_reason}" if not left else "running"
+                self.gang_status = f"failed: {rec.reason}" if not left else "running"
                 msg = (
                     f"spark-dask: a Spark {'barrier stage' if self.gang.barrier else 'job'} failed and "
                     f"{self.relaunches} relaunches are used up: its {lost} Dask workers are not "
                     f"relaunched; the cluster has {left} workers. "
                     + ("Close it and start a new one. " if not left else "cluster.scale(n) adds workers again. ")
-                    + f"Cause: {self._lost_reason}"
+                    + f"Cause: {rec.reason}"
                 )
                 logger.error(msg)
                 self._log(msg)
@@ -1346,36 +1160,21 @@ class SparkCluster(Cluster):
                 lost = 0
             else:
                 self.relaunches += 1
-                reason = "relaunch"
                 relaunch = f"relaunch {self.relaunches} of {attempts}"
                 self.gang_status = f"relaunching ({self.relaunches})"
-                self._owed += lost
-        if self._owed:
-            reason = "relaunch"
-        now = n
-        if self._owed and self.gang.barrier:
-            # A barrier stage starts only whole: relaunch what the executors left can
-            # hold now, the rest once Spark has capacity again (_watch_faults).
-            now = await _blocking(self._placeable, n)
-        later = max(min(self._owed, n) - now, 0)
-        if lost:
-            msg = loss_message(
-                self._lost_what or "Dask workers were lost", self._lost_reason if not self._lost_what else "",
-                self._lost_workers, self._connected_workers(), self._target, now, later, relaunch,
-            )  # fmt: skip
-            logger.warning(msg)
-            self._log(msg)
-            self._lost_what = ""
-            self._owed_said = later > 0
-        elif later and not self._owed_said:
-            self._owed_said = True
-            self._note(f"spark-dask: {later} Dask workers wait for a free Spark task slot (the cluster has "
-                       f"{self._connected_workers()} of {self._target})")  # fmt: skip
-        self._owed = max(self._owed - now, 0) if self._owed else 0
-        if now <= 0:
-            return
-        if not self._owed:
-            self._owed_said = False
+                rec.owed += lost
+        reason = "relaunch" if rec.owed else reason
+        # A barrier stage starts only whole: relaunch what the executors left can hold
+        # now, the rest once Spark has capacity again (_watch_faults).
+        now = await _blocking(self._placeable, n) if rec.owed and self.gang.barrier else n
+        later = max(min(rec.owed, n) - now, 0)
+        if lost or (later and not rec.owed_said):
+            msg = loss_message(rec.what or "Dask workers were lost", "" if rec.what else rec.reason, rec.workers,
+                               self._connected_workers(), self._target, now, later, relaunch)  # fmt: skip
+            self._tell(msg) if lost else self._note(msg)
+            rec.owed_said = later > 0
+        rec.owed = max(rec.owed - now, 0)
+        rec.owed_said = rec.owed_said and rec.owed > 0
         for step in gang_steps(self.gang, now):
             self._submit_gang(step, reason)
 
@@ -1474,7 +1273,7 @@ class SparkCluster(Cluster):
         except Exception:
             return self.facts
         if self._spec is not None and facts.gpu_addresses:
-            self._spec["executor_gpus"] = _by_host(facts.gpu_addresses)
+            self._spec["executor_gpus"] = by_host(facts.gpu_addresses)
         return facts
 
     def _bound_reason(self) -> str:
@@ -1495,12 +1294,12 @@ class SparkCluster(Cluster):
         if self.status != Status.running:
             raise SparkDaskError(f"spark-dask: the cluster is {self.status.name}; it cannot scale")
         live = self._live_gangs()
-        current = sum(g.wanted for g in live) + self._lost
+        current = sum(g.wanted for g in live) + self.recovery.lost
         if n > current:
             facts = await _blocking(self._fresh_facts)
             bound = max_workers(facts, self.gang)
             per = max(self.gang.workers_per_task, 1)
-            held = sum(g.tasks_held() for g in live) + tasks_for(self._lost, per)
+            held = sum(g.tasks_held() for g in live) + tasks_for(self.recovery.lost, per)
             step = scale_step(n, current, held, None if bound is None else bound // per, per, self._bound_reason())
             if step.note and step.note != self._last_scale_note:  # Adaptive asks every interval
                 self._warn(step.note)
@@ -1634,7 +1433,7 @@ class SparkCluster(Cluster):
         self._torn_down = True
         t0 = time.monotonic()
         self.status = Status.closing
-        for watcher in (self._watch_task, self._faults_task):
+        for watcher in self._watchers:
             if watcher is not None and watcher is not asyncio.current_task():
                 watcher.cancel()
         if self._reconcile is not None:

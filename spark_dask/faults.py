@@ -145,3 +145,119 @@ def no_workers_message(target: int, waited: float, timeout: float, reason: str) 
         "The cluster is closed; start a new one when the Spark cluster has executors again "
         "(raise spark-dask.no-workers-timeout to wait longer for replaced hosts)."
     )
+
+
+def worker_lost_message(worker: str, connected: int, target: int, barrier: bool, grace: float) -> str:
+    """The line said when one worker's connection broke (``worker``: name and host).
+
+    >>> worker_lost_message("spark-1 on 10.0.0.2 (executor 1)", 1, 2, False, 20)[:70]
+    'spark-dask: Dask worker spark-1 on 10.0.0.2 (executor 1) was lost (its'
+    """
+    then = "the barrier stage's other workers run on" if barrier else "Spark runs its task again where it has a free slot"
+    return (
+        f"spark-dask: Dask worker {worker} was lost (its connection broke); the cluster has {connected} of "
+        f"{target} workers; {then}; it is replaced if not back within {grace:g} s"
+    )
+
+
+def no_workers_warning(target: int, status: str, timeout: float) -> str:
+    """The line said once when a running cluster has no worker at all."""
+    return (
+        f"spark-dask: the Dask cluster has 0 of its {target} workers: they wait for Spark task slots "
+        f"({status}); it fails if none is back within {timeout:g} s (spark-dask.no-workers-timeout)"
+    )
+
+
+class Recovery:
+    """What a running cluster owes after losses, and when to act: the state behind
+    the rules above, apart from the cluster that acts (no Spark, no Dask here).
+
+    Parameters
+    ----------
+    grace : float
+        ``lost-worker-grace``: seconds a lost worker may take to come back.
+    timeout : float
+        ``no-workers-timeout``: seconds with no worker before the cluster fails.
+
+    Attributes
+    ----------
+    missing : dict
+        Workers whose connection broke: name -> (gang, "host (executor)", since when).
+    leaving : set
+        Addresses of workers that said they are being retired (no loss when they go).
+    lost : int
+        Workers of failed gangs (or given up) not yet relaunched.
+    owed : int
+        Workers relaunched in name only: no executor could hold them yet.
+    """
+
+    def __init__(self, grace: float, timeout: float):
+        self.grace = grace
+        self.timeout = timeout
+        self.missing: dict = {}
+        self.leaving: set[str] = set()
+        self.lost = 0
+        self.owed = 0
+        self.owed_said = False
+        self.reason = ""  # the last loss, in words (the relaunch-attempts message says it)
+        self.what = ""  # the last loss, for the line that says what happens next
+        self.workers: list[tuple[str, str]] = []  # the workers of the last loss, with hosts
+        self.no_workers_since: float | None = None
+        self.no_workers_said = False
+        self.failure: str | None = None
+        self.start_failures = 0  # gangs in a row whose workers could not start
+
+    def worker_left(self, gang, name: str, host: str, lost: bool, now: float) -> None:
+        if lost:
+            self.missing[name] = (gang, host, now)
+
+    def worker_back(self, gang, name: str) -> list[str]:
+        """Lost workers that ``name`` (same gang, same task: its nanny restarted it or
+        Spark ran its task again) brings back; they are no longer missing."""
+        back = [n for n, (g, _, _) in self.missing.items() if g is gang and worker_slot(n) == worker_slot(name)]
+        for n in back:
+            del self.missing[n]
+        return back
+
+    def forget(self, gang) -> None:
+        """``gang`` failed as a whole: its lost workers are relaunched with it."""
+        for n in [n for n, (g, _, _) in self.missing.items() if g is gang]:
+            del self.missing[n]
+
+    def due(self, now: float) -> list[tuple[str, object, str]]:
+        """Missing workers whose grace is over: (name, gang, host), no longer missing."""
+        out = [(n, g, h) for n, (g, h, t) in self.missing.items() if now - t >= self.grace]
+        for n, _, _ in out:
+            del self.missing[n]
+        return out
+
+    def given_up(self, workers: list[tuple[str, str]]) -> None:
+        """``workers`` (name, host) did not come back: to be replaced."""
+        one = len(workers) == 1
+        self.lost += len(workers)
+        self.workers = workers
+        self.what = ""
+        self.reason = (
+            f"{where(workers)}: the connection to {'it' if one else 'them'} broke and "
+            f"{'it has' if one else 'they have'} not come back within {self.grace:g} s"
+        )
+
+    def gang_failed(self, what: str, reason: str, workers: list[tuple[str, str]], wanted: int) -> None:
+        """A gang's Spark job failed while running: its ``wanted`` workers are lost."""
+        self.lost += wanted
+        self.what, self.reason, self.workers = what, reason, workers
+
+    def no_workers(self, n_workers: int, target: int, now: float) -> str:
+        """``"fail"`` after ``timeout`` without any worker while ``target`` > 0,
+        ``"warn"`` once after 5 s of it, else ``""``."""
+        if target <= 0 or n_workers > 0:
+            self.no_workers_since, self.no_workers_said = None, False
+            return ""
+        self.no_workers_since = self.no_workers_since or now
+        waited = now - self.no_workers_since
+        if waited >= self.timeout:
+            return "fail"
+        if waited >= 5 and not self.no_workers_said:
+            self.no_workers_said = True
+            return "warn"
+        return ""

@@ -29,7 +29,6 @@ from contextlib import contextmanager, nullcontext, suppress
 
 from spark_dask import handoff_plan
 from spark_dask.arrow_types import HandoffTypeError
-from spark_dask.handoff_task import HandoffError
 from spark_dask.handoff_plan import (
     NO_BYTE_LIMIT,
     byte_limit_is_redundant,
@@ -42,6 +41,7 @@ from spark_dask.handoff_plan import (
     transfer_of_key,
     transfer_slots,
 )
+from spark_dask.handoff_task import HandoffError
 from spark_dask.plan import PlanError
 
 logger = logging.getLogger("spark_dask")

@@ -189,19 +189,8 @@ def plan_gang(
       Spark (the rule xgboost.spark uses).
     * The gang needs ``n_tasks`` task slots at once; more than the cluster has is an
       error now, not Spark's ten minutes of retries.
-    * ``barrier``: ``"auto"`` runs a barrier stage except under dynamic allocation
-      (Spark refuses one there); ``False`` runs every worker as a Spark job of one task
-      (:func:`gang_steps`), so that a lost executor fails only its own workers' jobs;
-      ``True`` under dynamic allocation is refused.
     """
-    if barrier not in ("auto", True, False):
-        raise PlanError(f"barrier must be 'auto', True or False, got {barrier!r}")
-    if barrier is True and facts.dynamic_allocation:
-        raise PlanError(
-            "barrier=True, but dynamic allocation is on and Spark runs no barrier stages under it "
-            "(SPARK-24942): use barrier='auto' or False (each Dask worker a Spark job of its own), "
-            "or turn off spark.dynamicAllocation.enabled"
-        )
+    check_barrier(barrier, facts.dynamic_allocation)
     if worker not in KINDS:
         raise PlanError(f"worker must be one of {KINDS}, got {worker!r}")
     if gpu_mode not in GPU_MODES:
@@ -278,13 +267,32 @@ def plan_gang(
         else:
             plan = GangPlan(kind, False, n, n, 1)
 
-    if dyn or barrier is False:
-        # Spark refuses barrier stages under dynamic allocation (and barrier=False asks
-        # for this): each worker's task runs as a plain Spark job of its own, started as
-        # executors become free, failing alone when its executor is lost.
+    if dyn or barrier is False:  # each worker's task a plain Spark job of its own
         plan = replace(plan, barrier=False)
     check_slots(plan, facts)
     return plan
+
+
+def check_barrier(barrier: bool | str, dynamic_allocation: bool) -> None:
+    """Refuse a ``barrier`` request that cannot be: ``"auto"`` runs a barrier stage
+    except under dynamic allocation (Spark refuses one there, SPARK-24942); ``False``
+    runs every worker as a Spark job of one task (:func:`gang_steps`), started as
+    executors become free, so that a lost executor fails only its own workers' jobs;
+    ``True`` under dynamic allocation is refused.
+
+    >>> check_barrier(True, True)
+    Traceback (most recent call last):
+    ...
+    spark_dask.plan.PlanError: barrier=True, but dynamic allocation is on and Spark runs no barrier stages under it (SPARK-24942): use barrier='auto' or False (each Dask worker a Spark job of its own), or turn off spark.dynamicAllocation.enabled
+    """
+    if barrier not in ("auto", True, False):
+        raise PlanError(f"barrier must be 'auto', True or False, got {barrier!r}")
+    if barrier is True and dynamic_allocation:
+        raise PlanError(
+            "barrier=True, but dynamic allocation is on and Spark runs no barrier stages under it "
+            "(SPARK-24942): use barrier='auto' or False (each Dask worker a Spark job of its own), "
+            "or turn off spark.dynamicAllocation.enabled"
+        )
 
 
 def check_request(facts: ClusterFacts, threads_per_worker: int | None) -> None:

@@ -756,8 +756,7 @@ def run_task(spec: dict) -> dict:
     # Sharing GPUs with Spark's tasks: the worker gets its task's CPUs, never the
     # executor's other cores (Spark's tasks use them). A plain job's task likewise (other
     # workers' tasks may run on the same executor), unless its CPUs keep it alone there.
-    alone = barrier or spec.get("own_executor", False)
-    cores = 0 if spec.get("gpu_mode") == "shared" or not alone else spec["executor_cores"]
+    cores = 0 if spec.get("gpu_mode") == "shared" or not (barrier or spec.get("own_executor")) else spec["executor_cores"]
     nthreads = worker_threads(spec["threads_per_worker"], me["cpus"], cores, same_executor, len(mine), spec["kind"])
     memory = worker_memory(
         spec["memory_limit"], _host_memory(), spec["executor_memory"], executors_on_host, workers_on_host

@@ -23,7 +23,13 @@ import spark_dask
 from spark_dask import SparkDaskError, faults
 from spark_dask.faults import lost_worker, placeable
 
-from .conftest import active_jobs, assert_no_leftovers, make_spark, stop_spark, wait_until
+from .conftest import (
+    active_jobs,
+    assert_no_leftovers,
+    make_spark,
+    stop_spark,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(240)]
 
@@ -230,7 +236,7 @@ def test_no_worker_for_too_long_fails_the_cluster_with_a_clear_error(spark, two_
             waited = time.monotonic() - t0
             assert "no-workers-timeout 6 s" in str(e.value)
             assert wait_until(lambda: cluster.status.name == "failed", 30), cluster.status
-            assert cluster.failure and "0 of its 2 workers" in cluster.failure
+            assert cluster.recovery.failure and "0 of its 2 workers" in cluster.recovery.failure
             print(f"failed {waited:.1f} s after the loss")
     assert wait_until(lambda: not active_jobs(spark), 30), active_jobs(spark)
     assert_no_leftovers(spark, cluster)

@@ -1,0 +1,126 @@
+"""Who waits for whose Spark task slots, in words: the checks a cluster makes while its
+gangs start and run, as plain functions and one small state object (no Spark calls:
+the cluster hands in the stages it read from Spark's status tracker).
+
+* a gang that got no slot at all within ``slot-wait`` at start: :func:`no_slots_message`;
+* workers that did not connect within ``timeout``: :func:`start_timeout_message`;
+* while running, a Spark stage waiting for slots the gangs hold, or a scale-up gang
+  waiting for slots Spark jobs hold: :class:`SlotWatch`.
+"""
+
+from __future__ import annotations
+
+from spark_dask.plan import starved_stages
+
+
+def busy_stages(stages: list[dict], ours: set[int]) -> list[str]:
+    """The running stages that are not the cluster's, in words.
+
+    >>> busy_stages([{"stageId": 3, "name": "collect", "numActiveTasks": 2}], {1})
+    ["stage 3 'collect' (2 running tasks)"]
+    """
+    return [
+        f"stage {st['stageId']} '{st['name']}' ({st['numActiveTasks']} running tasks)"
+        for st in stages
+        if st["stageId"] not in ours and st["numActiveTasks"] > 0
+    ]
+
+
+def no_slots_message(n_tasks: int, slot_wait: float, slots: int, others: list[str]) -> str:
+    """A barrier stage whose slots exist but are busy: the start fails now, naming them."""
+    return (
+        f"spark-dask: the Spark barrier stage of {n_tasks} tasks got no free task "
+        f"slots within {slot_wait:g}s: the application's {slots} slots are busy"
+        + (f" with {', '.join(others)}" if others else "")
+        + ". Close the other spark-dask cluster or wait for those jobs, start with fewer "
+        "workers (n_workers=...), or add executors. Nothing was left running."
+    )
+
+
+def start_timeout_message(
+    n: int, want: int, address: str, timeout: float, tag: str, barrier: bool, dynamic: bool, max_executors
+) -> str:
+    """Only ``n`` of ``want`` workers connected within ``timeout``: where to look."""
+    if barrier:
+        where = (
+            f"The Spark barrier stage (job group {tag}) is still running: look at its "
+            "tasks in the Spark UI and at the executors' logs"
+        )
+    elif dynamic:
+        where = (
+            f"Under dynamic allocation each worker is a Spark job of one task that waits "
+            f"until Spark has an executor for it: Spark did not add enough executors in "
+            f"time (spark.dynamicAllocation.maxExecutors="
+            f"{max_executors if max_executors is not None else 'unbounded'}; on Databricks the cluster's "
+            "autoscaling maximum and how long new nodes take). Look at the Spark UI's "
+            "executors and at the jobs of group " + tag
+        )
+    else:
+        where = (
+            f"Each worker is a Spark job of one task (barrier=False) that waits for a free task "
+            f"slot: look at the jobs of group {tag} in the Spark UI and at the executors' logs"
+        )
+    return (
+        f"spark-dask: only {n} of {want} Dask workers connected to {address} within {timeout:g}s. "
+        f"{where}; raise the limit with timeout=... if the executors are just slow. Everything "
+        "was cancelled."
+    )
+
+
+class SlotWatch:
+    """What a running cluster says about slots, each thing once (a loop calls
+    :meth:`notes` every few seconds with Spark's active stages).
+
+    Parameters
+    ----------
+    tag : str
+        The cluster's job tag (named in the messages).
+    patience : float
+        Seconds a Spark stage may wait for the gangs' slots before it is said.
+    slot_wait : float
+        Seconds a scale-up gang may wait for free slots before it is said.
+    """
+
+    def __init__(self, tag: str, patience: float, slot_wait: float):
+        self.tag = tag
+        self.patience = patience
+        self.slot_wait = slot_wait
+        self.first_seen: dict[int, float] = {}
+        self.warned: set[int] = set()
+        self.warned_gangs: set[int] = set()
+
+    def notes(self, stages, ours, gangs, held: int, capacity: int | None, barrier: bool, now: float) -> list[str]:
+        """Messages due now: Spark stages starved by the gangs' ``held`` slots (of the
+        application's ``capacity``; under dynamic allocation only when the gangs hold
+        every slot it can ever have), then scale-up gangs waiting for slots."""
+        starved = {st["stageId"]: st for st in starved_stages(stages, ours)}
+        if capacity is None or (not barrier and held < capacity) or not held:
+            starved = {}
+        for sid in [s for s in self.first_seen if s not in starved]:
+            del self.first_seen[sid]
+        out = []
+        for sid, st in starved.items():
+            waited = now - self.first_seen.setdefault(sid, now)
+            if sid not in self.warned and waited >= self.patience:
+                self.warned.add(sid)
+                out.append(
+                    f"spark-dask: Spark stage {sid} ({st['name']}) has waited {waited:.0f}s for a free "
+                    f"task slot: the Dask cluster {self.tag} holds {held} {'barrier ' if barrier else ''}task "
+                    f"slots of {capacity}. It will run once the cluster closes or shrinks "
+                    f"(cluster.scale(n)); Ctrl-C / interrupting the cell cancels it. To run Spark "
+                    f"and Dask side by side, use fewer workers (cluster.scale(...), "
+                    f"cluster.adapt(...)) or give the executors more cores."
+                )
+        for g in gangs:  # a scale-up gang waiting for slots that Spark jobs hold
+            if not g.barrier or not g.pending or g.reason != "scale" or g.index in self.warned_gangs:
+                continue
+            if g.submitted_at is not None and now - g.submitted_at >= self.slot_wait:
+                self.warned_gangs.add(g.index)
+                others = busy_stages(stages, ours)
+                out.append(
+                    f"spark-dask: {g.tag}, the barrier stage for {g.wanted} more Dask workers, has "
+                    f"waited {now - g.submitted_at:.0f}s for {g.plan.n_tasks} free task slots at once"
+                    + (f"; busy: {', '.join(others)}" if others else "")
+                    + ". It starts when they are free; cluster.scale(n) with fewer workers cancels it."
+                )
+        return out
