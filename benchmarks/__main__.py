@@ -1,15 +1,19 @@
 """python -m benchmarks [options]: the full run (start-up, teardown, steady state, then
 moving data between Spark and Dask); python -m benchmarks handoff [options]: only the
-latter. ``--quick`` (CI), ``--plot`` and ``--no-handoff`` leave the hand-off part out."""
+latter. ``--quick`` (CI), ``--plot`` and ``--no-handoff`` leave the hand-off part out.
+``--master hosts:2x4`` (the multi-host cluster, ``benchmarks/multihost.py``) measures
+its own hand-off across the hosts; the local hand-off runs only beside a local master."""
 
 import sys
 
-from benchmarks import handoff, run
+from benchmarks import handoff, multihost, run
 
 args = sys.argv[1:]
 if args[:1] == ["handoff"]:
     handoff.main(args[1:])
 else:
     run.main(args)
-    if not {"--quick", "--no-handoff", "-h", "--help"} & set(args) and not any(a.startswith("--plot") and a != "--plot-dir" for a in args):
+    masters = [v for a, v in zip(args, args[1:]) if a == "--master"] + [a.split("=", 1)[1] for a in args if a.startswith("--master=")]
+    only_hosts = bool(masters) and all(multihost.parse(m) for m in masters)
+    if not only_hosts and not {"--quick", "--no-handoff", "-h", "--help"} & set(args) and not any(a.startswith("--plot") and a != "--plot-dir" for a in args):
         handoff.main([])

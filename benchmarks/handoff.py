@@ -87,23 +87,30 @@ class Peak:
         return (self.peak - self.base) / 2**20
 
 
-def worker_pids() -> list[int]:
+def worker_pids(tag: str | None = None) -> list[int]:
+    """The processes of spark-dask cluster ``tag`` (of any cluster when None): a started
+    worker's environment names it, a nanny forked from its task (and the worker it
+    forks) is known by its working directory (``spark_dask.plan.process_cluster``)."""
+    from spark_dask.plan import process_cluster
+
     out = []
     for p in psutil.process_iter():
         try:
-            if "SPARK_DASK_FACTS" in p.environ():
-                out.append(p.pid)
+            owner = process_cluster(p.environ(), None) or process_cluster({}, p.cwd())
         except (psutil.Error, OSError):
-            pass
+            continue
+        if owner is not None and (tag is None or owner == tag):
+            out.append(p.pid)
     return out
 
 
-def measure(fn, spark) -> dict:
-    """Run ``fn``; its time and the peak memory growth of driver (Python, JVM) and workers."""
+def measure(fn, spark, tag: str | None = None) -> dict:
+    """Run ``fn``; its time and the peak memory growth of driver (Python, JVM) and the
+    workers (of cluster ``tag``; of any spark-dask cluster when None)."""
     from pyspark import SparkContext
 
     jvm = SparkContext._gateway.proc.pid if SparkContext._gateway is not None else None
-    workers = worker_pids()
+    workers = worker_pids(tag)
     gc.collect()
     with Peak(lambda: [os.getpid()]) as py, Peak(lambda: [jvm] if jvm else []) as jv, Peak(lambda: workers) as wk:
         t0 = time.perf_counter()
@@ -131,75 +138,90 @@ def noop(sdf) -> None:
     sdf.write.format("noop").mode("overwrite").save()
 
 
-def run_size(spark, client, gb: float, driver_max: float, tmp: str) -> dict:
+def steps(spark, client, gb: float, driver_max: float, tmp: str):
+    """The measurements of one size, in order: ``(info, [(direction, method, fn, after)])``.
+
+    ``fn`` is what is timed (:func:`measure`), ``after`` (or None) the check or clean-up
+    that follows it, untimed. The Dask side of the reverse direction is the first
+    direction's result, so the steps run in this order (``python -m benchmarks --master
+    hosts:...`` runs them one call at a time on the driver host)."""
     import dask.dataframe as dd
 
     import spark_dask
 
     df, rows, parts = source(spark, gb)
-    res: dict = {"gb": gb, "rows": rows, "partitions": parts, "to_dask": {}, "to_spark": {}}
+    info = {"gb": gb, "rows": rows, "partitions": parts}
     holder: dict = {}
+    s2d, d2s = os.path.join(tmp, "s2d.parquet"), os.path.join(tmp, "d2s.parquet")
 
     # ---- Spark -> Dask
     def ours():
         holder["ddf"] = wait_persisted(client, spark_dask.to_dask(df))
 
-    # the floor: Spark computes the data and hands it to nobody (both methods pay this)
-    res["to_dask"]["spark_only"] = measure(lambda: noop(df), spark)
-    res["to_dask"]["spark_dask"] = measure(ours, spark)
-    assert len(holder["ddf"]) == rows
-    src = holder["ddf"]  # the Dask side of the reverse direction
-
-    path = os.path.join(tmp, "s2d.parquet")
+    def check_ours():
+        assert len(holder["ddf"]) == rows
+        holder["src"] = holder.pop("ddf")  # the Dask side of the reverse direction
 
     def parquet():
-        df.write.mode("overwrite").parquet(path)
-        holder["pq"] = wait_persisted(client, dd.read_parquet(path))
+        df.write.mode("overwrite").parquet(s2d)
+        holder["pq"] = wait_persisted(client, dd.read_parquet(s2d))
 
-    res["to_dask"]["parquet"] = measure(parquet, spark)
-    holder.pop("pq", None)
-    shutil.rmtree(path, ignore_errors=True)
+    def parquet_done():
+        holder.pop("pq", None)
+        shutil.rmtree(s2d, ignore_errors=True)
 
-    if gb <= driver_max:
-        def driver():
-            pdf = df.toPandas()
-            holder["drv"] = wait_persisted(client, dd.from_pandas(pdf, npartitions=parts))
-            del pdf
+    def driver():
+        pdf = df.toPandas()
+        holder["drv"] = wait_persisted(client, dd.from_pandas(pdf, npartitions=parts))
+        del pdf
 
-        res["to_dask"]["driver"] = measure(driver, spark)
+    def driver_done():
         holder.pop("drv", None)
-    gc.collect()
+        gc.collect()
 
     # ---- Dask -> Spark
     def ours_back():
-        noop(spark_dask.to_spark(src))
-
-    res["to_spark"]["spark_dask"] = measure(ours_back, spark)
+        noop(spark_dask.to_spark(holder["src"]))
 
     def ours_kept():
-        noop(spark_dask.to_spark(src, checkpoint=True))
-
-    res["to_spark"]["spark_dask_kept"] = measure(ours_kept, spark)
-    spark.catalog.clearCache()
-
-    path = os.path.join(tmp, "d2s.parquet")
+        noop(spark_dask.to_spark(holder["src"], checkpoint=True))
 
     def parquet_back():
-        src.to_parquet(path)
-        noop(spark.read.parquet(path))
+        holder["src"].to_parquet(d2s)
+        noop(spark.read.parquet(d2s))
 
-    res["to_spark"]["parquet"] = measure(parquet_back, spark)
-    shutil.rmtree(path, ignore_errors=True)
+    def driver_back():
+        pdf = holder["src"].compute()
+        noop(spark.createDataFrame(pdf))
+        del pdf
 
+    out = [
+        # the floor: Spark computes the data and hands it to nobody (both methods pay this)
+        ("to_dask", "spark_only", lambda: noop(df), None),
+        ("to_dask", "spark_dask", ours, check_ours),
+        ("to_dask", "parquet", parquet, parquet_done),
+    ]
     if gb <= driver_max:
-        def driver_back():
-            pdf = src.compute()
-            noop(spark.createDataFrame(pdf))
-            del pdf
+        out.append(("to_dask", "driver", driver, driver_done))
+    out += [
+        ("to_spark", "spark_dask", ours_back, None),
+        ("to_spark", "spark_dask_kept", ours_kept, spark.catalog.clearCache),
+        ("to_spark", "parquet", parquet_back, lambda: shutil.rmtree(d2s, ignore_errors=True)),
+    ]
+    if gb <= driver_max:
+        out.append(("to_spark", "driver", driver_back, None))
+    out.append((None, None, None, holder.clear))  # the last step: let go of the data
+    return info, out
 
-        res["to_spark"]["driver"] = measure(driver_back, spark)
-    del src
-    holder.clear()
+
+def run_size(spark, client, gb: float, driver_max: float, tmp: str) -> dict:
+    info, todo = steps(spark, client, gb, driver_max, tmp)
+    res: dict = {**info, "to_dask": {}, "to_spark": {}}
+    for direction, method, fn, after in todo:
+        if fn is not None:
+            res[direction][method] = measure(fn, spark, getattr(client.cluster, "tag", None))
+        if after is not None:
+            after()
     gc.collect()
     for direction in ("to_dask", "to_spark"):
         for r in res[direction].values():

@@ -77,9 +77,9 @@ def startup(R: dict, path: str) -> str:
         _line(ax, ns, warm, "start", marker="o", color=color, label=f"spark-dask, warm, {M['master']}")
         ax.plot(ns, [warm[n]["floor"] for n in ns], marker="s", linestyle="--", color=color, alpha=0.6,
                 label=f"floor (empty barrier stage + bare dask workers), {M['master']}")  # fmt: skip
-        cold = M.get("cold")
-        if cold:
-            ax.plot([cold["n"]], [cold["start"]], marker="^", linestyle="none", color=color,
+        colds = list(M["colds"].values()) if M.get("colds") else [M["cold"]] if M.get("cold") else []
+        if colds:
+            ax.plot([c["n"] for c in colds], [c["start"] for c in colds], marker="^", linestyle="none", color=color,
                     label=f"spark-dask, cold (new Spark app), {M['master']}")  # fmt: skip
         ray = M.get("ray")
         if ray and "start" in ray:
@@ -169,4 +169,10 @@ def write_plots(R: dict, directory: str) -> list[str]:
     h = handoff(R, os.path.join(directory, "handoff.svg"))
     if h:
         out.append(h)
+    from benchmarks import multihost
+
+    for M in masters(R):  # a multi-host master's hand-off, bare and shaped link
+        h = multihost.plot_handoff(M, os.path.join(directory, "handoff-hosts.svg"))
+        if h:
+            out.append(h)
     return out

@@ -17,6 +17,12 @@ dashboard, nannies, progress output) plus the ``--option`` values given (passed 
 ``SparkCluster``, e.g. ``--option tls=False``). ``--quick`` (what CI runs): N = 2, no
 steady state, no Ray-on-Spark.
 
+``--master hosts:WxC`` (e.g. ``hosts:2x4``): the multi-host Spark standalone cluster of
+``tests/hosts.py`` (network namespaces, root only), W worker hosts of C cores, the Spark
+driver and the Dask scheduler on its driver host: cold and warm start-up at N = 2 and 4
+against the same floors (the worker floor across the hosts), teardown, and the hand-off
+at 1 GB across the hosts on a bare and a shaped link (``benchmarks/multihost.py``).
+
 Floors, measured here too:
 - stage floor: an empty barrier stage of N tasks, submit -> every task has run (the
   cheapest way to get N barrier tasks running: no ``BarrierTaskContext.barrier()`` call,
@@ -58,6 +64,7 @@ if _BIN not in os.environ.get("PATH", "").split(os.pathsep):
 
 import psutil  # noqa: E402
 
+from benchmarks import multihost  # noqa: E402
 from benchmarks.plots import write_plots  # noqa: E402
 from spark_dask.plan import process_cluster  # noqa: E402
 
@@ -254,8 +261,9 @@ def worker_floor(n: int, nanny: bool = True) -> float:
 
 
 # ------------------------------------------------------------------------------ ours
-def ours(spark, n: int, options: dict) -> dict:
-    """start() -> N workers connected; close() -> no Dask process, no active Spark job."""
+def ours(spark, n: int, options: dict, where: bool = False) -> dict:
+    """start() -> N workers connected; close() -> no Dask process, no active Spark job.
+    ``where``: also the workers' hosts (asked of the scheduler between the two, untimed)."""
     import spark_dask
 
     quiet = io.StringIO()  # the progress lines (a default) would interleave with the tables
@@ -264,13 +272,20 @@ def ours(spark, n: int, options: dict) -> dict:
         cluster = spark_dask.SparkCluster(spark, n_workers=n, **options)
         start = time.perf_counter() - t0
     tag = cluster.tag
+    hosts = None
+    if where:
+        info = cluster.sync(cluster.scheduler_comm.identity)
+        hosts = sorted(w["host"] for w in info["workers"].values())
     footprint = launcher_rss(tag)
     t1 = time.perf_counter()
     cluster.close()
     while gang_processes(tag) or active_jobs(spark):
         time.sleep(0.002)
     close = time.perf_counter() - t1
-    return {"start": start, "close": close, "launcher_rss": footprint, "timings": dict(cluster.timings)}
+    out = {"start": start, "close": close, "launcher_rss": footprint, "timings": dict(cluster.timings)}
+    if where:
+        out["where"] = hosts
+    return out
 
 
 def launcher_rss(tag: str) -> list[tuple[int, int]]:
@@ -507,14 +522,16 @@ def bench_master(master: str, sizes: list[int], reps: int, options: dict, ray: b
 def finish(R: dict) -> None:
     """Medians and floors from the recorded runs (worker floors measured per N)."""
     for M in R["masters"]:
-        for entry in [M["cold"], *M["warm"].values()]:
+        floors = M.get("worker_floor") or R["worker_floor"]  # a multi-host master has its own
+        colds = list(M["colds"].values()) if "colds" in M else [M["cold"]]
+        for entry in [*colds, *M["warm"].values()]:
             n = entry.get("n") or next(k for k, v in M["warm"].items() if v is entry)
             entry["start"] = median(entry["start_runs"])
             entry["close"] = median(entry["close_runs"])
             if "close_floor_runs" in entry:
                 entry["close_floor"] = median(entry["close_floor_runs"])
             entry["stage_floor"] = median(entry["stage_floor_runs"])
-            entry["worker_floor"] = median(R["worker_floor"][str(n)])
+            entry["worker_floor"] = median(floors[str(n)])
             entry["floor"] = entry["stage_floor"] + entry["worker_floor"]
             entry["ratio"] = entry["start"] / entry["floor"]
             # per-run ratios for the spread: each start against the floor of its own round
@@ -532,7 +549,7 @@ def main(argv=None) -> dict:
 
     warnings.filterwarnings("ignore")
     ap = argparse.ArgumentParser(prog="python -m benchmarks", description="spark-dask benchmarks")
-    ap.add_argument("--master", action="append", default=None, help=f"Spark master (repeatable; default: {' and '.join(MASTERS)})")
+    ap.add_argument("--master", action="append", default=None, help=f"Spark master (repeatable; default: {' and '.join(MASTERS)}); hosts:WxC: the multi-host cluster (root)")
     ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="a SparkCluster option (repeatable)")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--sizes", default="2,4,8")
@@ -573,14 +590,20 @@ def main(argv=None) -> dict:
         "options": options,
         "targets": TARGETS,
     }
-    R["worker_floor"] = {str(n): [worker_floor(n) for _ in range(args.reps)] for n in sorted(set(sizes) | {2})}
-    print(f"worker floors done ({time.perf_counter() - t_all:.0f}s)", file=sys.stderr)
-    R["masters"] = [bench_master(m, sizes, args.reps, options, ray, t_all) for m in masters]
+    local = [m for m in masters if not multihost.parse(m)]
+    if local:
+        R["worker_floor"] = {str(n): [worker_floor(n) for _ in range(args.reps)] for n in sorted(set(sizes) | {2})}
+        print(f"worker floors done ({time.perf_counter() - t_all:.0f}s)", file=sys.stderr)
+    R["masters"] = [
+        multihost.bench(m, args.reps, options, args.quick, not args.no_handoff, t_all) if multihost.parse(m)
+        else bench_master(m, sizes, args.reps, options, ray, t_all)
+        for m in masters
+    ]  # fmt: skip
     R["steady"] = None
-    if not (args.no_steady or args.quick):
-        spark = new_spark(masters[-1])
+    if local and not (args.no_steady or args.quick):
+        spark = new_spark(local[-1])
         try:
-            R["steady"] = {"master": masters[-1], "workloads": steady_state(spark, args.reps, options)}
+            R["steady"] = {"master": local[-1], "workloads": steady_state(spark, args.reps, options)}
         finally:
             stop_spark(spark)
         print(f"steady done ({time.perf_counter() - t_all:.0f}s)", file=sys.stderr)
@@ -618,11 +641,11 @@ def render(R: dict) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for M in R["masters"]:
-        c = M["cold"]
-        lines.append(
-            f"| {M['master']} | cold | 2 | {spread(c['start_runs'])} | {c['floor']:.2f} ({c['stage_floor']:.2f} + "
-            f"{c['worker_floor']:.2f}) | | {c['ratio']:.2f} ({min(c['ratio_runs']):.2f}-{max(c['ratio_runs']):.2f}) | |"
-        )
+        for n, c in (M.get("colds") or {"2": M["cold"]}).items():
+            lines.append(
+                f"| {M['master']} | cold | {n} | {spread(c['start_runs'])} | {c['floor']:.2f} ({c['stage_floor']:.2f} + "
+                f"{c['worker_floor']:.2f}) | | {c['ratio']:.2f} ({min(c['ratio_runs']):.2f}-{max(c['ratio_runs']):.2f}) | |"
+            )
         for n, w in M["warm"].items():
             target = T["growth"] if int(n) >= 8 else T["start"]
             lines.append(
@@ -632,7 +655,8 @@ def render(R: dict) -> str:
             )
     lines += ["", "| master | teardown | N | spark-dask s | floor s (cancel empty stage) | target |", "|---|---|---|---|---|---|"]
     for M in R["masters"]:
-        lines.append(f"| {M['master']} | cold app | 2 | {spread(M['cold']['close_runs'])} | | |")
+        for n, c in (M.get("colds") or {"2": M["cold"]}).items():
+            lines.append(f"| {M['master']} | cold app | {n} | {spread(c['close_runs'])} | | |")
         for n, w in M["warm"].items():
             target = T["close_2"] if int(n) <= 2 else T["close_8"] if int(n) >= 8 else None
             mark = f"≤ {target} s {_mark(w['close'] <= target)}" if target else ""
@@ -640,7 +664,9 @@ def render(R: dict) -> str:
     for M in R["masters"]:
         lines.append("")  # one paragraph per master in Markdown
         ray = M.get("ray")
-        if ray is None:
+        if multihost.parse(M["master"]):
+            lines.append(f"{M['master']}: Ray-on-Spark not measured on the multi-host cluster")
+        elif ray is None:
             lines.append(f"{M['master']}: Ray-on-Spark not measured (--no-ray/--quick, or ray not installed: pip install 'spark-dask[bench]')")
         elif "error" in ray:
             lines.append(f"{M['master']}: Ray-on-Spark failed: {ray['error']}")
@@ -690,7 +716,11 @@ def render(R: dict) -> str:
             )
     # after the table, each its own paragraph (a Markdown table goes on to the next blank line)
     for M in R["masters"]:
-        lines += ["", f"driver RSS growth with a 2-worker cluster on {M['master']}: {M['driver_rss_mb']:.0f} MB"]
+        if "driver_rss_mb" in M:
+            lines += ["", f"driver RSS growth with a 2-worker cluster on {M['master']}: {M['driver_rss_mb']:.0f} MB"]
+    for M in R["masters"]:
+        if M.get("hosts"):
+            lines += ["", multihost.render(M)]
     lines += ["", f"total benchmark time: {R['total_seconds']:.0f} s"]
     return "\n".join(lines)
 

@@ -186,7 +186,7 @@ def handoff(name: str) -> dict:
     want_derived = df.selectExpr("id", "x * 2 as y")
     return {
         "npartitions": ddf.npartitions,
-        "rows": int(len(ddf)),
+        "rows": len(ddf),
         "sums_equal": dask_sums.to_dict() == spark_sums.to_dict(),
         "schema": [(f.name, f.dataType.simpleString()) for f in back.schema.fields],
         "want_schema": [(f.name, f.dataType.simpleString()) for f in df.schema.fields],

@@ -38,7 +38,7 @@ def test_down_removes_every_trace(multihost_required):
         h.down()
     assert hostlib.leftovers(h.prefix, h.idents) == {}
     assert not [p for p in holders if os.path.exists(f"/proc/{p}")]  # and with them their mounts
-    assert h.prefix not in subprocess.run(["ip", "link"], capture_output=True, text=True, timeout=10).stdout
+    assert h.prefix not in subprocess.run(["ip", "link"], capture_output=True, text=True, timeout=10, check=True).stdout
     h.down()  # idempotent
 
 
@@ -111,13 +111,13 @@ def test_shape_a_link(multihost):
     multihost.set_netem("worker-1", "tbf rate 2mbit burst 16kb latency 2s")
     try:
         shown = subprocess.run(["tc", "-n", multihost.hosts["worker-1"].netns, "qdisc", "show", "dev", "eth0"],
-                               capture_output=True, text=True, timeout=10).stdout  # fmt: skip
+                               capture_output=True, text=True, timeout=10, check=True).stdout  # fmt: skip
         assert "tbf" in shown and "rate 2Mbit" in shown, shown
         assert timed_send(multihost, 400_000) > 1.5
     finally:
         multihost.set_netem("worker-1", None)
     assert "tbf" not in subprocess.run(["tc", "-n", multihost.hosts["worker-1"].netns, "qdisc", "show"],
-                                       capture_output=True, text=True, timeout=10).stdout  # fmt: skip
+                                       capture_output=True, text=True, timeout=10, check=True).stdout  # fmt: skip
 
 
 def test_kill_host_and_replace_it(multihost):

@@ -49,6 +49,9 @@ def test_spark_submit_of_a_spark_dask_run_job(multihost):
     argv = [os.path.join(spark_home(), "bin", "spark-submit"), "--master", multihost.master_url,
             "--conf", f"spark.driver.host={driver_ip}", "--conf", "spark.ui.enabled=false",
             "--conf", f"spark.executorEnv.PYSPARK_PYTHON={sys.executable}", "--conf", "spark.executor.memory=1g",
+            # how many executors to wait for: standalone does not say, and without it the
+            # cluster starts with the executors registered so far (one of two, at times)
+            "--conf", "spark.executor.instances=2",
             spark_dask.cli.__file__, "run", "--no-progress", job, result]  # fmt: skip
     done = multihost.run(DRIVER, argv, timeout=200)
     with open(result) as f:

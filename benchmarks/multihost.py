@@ -1,0 +1,501 @@
+"""The benchmarks on a multi-host Spark standalone cluster (``tests/hosts.py``: Linux
+network namespaces on this machine, root only).
+
+    python -m benchmarks --master hosts:2x4 [--reps 3] [--no-handoff] [--quick]
+
+``hosts:WxC``: W worker hosts (``worker-1`` ...) of C cores each, one Spark Worker on
+each, a Spark standalone Master and the Spark driver on host ``driver``. The Spark
+driver, and with it the Dask scheduler, run on ``driver`` in the hosts' *driver
+service* (``tests.hosts.Driver``): this process builds the hosts, starts the service
+and sends it the measurements (the functions below marked "in the driver service")
+one call at a time; the times are taken there. What it measures:
+
+- start-up, cold (the first cluster of a fresh Spark application: a new driver
+  service each time) and warm (one application), N = 2 and 4 (the sizes that fit),
+  against the same floor as the local masters: an empty barrier stage of N tasks
+  (measured in the same application, interleaved) plus N bare ``dask worker --nanny
+  --no-dashboard`` processes started at once on the worker hosts (round robin) to
+  registration with a bare scheduler on ``driver`` (the worker floor across hosts);
+- teardown, against the cancel of a running empty barrier stage;
+- the hand-off at 1 GB (``benchmarks/handoff.py``'s steps, without the
+  through-the-driver methods) with a 2-worker Dask cluster, on the bare link and with
+  every host's link shaped (``SHAPE``), runs interleaved; the Parquet round trip goes
+  through the hosts' shared directory (outside their private local disks). Bytes
+  that crossed the bridge (every host's ``eth0``, sent) are counted per step.
+
+The hosts are removed at the end, also on failure (``Hosts.down`` in a ``finally``;
+``tests.hosts`` also removes them at exit and on SIGTERM).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import io
+import json
+import re
+import subprocess
+import sys
+import time
+
+# tbf, not netem: this machine's kernel has no sch_netem (CONFIG_NET_SCH_NETEM unset),
+# so no delay can be added; a rate of 10 Gbit/s, 1 MB bucket, at most 5 ms queued.
+SHAPE = "tbf rate 10gbit burst 1mb latency 5ms"
+SIZES = (2, 4)
+HANDOFF_GB = 1.0
+HANDOFF_CONF = {
+    "spark.driver.memory": "6g",
+    "spark.driver.maxResultSize": "0",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+}
+
+
+def parse(master: str) -> tuple[int, int] | None:
+    """``hosts:2x4`` -> (2, 4); None for any other master."""
+    m = re.fullmatch(r"hosts:(\d+)x(\d+)", master.strip())
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+# ------------------------------------------------------------------ in the driver service
+_STATE: dict = {}
+
+
+def prepare() -> str:
+    """The floor stages' functions go to executors by value; quiet logs."""
+    import logging
+    import warnings
+
+    from benchmarks import run
+
+    warnings.filterwarnings("ignore")
+    logging.getLogger("distributed").setLevel(logging.WARNING)
+    run._ship_by_value()
+    import socket
+
+    return socket.gethostname()
+
+
+def _spark():
+    from tests.hosts import session
+
+    return session()
+
+
+def ours(n: int, options: dict) -> dict:
+    """run.ours (start -> N connected; close -> nothing left) with where the workers ran."""
+    from benchmarks import run
+
+    return run.ours(_spark(), n, options, where=True)
+
+
+def stage(n: int, barrier_call: bool = False) -> float:
+    from benchmarks import run
+
+    run.wait_idle(_spark())
+    return run.stage_floor(_spark(), n, barrier_call)
+
+
+def warm_round(n: int, options: dict) -> dict:
+    """One interleaved round, each on an idle application: a start, its stage floors."""
+    from benchmarks import run
+
+    spark = _spark()
+    run.wait_idle(spark)
+    r = run.ours(spark, n, options, where=True)
+    run.wait_idle(spark)
+    r["stage_floor"] = run.stage_floor(spark, n)
+    run.wait_idle(spark)
+    r["stage_barrier"] = run.stage_floor(spark, n, barrier_call=True)
+    return r
+
+
+def teardown_floor(n: int) -> float:
+    from benchmarks import run
+
+    run.wait_idle(_spark())
+    return run.teardown_floor(_spark(), n)
+
+
+def handoff_begin(n_workers: int) -> dict:
+    """A Dask cluster for the hand-off, warmed up (the executors' Python workers, the
+    worker plugin); where its workers run."""
+    import spark_dask
+
+    spark = _spark()
+    client = spark_dask.start(spark, n_workers=n_workers, progress=False)
+    _STATE["client"] = client
+    spark_dask.to_spark(spark_dask.to_dask(spark.range(0, 1000, 1, 2))).count()
+    return {"workers": sorted(w["host"] for w in client.scheduler_info()["workers"].values())}
+
+
+def handoff_plan(gb: float, tmp: str) -> list[tuple[str | None, str | None]]:
+    """Make one size's steps (``handoff.steps``); their (direction, method)."""
+    from benchmarks import handoff
+
+    info, todo = handoff.steps(_spark(), _STATE["client"], gb, 0.0, tmp)
+    _STATE["info"], _STATE["todo"] = info, todo
+    return [(d, m) for d, m, _, _ in todo]
+
+
+def handoff_step(i: int) -> dict | None:
+    """Run step ``i`` of the plan: its measurement (None for a step with nothing timed)."""
+    from benchmarks import handoff
+
+    _, _, fn, after = _STATE["todo"][i]
+    out = handoff.measure(fn, _spark(), _STATE["client"].cluster.tag) if fn is not None else None
+    if after is not None:
+        after()
+    if i == len(_STATE["todo"]) - 1:
+        _STATE.pop("todo")
+        gc.collect()
+    return out
+
+
+def handoff_end() -> None:
+    client = _STATE.pop("client", None)
+    if client is not None:
+        with contextlib.redirect_stdout(io.StringIO()):
+            client.close()  # spark_dask.start's client: closes its cluster too
+
+
+# ------------------------------------------------------------------ on the hosts
+FLOOR_SCHEDULER = """
+import asyncio, logging, sys, time
+logging.getLogger("distributed").setLevel(logging.WARNING)
+from distributed import Scheduler
+ip, n = sys.argv[1], int(sys.argv[2])
+async def main():
+    loop = asyncio.get_running_loop()
+    async with Scheduler(host=ip, port=0, dashboard=False) as s:
+        print(s.address, flush=True)
+        t0 = float(await loop.run_in_executor(None, sys.stdin.readline))
+        while len(s.workers) < n:
+            await asyncio.sleep(0.005)
+        print(time.monotonic() - t0, flush=True)
+        await loop.run_in_executor(None, sys.stdin.readline)
+asyncio.run(main())
+"""
+
+LINK_RECEIVER = """
+import socket, sys, time
+s = socket.create_server((sys.argv[1], 0))
+print(s.getsockname()[1], flush=True)
+c, _ = s.accept()
+got, t0 = 0, None
+while True:
+    b = c.recv(1 << 20)
+    if t0 is None:
+        t0 = time.monotonic()
+    if not b:
+        break
+    got += len(b)
+print(got, time.monotonic() - t0, flush=True)
+"""
+
+LINK_SENDER = """
+import socket, sys
+c = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+chunk = b"x" * (1 << 20)
+for _ in range(int(sys.argv[3])):
+    c.sendall(chunk)
+c.close()
+"""
+
+
+def worker_floor(h, n: int) -> float:
+    """N bare ``dask worker`` processes on the worker hosts (round robin), started at
+    once, to registration with a bare scheduler on ``driver``."""
+    from tests.hosts import DRIVER
+
+    sched = h.exec(DRIVER, [sys.executable, "-c", FLOOR_SCHEDULER, h.hosts[DRIVER].ip, str(n)],
+                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                   start_new_session=True)  # fmt: skip
+    procs = []
+    try:
+        address = sched.stdout.readline().strip()
+        if not address:
+            raise RuntimeError("the floor's scheduler did not start")
+        cmd = [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1", "--no-dashboard",
+               "--nanny"]  # fmt: skip
+        t0 = time.monotonic()
+        for i in range(n):
+            host = h.workers[i % len(h.workers)].name
+            procs.append(h.exec(host, cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True))  # fmt: skip
+        sched.stdin.write(f"{t0}\n")
+        sched.stdin.flush()
+        return float(sched.stdout.readline())
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        with contextlib.suppress(OSError):
+            sched.stdin.write("\n")
+            sched.stdin.flush()
+        try:
+            sched.wait(30)
+        except subprocess.TimeoutExpired:
+            sched.kill()
+
+
+def link_check(h, mb: int = 1024) -> dict:
+    """A plain TCP stream of ``mb`` MiB from worker-1 to worker-2 (Python sockets): what
+    the link itself carries, bare or shaped."""
+    a, b = h.workers[0], h.workers[-1]
+    recv = h.exec(b.name, [sys.executable, "-c", LINK_RECEIVER, b.ip], stdin=subprocess.DEVNULL,
+                  stdout=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+    try:
+        port = recv.stdout.readline().strip()
+        h.run(a.name, [sys.executable, "-c", LINK_SENDER, b.ip, port, str(mb)], timeout=120)
+        got, seconds = recv.stdout.readline().split()
+        recv.wait(30)
+    finally:
+        if recv.poll() is None:
+            recv.kill()
+    return {"bytes": int(got), "seconds": float(seconds), "gbit_per_s": int(got) * 8 / float(seconds) / 1e9}
+
+
+def sent_bytes(h) -> dict[str, int]:
+    """Bytes each host has sent on its link (its veth's root-namespace end received)."""
+    out = {}
+    for host in h.hosts.values():
+        with open(f"/sys/class/net/{host.veth}/statistics/rx_bytes") as f:
+            out[host.name] = int(f.read())
+    return out
+
+
+def shape(h, spec: str | None) -> None:
+    for name in h.hosts:
+        h.set_netem(name, spec)
+
+
+# ------------------------------------------------------------------ the run
+def bench(master: str, reps: int, options: dict, quick: bool, handoff: bool, t_all: float) -> dict:
+    """Every measurement on ``hosts:WxC``: the entry ``run.py`` renders, with its own
+    worker floors, cold starts per N and (unless ``handoff`` is false) the hand-off."""
+    from benchmarks import run
+    from tests import hosts as hostlib
+
+    workers, cores = parse(master)
+    why = hostlib.unavailable()
+    if why:
+        raise SystemExit(f"{master}: {why}")
+
+    def note(what):
+        print(f"{master}: {what} ({time.perf_counter() - t_all:.0f}s)", file=sys.stderr)
+
+    sizes = [n for n in ((2,) if quick else SIZES) if n <= workers * cores]
+    call = {"timeout": 600}
+    R: dict = {"master": master, "hosts": {"workers": workers, "cores": cores}, "ray": None}
+    h = hostlib.Hosts.up(workers=workers, cores=cores)
+    try:
+        R["hosts"].update({name: host.ip for name, host in h.hosts.items()}, shared=h.shared_dir)
+        note(f"hosts up ({h.prefix})")
+        R["worker_floor"] = {str(n): [worker_floor(h, n) for _ in range(reps)] for n in sizes}
+        note("worker floors done")
+
+        # Cold: the first cluster (or the first empty stage) of a fresh Spark application.
+        colds = {str(n): {"n": n, "start_runs": [], "close_runs": [], "stage_floor_runs": [], "where": []} for n in sizes}
+        for _ in range(reps):
+            for n in sizes:
+                d = h.driver()
+                d.call(f"{__name__}:prepare")
+                r = d.call(f"{__name__}:ours", n, options, **call)
+                c = colds[str(n)]
+                c["start_runs"].append(r["start"])
+                c["close_runs"].append(r["close"])
+                c["where"].append(r["where"])
+                d = h.driver()
+                d.call(f"{__name__}:prepare")
+                c["stage_floor_runs"].append(d.call(f"{__name__}:stage", n, **call))
+        R["colds"] = colds
+        R["cold"] = colds["2"]
+        note("cold done")
+
+        # Warm: one application.
+        d = h.driver()
+        d.call(f"{__name__}:prepare")
+        d.call(f"{__name__}:ours", 2, options, **call)
+        d.call(f"{__name__}:stage", 2, **call)
+        warm = {}
+        for n in sizes:
+            rounds = [d.call(f"{__name__}:warm_round", n, options, **call) for _ in range(reps)]
+            close_floor = [d.call(f"{__name__}:teardown_floor", n, **call) for _ in range(reps)]
+            rss = [x for r in rounds for x in r["launcher_rss"]]
+            warm[n] = {
+                "start_runs": [r["start"] for r in rounds],
+                "close_runs": [r["close"] for r in rounds],
+                "scheduler_runs": [r["timings"].get("scheduler", float("nan")) for r in rounds],
+                "workers_runs": [r["timings"].get("workers", float("nan")) for r in rounds],
+                "stage_floor_runs": [r["stage_floor"] for r in rounds],
+                "stage_barrier_runs": [r["stage_barrier"] for r in rounds],
+                "close_floor_runs": close_floor,
+                "where": [r["where"] for r in rounds],
+                "launcher_rss_mb": run.median([x[0] for x in rss]) / 2**20 if rss else float("nan"),
+                "launcher_uss_mb": run.median([x[1] for x in rss]) / 2**20 if rss else float("nan"),
+            }
+            note(f"warm n={n} done")
+        R["warm"] = warm
+        d.close()
+
+        if handoff and not quick:
+            R["handoff"] = handoff_part(h, reps, note)
+    finally:
+        h.down()
+    note("hosts down")
+    return R
+
+
+def handoff_part(h, reps: int, note) -> dict:
+    """The hand-off at HANDOFF_GB on the bare and the shaped link, runs interleaved (the
+    order alternates per round), in one application: with a Dask worker on every worker
+    host (spark-dask's hand-off keeps each partition on its host), then with one worker
+    (the other hosts' partitions cross the network to it)."""
+    out: dict = {"gb": HANDOFF_GB, "shape": SHAPE, "reps": reps, "links": {}, "configs": {}}
+    for label, spec in (("bare", None), ("shaped", SHAPE)):
+        shape(h, spec)
+        out["links"][label] = link_check(h)
+    shape(h, None)
+    note(f"link check done: {json.dumps({k: round(v['gbit_per_s'], 2) for k, v in out['links'].items()})}")
+    d = h.driver(**HANDOFF_CONF)
+    try:
+        d.call(f"{__name__}:prepare")
+        for n_workers in (len(h.workers), 1):
+            conf = out["configs"][str(n_workers)] = {"runs": {"bare": [], "shaped": []}}
+            conf["cluster"] = d.call(f"{__name__}:handoff_begin", n_workers, timeout=300)
+            for i in range(reps):
+                order = (("bare", None), ("shaped", SHAPE)) if i % 2 == 0 else (("shaped", SHAPE), ("bare", None))
+                for label, spec in order:
+                    shape(h, spec)
+                    try:
+                        conf["runs"][label].append(handoff_once(h, d))
+                    finally:
+                        shape(h, None)
+                    note(f"hand-off, {n_workers} worker(s), {label} link, run {i + 1} done")
+            d.call(f"{__name__}:handoff_end", timeout=120)
+    finally:
+        d.close()
+    return out
+
+
+def handoff_once(h, d) -> dict:
+    """One size's steps, one call each, with the bytes each host sent meanwhile."""
+    plan = d.call(f"{__name__}:handoff_plan", HANDOFF_GB, h.shared_dir, timeout=120)
+    res: dict = {"to_dask": {}, "to_spark": {}}
+    for j, (direction, method) in enumerate(plan):
+        before = sent_bytes(h)
+        m = d.call(f"{__name__}:handoff_step", j, timeout=900)
+        after = sent_bytes(h)
+        if m is not None:
+            m["sent_mb"] = {k: (after[k] - before[k]) / 2**20 for k in after}
+            m["gb_per_s"] = HANDOFF_GB / m["seconds"]
+            res[direction][method] = m
+    return res
+
+
+# ------------------------------------------------------------------ tables, plot
+NAMES = {"spark_only": "(floor: Spark computes the data, noop write)", "spark_dask": "spark-dask",
+         "spark_dask_kept": "spark-dask, checkpoint=True", "parquet": "Parquet (shared directory)"}  # fmt: skip
+
+
+def _spread(xs, fmt="{:.2f}") -> str:
+    from benchmarks.run import median
+
+    return f"{fmt.format(median(xs))} ({fmt.format(min(xs))}-{fmt.format(max(xs))})" if xs else "-"
+
+
+def render(M: dict) -> str:
+    """The multi-host master's own lines: hosts, where the workers ran, the worker
+    floors, the link check and the hand-off table."""
+
+    H = M["hosts"]
+    names = {v: k for k, v in H.items() if isinstance(v, str) and k not in ("shared",)}
+    lines = [f"{M['master']}: hosts " + ", ".join(f"{k} {v}" for k, v in H.items() if k.startswith(("driver", "worker-")))
+             + f"; shared directory {H.get('shared')}"]  # fmt: skip
+    where = []
+    for kind, entries in (("cold", M.get("colds", {})), ("warm", M["warm"])):
+        for n, e in entries.items():
+            seen = sorted({", ".join(names.get(ip, ip) for ip in w) for w in e.get("where", []) if w})
+            where.append(f"{kind} N={n}: " + " | ".join(seen))
+    lines += ["", f"{M['master']}: the workers' hosts in each run: " + "; ".join(where)]
+    floors = ", ".join(f"N={n} {_spread(v)} s" for n, v in M["worker_floor"].items())
+    lines += ["", (f"{M['master']}: worker floor across hosts (bare dask workers on the worker hosts, round robin, a "
+                   f"bare scheduler on driver): {floors}")]  # fmt: skip
+    ho = M.get("handoff")
+    if not ho:
+        return "\n".join(lines)
+    links = ho["links"]
+    lines += ["", (f"{M['master']}: link check (one TCP stream worker-1 → worker-2, Python sockets, 1 GiB): bare "
+                   f"{links['bare']['gbit_per_s']:.1f} Gbit/s, shaped ({ho['shape']} on every host's eth0) "
+                   f"{links['shaped']['gbit_per_s']:.1f} Gbit/s")]  # fmt: skip
+    for n_workers, conf in ho["configs"].items():
+        w = ", ".join(names.get(ip, ip) for ip in conf.get("cluster", {}).get("workers", []))
+        lines += [
+            "",
+            (f"hand-off at {ho['gb']:g} GB on {M['master']}, {n_workers} Dask worker(s): on {w}; seconds, median "
+             f"(min-max) of {ho['reps']} runs, bare and shaped runs interleaved"),
+            "",
+            "| direction | method | link | s | GB/s | vs Parquet | MB sent across hosts | driver JVM MB | Dask workers MB |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        lines += _rows(ho["gb"], conf["runs"])
+    return "\n".join(lines)
+
+
+def _rows(gb: float, runs_by_link: dict) -> list[str]:
+    from benchmarks.run import median
+
+    lines = []
+    for direction, label in (("to_dask", "Spark → Dask"), ("to_spark", "Dask → Spark")):
+        for method in runs_by_link["bare"][0][direction]:
+            for link in ("bare", "shaped"):
+                runs = [r[direction][method] for r in runs_by_link[link] if method in r[direction]]
+                base = median([r[direction]["parquet"]["seconds"] for r in runs_by_link[link]])
+                s = [r["seconds"] for r in runs]
+                sent = [sum(r["sent_mb"].values()) for r in runs]
+                lines.append(
+                    f"| {label} | {NAMES.get(method, method)} | {link} | {_spread(s)} | {gb / median(s):.3f} | "
+                    f"{base / median(s):.2f}× | {median(sent):.0f} | {median([r['driver_jvm_mb'] for r in runs]):.0f} | "
+                    f"{median([r['workers_mb'] for r in runs]):.0f} |"
+                )
+    return lines
+
+
+def plot_handoff(M: dict, path: str) -> str | None:
+    """GB/s of each method, bare and shaped link, per Dask worker count; bars min-max."""
+    ho = M.get("handoff")
+    if not ho:
+        return None
+    from benchmarks.plots import _save, _setup
+    from benchmarks.run import median
+
+    plt = _setup()
+    configs = list(ho["configs"].items())
+    fig, axes = plt.subplots(len(configs), 2, figsize=(9, 3.4 * len(configs)), sharey=True, squeeze=False)
+    for row, (n_workers, conf) in zip(axes, configs):
+        for ax, direction, title in zip(row, ("to_dask", "to_spark"), ("Spark → Dask", "Dask → Spark")):
+            methods = [m for m in conf["runs"]["bare"][0][direction] if m != "spark_only"]
+            for k, (link, color) in enumerate((("bare", "C0"), ("shaped", "C1"))):
+                xs, ys, lo, hi = [], [], [], []
+                for j, method in enumerate(methods):
+                    rates = [ho["gb"] / r[direction][method]["seconds"] for r in conf["runs"][link]]
+                    xs.append(j + k * 0.4)
+                    ys.append(median(rates))
+                    lo.append(median(rates) - min(rates))
+                    hi.append(max(rates) - median(rates))
+                label = "bare veth link" if link == "bare" else f"shaped: {ho['shape']}"
+                ax.bar(xs, ys, 0.4, yerr=[lo, hi], capsize=3, color=color, label=label)
+            ax.set_xticks([j + 0.2 for j in range(len(methods))], [NAMES[m].replace(" (", "\n(") for m in methods],
+                          fontsize=8)  # fmt: skip
+            ax.set_title(f"{title}, {n_workers} Dask worker(s)", loc="left", fontsize=9)
+        row[0].set_ylabel("GB/s (higher is better)")
+    axes[0][0].legend(fontsize=7, frameon=False)
+    fig.text(0.01, 0.005, f"{ho['gb']:g} GB, {M['master']} (network namespaces on one VM), median of {ho['reps']}, "
+                          "bars: min-max", fontsize=7, color="gray")  # fmt: skip
+    path = _save(fig, path)
+    plt.close(fig)
+    return path
