@@ -841,12 +841,16 @@ class SparkCluster(Cluster):
                                           self._target, gang.barrier, self.recovery.grace)  # fmt: skip
                 self._note(msg) if gang.barrier else self._tell(msg)
 
-    def _replace_missing(self) -> None:
+    async def _replace_missing(self) -> None:
         """Workers lost longer than ``lost-worker-grace`` ago: their gangs stop counting
-        on them and the cluster starts replacements (event loop)."""
-        gone = [(n, h) for n, g, h in self.recovery.due(time.monotonic()) if g.give_up(n)]
-        if gone:
-            self.recovery.given_up(gone)
+        on them and the cluster starts replacements. A gang left with no worker to keep
+        is cancelled: its Spark job could still bring one back later (Spark runs a lost
+        task again), beside the replacement."""
+        due = [(n, g, h) for n, g, h in self.recovery.due(time.monotonic()) if g.give_up(n)]
+        if due:
+            self.recovery.given_up([(n, h) for n, _, h in due])
+            for gang in {id(g): g for _, g, _ in due if g.wanted == 0 and not g.done}.values():
+                await _blocking(gang.cancel)
             self._kick()
 
     def _task_spec(self) -> dict:
@@ -961,7 +965,7 @@ class SparkCluster(Cluster):
         has no worker at all, and fail it after ``no-workers-timeout`` of that."""
         rec, next_check = self.recovery, 0.0
         while self.status == Status.running:
-            self._replace_missing()
+            await self._replace_missing()
             now = time.monotonic()
             if rec.owed and now >= next_check and (self._reconcile is None or self._reconcile.done()):
                 next_check = now + 2.0

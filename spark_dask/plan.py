@@ -691,7 +691,7 @@ def hog_warning(facts: ClusterFacts, plan: GangPlan) -> str | None:
     if facts.executor_gpus:
         shape += f", {facts.executor_gpus:g} GPUs, spark.task.resource.gpu.amount={facts.task_gpus:g}"
     return (
-        f"spark-dask: the Dask cluster's {plan.n_tasks} barrier tasks take every task slot Spark "
+        f"spark-dask: the Dask cluster's {plan.n_tasks} {'barrier ' if plan.barrier else ''}tasks take every task slot Spark "
         f"jobs can use ({shape}). A Spark job started while it runs (spark.read.parquet, "
         f"df.collect(), ...) waits until the cluster closes or shrinks (cluster.scale(n)). To leave room: "
         + ", ".join(advice)

@@ -224,7 +224,10 @@ def multihost():
     earlier session are removed first."""
     multihost_or_skip()
     hostlib.purge_stale()
-    h = hostlib.Hosts.up(workers=2, cores=4, memory="3g", gpus=MULTIHOST_GPUS)
+    # the Master's spark.worker.timeout as Spark's default (60 s): a host cut off for
+    # less (tests/test_multihost_faults.py) is not dropped; a killed host is noticed
+    # at once anyway (its connections reset)
+    h = hostlib.Hosts.up(workers=2, cores=4, memory="3g", gpus=MULTIHOST_GPUS, worker_timeout=60)
     yield h
     h.down()
 

@@ -66,14 +66,20 @@ def watch(name: str) -> None:
     w.start()
 
 
-def wait_workers(name: str, n: int, wait: float, since: float | None = None) -> float | None:
-    """Wait (at most ``wait`` s) until the cluster has ``n`` workers (the watch has seen
-    it after ``since``, a ``time.time()``); when it first had them after ``since``."""
+def addresses(name: str) -> list[str]:
+    """The cluster's worker addresses now."""
+    return sorted(CLUSTERS[name].scheduler.workers)
+
+
+def wait_workers(name: str, n: int, wait: float, since: float | None = None, old=()) -> float | None:
+    """Wait (at most ``wait`` s) until the watch has seen ``n`` workers after ``since``
+    (a ``time.time()``), at least one of them not in ``old`` (a replacement, where ``old``
+    are the addresses before a fault); when it first saw that."""
     deadline = time.monotonic() + wait
-    w = WATCHES[name]
+    w, old = WATCHES[name], set(old)
     while time.monotonic() < deadline:
-        for t, count, _ in list(w.samples):
-            if (since is None or t > since) and count >= n:
+        for t, count, workers in list(w.samples):
+            if (since is None or t > since) and count >= n and (not old or set(workers) - old):
                 return t
         time.sleep(0.2)
     return None
