@@ -343,7 +343,11 @@ def bench(master: str, reps: int, options: dict, quick: bool, handoff: bool, t_a
         d.close()
 
         if handoff and not quick:
-            R["handoff"] = handoff_part(h, reps, note)
+            try:
+                R["handoff"] = handoff_part(h, reps, note)
+            except Exception as e:  # noqa: BLE001  (report it, keep the start-up figures)
+                R["handoff_error"] = f"{type(e).__name__}: {e}"[:2000]
+                note(f"hand-off failed: {R['handoff_error'][:300]}")
     finally:
         h.down()
     note("hosts down")
@@ -426,6 +430,8 @@ def render(M: dict) -> str:
     lines += ["", (f"{M['master']}: worker floor across hosts (bare dask workers on the worker hosts, round robin, a "
                    f"bare scheduler on driver): {floors}")]  # fmt: skip
     ho = M.get("handoff")
+    if M.get("handoff_error"):
+        lines += ["", f"{M['master']}: the hand-off failed: {M['handoff_error'][:500]}"]
     if not ho:
         return "\n".join(lines)
     links = ho["links"]
