@@ -1020,10 +1020,10 @@ class SparkCluster(Cluster):
         logger.info(msg)
 
     def _tell(self, msg: str) -> None:
-        """An event the user must see while the cluster runs: printed (unless quiet),
-        logged at WARNING and kept in ``get_logs()["Cluster"]``."""
+        """An event the user must see while the cluster runs: logged at WARNING (shown
+        even where logging is not set up; not printed too) and kept in the cluster's logs."""
+        self._cluster_manager_logs.append((datetime.datetime.now(), msg))
         logger.warning(msg)
-        self._log(msg)
 
     def _warn(self, msg: str, python_warning: bool = True) -> None:
         """Tell the user once: a Python warning (start-up decisions) or a log record

@@ -184,7 +184,7 @@ def test_barrier_relaunch_runs_with_what_fits_and_grows_back(spark, two_executor
         cluster = client.cluster
         victim = sorted(_worker_pids(client))[0]
         lost_host = take([_executor_of(client, victim)])
-        assert wait_until(lambda: cluster.relaunches == 1, 60), cluster.get_logs()["Cluster"]
+        assert wait_until(lambda: cluster.relaunches == 1 and len(cluster.gangs) == 2, 60), cluster.get_logs()["Cluster"]
         relaunched = cluster.gangs[1]
         assert relaunched.plan.n_workers == 1 and relaunched.reason == "relaunch"
         assert wait_until(lambda: relaunched.connected == 1 and len(client.scheduler_info()["workers"]) == 1, 90)
