@@ -6,10 +6,16 @@
 """
 
 from spark_dask import config as _config  # noqa: F401  (loads the package defaults)
-from spark_dask.cluster import SparkCluster, SparkDaskError, start
-from spark_dask.handoff import HandoffError, HandoffTypeError, to_dask, to_spark
-from spark_dask.plan import PlanError
-from spark_dask.task import WorkerStartError
+from spark_dask.cluster import SparkCluster, start
+from spark_dask.errors import (
+    HandoffError,
+    HandoffTypeError,
+    PlanError,
+    SparkDaskError,
+    TaskFailed,
+    WorkerStartError,
+)
+from spark_dask.handoff import to_dask, to_spark
 
 __version__ = "0.1.0"
 
@@ -19,6 +25,7 @@ __all__ = [
     "PlanError",
     "SparkCluster",
     "SparkDaskError",
+    "TaskFailed",
     "WorkerStartError",
     "start",
     "to_dask",

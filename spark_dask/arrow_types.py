@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import re
 
+from spark_dask.errors import HandoffTypeError
+
 _SIMPLE = {
     "boolean": "bool",
     "byte": "int8",
@@ -38,10 +40,6 @@ _WHY_NOT = {
     "udt": "user-defined types (e.g. pyspark.ml vectors) are not carried as such; convert them first "
     "(pyspark.ml.functions.vector_to_array)",
 }
-
-
-class HandoffTypeError(TypeError):
-    """A column whose type cannot move between Spark and Dask; the message names it."""
 
 
 def _column_error(column: str, what: str, why: str) -> HandoffTypeError:

@@ -38,8 +38,9 @@ from distributed.protocol.pickle import dumps as dumps_pickle
 from distributed.security import Security
 from distributed.utils import Log, Logs, silence_logging_cmgr
 
-from spark_dask import config, options, signals, widget
-from spark_dask.databricks import DashboardSettings, dashboard_settings
+from spark_dask import config, databricks, options, signals, widget
+from spark_dask.databricks import DashboardSettings
+from spark_dask.errors import SparkDaskError
 from spark_dask.faults import (
     LEAVING,
     Recovery,
@@ -81,7 +82,12 @@ from spark_dask.session import (
     spark_encrypted,
 )
 from spark_dask.session import conf as spark_conf
-from spark_dask.slots import SlotWatch, busy_stages, no_slots_message, start_timeout_message
+from spark_dask.slots import (
+    SlotWatch,
+    busy_stages,
+    no_slots_message,
+    start_timeout_message,
+)
 from spark_dask.spec import by_host, rmm_spec, task_spec
 from spark_dask.worker_cli import TaskWarnings, check_worker_options
 
@@ -169,8 +175,9 @@ def _task_number(name: str) -> int | None:
     return int(parts[1]) if len(parts) > 1 and parts[0] == "spark" and parts[1].isdigit() else None
 
 
-class SparkDaskError(RuntimeError):
-    """The Dask cluster could not start (or broke); the message says why."""
+def live_clusters() -> list[SparkCluster]:
+    """The clusters of this process that are not closed yet, oldest first."""
+    return list(_live_clusters)
 
 
 def _close_all_at_exit() -> None:
@@ -435,7 +442,7 @@ class SparkCluster(Cluster):
     # close-timeout option (a closing signal handler sets a shorter one).
     close_grace: float | None = None
     # How the dashboard is served and linked (Databricks driver proxy); set in _start.
-    _dashboard: DashboardSettings | None = None
+    dashboard_settings: DashboardSettings | None = None
 
     def __init__(
         self,
@@ -465,7 +472,7 @@ class SparkCluster(Cluster):
         quiet: bool = False,
     ):
         self.spark = active_session(spark)
-        self.options = self._resolve_options(
+        self.options = options.resolve(
             n_workers=n_workers,
             worker=worker,
             threads_per_worker=threads_per_worker,
@@ -524,6 +531,7 @@ class SparkCluster(Cluster):
         self._torn_down = False
         self._connected = False
         self._exit_stack = ExitStack()
+        self._close_hooks: list = []  # add_close_hook
         if self.options["silence_logs"]:
             # Like LocalCluster: the scheduler runs in this process; keep its INFO lines
             # out of the notebook. get_logs() still has them.
@@ -541,41 +549,6 @@ class SparkCluster(Cluster):
                     self.close(timeout=60)
                 raise
             self._register_signals()
-
-    # ------------------------------------------------------------------ options
-    @staticmethod
-    def _resolve_options(**given) -> dict:
-        opts = {k: config.get(k.replace("_", "-"), v) for k, v in given.items()}
-        for key in options.time_keys():  # durations without a keyword argument
-            opts[key.replace("-", "_")] = parse_timedelta(config.get(key))
-        try:
-            opts["timeout"] = parse_timedelta(opts["timeout"])
-        except (ValueError, KeyError, TypeError) as e:
-            raise PlanError(f"timeout must be seconds or a time string like '3m', got {given['timeout']!r}") from e
-        tpw = opts["threads_per_worker"]
-        if tpw is not None and (isinstance(tpw, bool) or not isinstance(tpw, int) or tpw < 1):
-            raise PlanError(f"threads_per_worker must be a positive integer, got {tpw!r}")
-        mem = opts["memory_limit"]
-        if mem != "auto":
-            try:
-                opts["memory_limit"] = parse_bytes(mem) if isinstance(mem, str) else int(mem)
-            except (ValueError, TypeError) as e:
-                raise PlanError(
-                    f"memory_limit must be 'auto', a number of bytes or a size like '8GiB', got {mem!r}"
-                ) from e
-            if opts["memory_limit"] <= 0:
-                raise PlanError(f"memory_limit must be positive, got {mem!r}")
-        if opts["worker_options"] is not None and not isinstance(opts["worker_options"], dict):
-            raise PlanError(f"worker_options must be a dict, got {type(opts['worker_options']).__name__}")
-        ra = opts["relaunch_attempts"]
-        if isinstance(ra, bool) or not isinstance(ra, int) or ra < 0:
-            raise PlanError(f"relaunch_attempts must be an integer >= 0, got {ra!r}")
-        if opts["task_profile"] not in ("auto", True, False):
-            raise PlanError(f"task_profile must be 'auto', True or False, got {opts['task_profile']!r}")
-        if opts["gpu_mode"] not in GPU_MODES:
-            raise PlanError(f"gpu_mode must be one of {GPU_MODES}, got {opts['gpu_mode']!r}")
-        check_barrier(opts["barrier"], False)
-        return opts
 
     # ------------------------------------------------------------------ connection files
     def write_connection(self, directory=None) -> str:
@@ -718,15 +691,15 @@ class SparkCluster(Cluster):
             raise PlanError("spark-dask: " + problem)
         self.security = await _blocking(_credentials.take) if opts["tls"] else Security()
         bind, host = await _blocking(driver_host, self.spark, opts["scheduler_host"])
-        self._dashboard = dashboard_settings(self.spark, host, config.get("dashboard-prefix"))
+        self.dashboard_settings = databricks.dashboard_settings(self.spark, host, config.get("dashboard-prefix"))
         self.scheduler = Scheduler(
             host=host,
             port=0,
             protocol="tls" if opts["tls"] else "tcp",
             security=self.security,
             dashboard=bool(opts["dashboard"]),
-            dashboard_address=self._dashboard.address,
-            http_prefix=self._dashboard.http_prefix,
+            dashboard_address=self.dashboard_settings.address,
+            http_prefix=self.dashboard_settings.http_prefix,
             plugins=[_WorkerWatch(self._changed, self._worker_added, self._worker_removed)],
             validate=False,
         )
@@ -1445,11 +1418,8 @@ class SparkCluster(Cluster):
         with suppress(Exception):
             await Cluster._close(self)
         self.status = Status.closing
-        handoff = getattr(self, "_handoff", None)
-        if handoff is not None and self.scheduler is not None:
-            # the files of to_dask / to_spark transfers, while the workers can remove them
-            with suppress(Exception):
-                await asyncio.wait_for(handoff.close(), self.options["close_timeout"])
+        if self.scheduler is not None:
+            await self._run_close_hooks()
         if self.scheduler is not None:
             # Nannies first: each stops its worker process and exits, so the Spark task
             # returns. Then the scheduler, which also closes any worker without a nanny.
@@ -1482,6 +1452,21 @@ class SparkCluster(Cluster):
         self.status = Status.closed
         _live_clusters.discard(self)
         signals.unregister(self)
+
+    def add_close_hook(self, hook) -> None:
+        """Call ``hook()`` when the cluster closes, while its workers still run (the
+        hand-off removes its files then; :meth:`write_connection` its connection files).
+        A coroutine function is awaited, for at most the ``close-timeout``; a hook that
+        fails does not stop the teardown."""
+        self._close_hooks.append(hook)
+
+    async def _run_close_hooks(self) -> None:
+        for hook in reversed(self._close_hooks):
+            with suppress(Exception):
+                result = hook()
+                if asyncio.iscoroutine(result):
+                    await asyncio.wait_for(result, self.options["close_timeout"])
+        self._close_hooks.clear()
 
     def _open_nanny_comms(self, nannies) -> None:
         """Open the scheduler's connection to each nanny when its worker joins, so that
@@ -1594,7 +1579,7 @@ class SparkCluster(Cluster):
     @property
     def dashboard_link(self) -> str:
         """The dashboard's status page; on Databricks the driver-proxy URL."""
-        settings = self._dashboard
+        settings = self.dashboard_settings
         if settings is None or (settings.databricks is None and not settings.prefix):
             return super().dashboard_link
         try:
@@ -1653,7 +1638,7 @@ class SparkCluster(Cluster):
         )
         if gpus or (plan is not None and plan.pinned):
             info["GPUs"] = f"{len(gpus)} ({', '.join(gpus)})" if gpus else str(plan.n_workers)
-        db = self._dashboard.databricks if self._dashboard is not None else None
+        db = self.dashboard_settings.databricks if self._dashboard is not None else None
         if db is not None:
             name = db.cloud_name
             cloud = db.cloud if name.lower() in (db.cloud, "unknown") else f"{db.cloud} ({name})"

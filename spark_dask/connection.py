@@ -29,6 +29,7 @@ import warnings
 
 import yaml
 
+from spark_dask.errors import SparkDaskError
 from spark_dask.task import write_private
 
 SCHEDULER_FILE = "scheduler.json"
@@ -108,7 +109,7 @@ def _dotted(cfg: dict, prefix: str = "") -> dict:
 def proxied_dashboard_link(cluster) -> str | None:
     """The dashboard link clients should show: the cluster's proxy URL on Databricks, else
     None (a client's own default, built from the scheduler's address, is right there)."""
-    settings = getattr(cluster, "_dashboard", None)
+    settings = getattr(cluster, "dashboard_settings", None)
     if settings is None or settings.databricks is None:
         return None
     return cluster.dashboard_link or None
@@ -119,8 +120,6 @@ def write_connection(cluster, directory: str | os.PathLike | None = None) -> str
 
     See :meth:`spark_dask.SparkCluster.write_connection`.
     """
-    from spark_dask.cluster import SparkDaskError
-
     scheduler = getattr(cluster, "scheduler", None)
     if scheduler is None or cluster.status.name not in ("running", "starting"):
         raise SparkDaskError(
@@ -178,5 +177,5 @@ def write_connection(cluster, directory: str | os.PathLike | None = None) -> str
             except OSError:
                 pass
 
-    cluster._exit_stack.callback(remove)  # closed by the cluster's teardown
+    cluster.add_close_hook(remove)
     return path

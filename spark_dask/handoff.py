@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 import uuid
 from contextlib import contextmanager, nullcontext, suppress
 
@@ -161,17 +162,19 @@ def handoff_task_op(what: str) -> str:
 
 
 _setup_lock = threading.Lock()
+_registries: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # cluster -> _Registry
 
 
 def _registry(cluster, client) -> _Registry:
     with _setup_lock:
-        registry = getattr(cluster, "_handoff", None)
+        registry = _registries.get(cluster)
         if registry is None:
             from spark_dask import handoff_task
 
             _ship_by_value()
             client.register_plugin(handoff_task.worker_plugin(), name="spark-dask-handoff")
-            registry = cluster._handoff = _Registry(cluster)
+            registry = _registries[cluster] = _Registry(cluster)
+            cluster.add_close_hook(registry.close)  # its files, while the workers can remove them
         return registry
 
 
@@ -180,7 +183,7 @@ def _cluster_and_client(client):
     """(SparkCluster, Client) of the running spark-dask cluster, or a clear error."""
     from distributed import Client
 
-    from spark_dask.cluster import SparkCluster, _live_clusters
+    from spark_dask.cluster import SparkCluster, live_clusters
 
     if client is None:
         try:
@@ -195,7 +198,7 @@ def _cluster_and_client(client):
     cluster = client.cluster if isinstance(getattr(client, "cluster", None), SparkCluster) else None
     if cluster is None:
         address = getattr(client.scheduler, "address", None)
-        cluster = next((c for c in list(_live_clusters) if c.scheduler_address == address), None)
+        cluster = next((c for c in live_clusters() if c.scheduler_address == address), None)
     if cluster is None:
         if client.status in ("closed", "closing"):
             raise HandoffError("spark-dask: the Dask client is closed; start a new cluster with spark_dask.start(spark)")

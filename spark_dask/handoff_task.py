@@ -23,6 +23,7 @@ import socket
 import time
 
 from spark_dask.arrow_types import frame_to_arrow, table_to_pandas
+from spark_dask.errors import HandoffError
 from spark_dask.handoff_plan import (
     in_transfer_dir,
     is_transfer_dir,
@@ -34,10 +35,6 @@ from spark_dask.handoff_plan import (
 
 RESULT_DDL = "partition int, attempt int, hostname string, path string, rows long, bytes long, ip string"
 PUT, GET, REMOVE = "spark_dask_handoff_put", "spark_dask_handoff_get", "spark_dask_handoff_remove"
-
-
-class HandoffError(RuntimeError):
-    """Data could not move between Spark and Dask; the message says why."""
 
 
 def hostname() -> str:

@@ -18,9 +18,11 @@ import time
 from collections.abc import Callable
 
 from spark_dask import databricks
+from spark_dask import errors as errors_module
 from spark_dask import plan as plan_module
 from spark_dask import rapids as rapids_module
 from spark_dask import task as task_module
+from spark_dask.errors import TaskFailed
 from spark_dask.plan import GangPlan
 from spark_dask.session import is_connect
 
@@ -37,7 +39,7 @@ def _ship_task_code_by_value() -> None:
         return
     from pyspark import cloudpickle
 
-    for module in (plan_module, rapids_module, task_module):
+    for module in (errors_module, plan_module, rapids_module, task_module):
         cloudpickle.register_pickle_by_value(module)
     _by_value_registered = True
 
@@ -89,11 +91,6 @@ def summarize_spark_error(exc: BaseException) -> str:
     lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("at ")]
     keep = [ln for ln in lines if "Exception" in ln or "Error" in ln] or lines
     return "\n".join(keep[:6])
-
-
-class TaskFailed(RuntimeError):
-    """A task of a plain (non-barrier) job could not start its worker; it returned a
-    ``failed`` row instead of raising, so that Spark does not retry it."""
 
 
 def session_closed(exc: BaseException | None) -> bool:

@@ -18,6 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from dask.utils import parse_bytes, parse_timedelta
+
+from spark_dask import config
+from spark_dask.errors import PlanError
+from spark_dask.plan import GPU_MODES, check_barrier
+
 # Groups, in the order the configuration page shows them.
 GROUPS = {
     "workers": "Workers: how many, what they run, their size",
@@ -517,6 +523,44 @@ def defaults() -> dict:
 # --------------------------------------------------------------------------------------
 # click options for spark-dask run / info
 # --------------------------------------------------------------------------------------
+
+
+def resolve(**given) -> dict:
+    """The options of one cluster: each keyword argument (None: not given) or its
+    ``spark-dask.*`` config value, durations in seconds, sizes in bytes, every value
+    checked (:class:`~spark_dask.errors.PlanError` says what is wrong). The one place an
+    option is resolved: ``SparkCluster`` and ``spark-dask info`` both call it."""
+    opts = {k: config.get(k.replace("_", "-"), v) for k, v in given.items()}
+    for key in time_keys():  # durations without a keyword argument
+        opts[key.replace("-", "_")] = parse_timedelta(config.get(key))
+    try:
+        opts["timeout"] = parse_timedelta(opts["timeout"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise PlanError(f"timeout must be seconds or a time string like '3m', got {given['timeout']!r}") from e
+    tpw = opts["threads_per_worker"]
+    if tpw is not None and (isinstance(tpw, bool) or not isinstance(tpw, int) or tpw < 1):
+        raise PlanError(f"threads_per_worker must be a positive integer, got {tpw!r}")
+    mem = opts["memory_limit"]
+    if mem != "auto":
+        try:
+            opts["memory_limit"] = parse_bytes(mem) if isinstance(mem, str) else int(mem)
+        except (ValueError, TypeError) as e:
+            raise PlanError(
+                f"memory_limit must be 'auto', a number of bytes or a size like '8GiB', got {mem!r}"
+            ) from e
+        if opts["memory_limit"] <= 0:
+            raise PlanError(f"memory_limit must be positive, got {mem!r}")
+    if opts["worker_options"] is not None and not isinstance(opts["worker_options"], dict):
+        raise PlanError(f"worker_options must be a dict, got {type(opts['worker_options']).__name__}")
+    ra = opts["relaunch_attempts"]
+    if isinstance(ra, bool) or not isinstance(ra, int) or ra < 0:
+        raise PlanError(f"relaunch_attempts must be an integer >= 0, got {ra!r}")
+    if opts["task_profile"] not in ("auto", True, False):
+        raise PlanError(f"task_profile must be 'auto', True or False, got {opts['task_profile']!r}")
+    if opts["gpu_mode"] not in GPU_MODES:
+        raise PlanError(f"gpu_mode must be one of {GPU_MODES}, got {opts['gpu_mode']!r}")
+    check_barrier(opts["barrier"], False)
+    return opts
 
 
 def _plain(text: str) -> str:

@@ -14,14 +14,12 @@ import re
 import shlex
 from dataclasses import dataclass, replace
 
+from spark_dask.errors import PlanError
+
 KINDS = ("auto", "cuda", "cpu")
 GPU_MODES = ("auto", "shared", "exclusive")
 MIN_MEMORY = 256 * 2**20  # below this a Dask worker is not useful
 REGISTERED_MARKER = "Registered to:"  # what distributed's worker logs once it joined
-
-
-class PlanError(ValueError):
-    """A request that cannot work on this Spark cluster; the message says what to change."""
 
 
 @dataclass(frozen=True)
@@ -283,7 +281,7 @@ def check_barrier(barrier: bool | str, dynamic_allocation: bool) -> None:
     >>> check_barrier(True, True)
     Traceback (most recent call last):
     ...
-    spark_dask.plan.PlanError: barrier=True, but dynamic allocation is on and Spark runs no barrier stages under it (SPARK-24942): use barrier='auto' or False (each Dask worker a Spark job of its own), or turn off spark.dynamicAllocation.enabled
+    spark_dask.errors.PlanError: barrier=True, but dynamic allocation is on and Spark runs no barrier stages under it (SPARK-24942): use barrier='auto' or False (each Dask worker a Spark job of its own), or turn off spark.dynamicAllocation.enabled
     """
     if barrier not in ("auto", True, False):
         raise PlanError(f"barrier must be 'auto', True or False, got {barrier!r}")

@@ -28,6 +28,7 @@ import threading
 import time
 import traceback
 
+from spark_dask.errors import WorkerStartError
 from spark_dask.plan import (
     REGISTERED_MARKER,
     assign_shared,
@@ -131,10 +132,6 @@ def dask_setup(worker):
 
 PR_SET_PDEATHSIG = 1
 PRELOAD_MODULE = "spark_dask_preload"
-
-
-class WorkerStartError(RuntimeError):
-    """A Dask worker could not start inside a Spark task (carries its log tail)."""
 
 
 def _executor_id() -> str | None:

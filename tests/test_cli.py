@@ -187,11 +187,11 @@ def test_client_config_keys_for_the_script():
 
     from spark_dask.connection import client_config as yaml_config
 
-    plain = SimpleNamespace(scheduler_address="tcp://h:1", security=None, _dashboard=None, dashboard_link="http://h:2/status")
+    plain = SimpleNamespace(scheduler_address="tcp://h:1", security=None, dashboard_settings=None, dashboard_link="http://h:2/status")
     assert cli.client_config(plain) == {"scheduler-address": "tcp://h:1"}
     sec = SimpleNamespace(require_encryption=True, tls_ca_file="CA", tls_client_cert="CERT", tls_client_key="KEY")
     databricks = SimpleNamespace(databricks=object())
-    tls = SimpleNamespace(scheduler_address="tls://h:1", security=sec, _dashboard=databricks,
+    tls = SimpleNamespace(scheduler_address="tls://h:1", security=sec, dashboard_settings=databricks,
                           dashboard_link="https://x/driver-proxy/o/1/c/{port}/status")  # fmt: skip
     want = {
         "scheduler-address": "tls://h:1",
@@ -203,7 +203,7 @@ def test_client_config_keys_for_the_script():
     }
     assert cli.client_config(tls) == want
     assert list(cli.client_config(tls)) == list(want)
-    off_databricks = SimpleNamespace(**{**vars(tls), "_dashboard": SimpleNamespace(databricks=None)})
+    off_databricks = SimpleNamespace(**{**vars(tls), "dashboard_settings": SimpleNamespace(databricks=None)})
     assert "distributed.dashboard.link" not in cli.client_config(off_databricks)
     nested = yaml_config("tls://h:1", {"ca": "CA", "cert": "CERT", "key": "KEY"}, "https://x/{p}")
     assert nested == {

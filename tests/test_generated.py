@@ -39,9 +39,9 @@ def test_signature_table_and_yaml_agree():
     for o in options.keyword_options():  # None: take the configured default
         assert params[o.name].default is None, o.name
     init = inspect.getsource(SparkCluster.__init__)
-    for o in options.keyword_options():  # each configured keyword reaches _resolve_options
+    for o in options.keyword_options():  # each configured keyword reaches options.resolve
         if o.config:
-            assert f"{o.name}={o.name}," in init, f"SparkCluster.__init__ must pass {o.name}= to _resolve_options"
+            assert f"{o.name}={o.name}," in init, f"SparkCluster.__init__ must pass {o.name}= to options.resolve"
 
     with open(os.path.join(ROOT, "spark_dask", "spark_dask.yaml")) as f:
         assert yaml.safe_load(f) == options.defaults()
@@ -51,7 +51,7 @@ def test_signature_table_and_yaml_agree():
 
 def test_resolve_options_reads_every_keyword_from_the_table():
     given = {o.name: None for o in options.keyword_options() if o.config}
-    resolved = SparkCluster._resolve_options(**given)
+    resolved = options.resolve(**given)
     for o in options.keyword_options():
         if not o.config:
             continue
