@@ -58,7 +58,7 @@ def measure(master: str, runs: int) -> dict:
                 cluster.scale(2)
                 _wait(lambda: running(2))
                 out["up"].append(time.monotonic() - t0)
-                gang = cluster._live_gangs()
+                gang = cluster.pool.live()
                 t0 = time.monotonic()
                 cluster.scale(1)
                 _wait(lambda: len(cluster.scheduler.workers) == 1)

@@ -81,7 +81,7 @@ def main() -> None:
             print(f"spark wrote {args.rows} rows to {path} in {time.perf_counter() - t0:.1f}s")
 
         with spark_dask.start(spark) as client:
-            gpu = client.cluster.gang.kind == "cuda"
+            gpu = client.cluster.gang_plan.kind == "cuda"
             t0 = time.perf_counter()
             if args.via_parquet:
                 if gpu:

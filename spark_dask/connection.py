@@ -26,6 +26,7 @@ import os
 import stat
 import tempfile
 import warnings
+from contextlib import suppress
 
 import yaml
 
@@ -115,10 +116,74 @@ def proxied_dashboard_link(cluster) -> str | None:
     return cluster.dashboard_link or None
 
 
-def write_connection(cluster, directory: str | os.PathLike | None = None) -> str:
-    """Write the connection files of a running ``cluster``; the path of ``scheduler.json``.
+def _private_directory(directory) -> tuple[str, bool]:
+    """``directory`` (absolute), made with mode 0700 where missing (a new temporary one
+    for None), and whether this call made it; warns when others can list it."""
+    if directory is None:
+        return tempfile.mkdtemp(prefix="spark-dask-connection-"), True  # mode 0700
+    directory = os.path.abspath(os.fspath(directory))
+    if not os.path.isdir(directory):
+        os.makedirs(directory, mode=0o700)
+        os.chmod(directory, 0o700)  # makedirs' mode is filtered by the umask
+        return directory, True
+    if stat.S_IMODE(os.stat(directory).st_mode) & 0o077:
+        warnings.warn(
+            f"spark-dask: {directory} can be listed by other users; the key files in it are "
+            "mode 0600, but a private directory (mode 0700) is safer",
+            stacklevel=4,
+        )
+    return directory, False
 
-    See :meth:`spark_dask.SparkCluster.write_connection`.
+
+def _remove(paths: list[str], directory: str | None) -> None:
+    """Remove the files written (and the directory, where the call made it)."""
+    for p in paths:
+        with suppress(OSError):
+            os.unlink(p)
+    if directory is not None:
+        with suppress(OSError):
+            os.rmdir(directory)
+
+
+def write_connection(cluster, directory: str | os.PathLike | None = None) -> str:
+    """Write the files another process needs to join a running ``cluster``; the path
+    of ``scheduler.json`` (what ``SparkCluster.write_connection`` does).
+
+    ``directory`` (created with mode 0700 if missing; default: a new private
+    temporary directory) receives:
+
+    - ``scheduler.json``, distributed's scheduler-file format (``address``, ``id``,
+      ``services``, ...): ``Client(scheduler_file=...)``, ``dask worker
+      --scheduler-file`` and clients in other languages read it;
+    - with TLS (the default), the client credentials ``ca.pem``,
+      ``client-cert.pem``, ``client-key.pem`` (mode 0600);
+    - ``spark-dask-client.yaml``, a Dask config file with ``scheduler-address``,
+      ``distributed.comm.require-encryption`` and ``distributed.comm.tls.ca-file`` /
+      ``client.cert`` / ``client.key``.
+
+    With ``DASK_CONFIG=<directory>`` in its environment, a plain
+    ``distributed.Client()`` in any other process on a machine that can reach the
+    scheduler joins the cluster. The files (and a directory this call created) are
+    removed when the cluster closes. ``spark-dask run`` does this for its script and
+    sets ``DASK_CONFIG`` for the script's child processes.
+
+    Parameters
+    ----------
+    cluster : SparkCluster
+        A running cluster.
+    directory : str or os.PathLike, optional
+        Where to write the files.
+
+    Returns
+    -------
+    str
+        The path of ``scheduler.json``.
+
+    Examples
+    --------
+    >>> path = write_connection(cluster, "/tmp/my-cluster")       # doctest: +SKIP
+    >>> # in another process: DASK_CONFIG=/tmp/my-cluster python -c \\
+    >>> #     "from distributed import Client; print(Client())"
     """
     scheduler = getattr(cluster, "scheduler", None)
     if scheduler is None or cluster.status.name not in ("running", "starting"):
@@ -126,21 +191,7 @@ def write_connection(cluster, directory: str | os.PathLike | None = None) -> str
             f"spark-dask: write_connection() needs a running cluster; this one is "
             f"{cluster.status.name}. Start it (SparkCluster(spark) or spark_dask.start(spark)) first."
         )
-    created = directory is None
-    if directory is None:
-        directory = tempfile.mkdtemp(prefix="spark-dask-connection-")  # mode 0700
-    else:
-        directory = os.path.abspath(os.fspath(directory))
-        if not os.path.isdir(directory):
-            os.makedirs(directory, mode=0o700)
-            os.chmod(directory, 0o700)  # makedirs' mode is filtered by the umask
-            created = True
-        elif stat.S_IMODE(os.stat(directory).st_mode) & 0o077:
-            warnings.warn(
-                f"spark-dask: {directory} can be listed by other users; the key files in it are "
-                "mode 0600, but a private directory (mode 0700) is safer",
-                stacklevel=3,
-            )
+    directory, created = _private_directory(directory)
     written: list[str] = []
 
     def put(name: str, text: str) -> str:
@@ -165,17 +216,5 @@ def write_connection(cluster, directory: str | os.PathLike | None = None) -> str
     )
     path = put(SCHEDULER_FILE, json.dumps(scheduler_identity(scheduler), indent=2) + "\n")
 
-    def remove() -> None:
-        for p in written:
-            try:
-                os.unlink(p)
-            except OSError:
-                pass
-        if created:
-            try:
-                os.rmdir(directory)
-            except OSError:
-                pass
-
-    cluster.add_close_hook(remove)
+    cluster.add_close_hook(lambda: _remove(written, directory if created else None))
     return path

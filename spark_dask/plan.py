@@ -751,6 +751,16 @@ def worker_name(index: int, gpu: str | None = None, attempt: int = 0) -> str:
     return f"{name}-a{attempt}" if attempt else name
 
 
+def task_number(name: str) -> int | None:
+    """The task number in a worker name of :func:`worker_name`; None for other names.
+
+    >>> task_number("spark-3-gpu1"), task_number("spark-12"), task_number("other")
+    (3, 12, None)
+    """
+    parts = str(name).split("-")
+    return int(parts[1]) if len(parts) > 1 and parts[0] == "spark" and parts[1].isdigit() else None
+
+
 def assign_workers(gathered: list[dict], pinned: bool, base: int = 0) -> dict[int, list[dict]]:
     """Which task starts which workers, from every task's facts (``allGather``).
 
@@ -1123,6 +1133,7 @@ __all__ = [
     "version_problem",
     "worker_command",
     "worker_memory",
+    "task_number",
     "worker_name",
     "worker_threads",
 ]

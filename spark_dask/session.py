@@ -74,6 +74,13 @@ def is_connect(spark) -> bool:
     return module is not None and isinstance(spark, module.SparkSession)
 
 
+def application_id(spark) -> str:
+    """The Spark application's id (``spark.app.id``), classic or Spark Connect."""
+    if is_connect(spark):
+        return spark.conf.get("spark.app.id")
+    return spark.sparkContext.applicationId
+
+
 def spark_version(spark) -> tuple[int, int]:
     major, minor = (spark.version.split(".") + ["0"])[:2]
     return int(major), int(re.sub(r"\D.*", "", minor) or 0)

@@ -98,7 +98,7 @@ def test_start_computes_and_leaves_nothing(spark):
     with spark_dask.start(spark) as client:
         cluster = client.cluster
         up = time.monotonic() - t0
-        assert cluster.launcher.connect
+        assert cluster.gangs[-1].launcher.connect
         info = client.scheduler_info()["workers"]
         assert len(info) == 2
         assert client.scheduler.address.startswith("tls://")
@@ -168,7 +168,7 @@ def test_cluster_contract_with_a_task_profile(spark):
     cluster = SparkCluster(spark, n_workers=1, progress=False, task_profile=True)
     try:
         assert cluster.status.name == "running"
-        assert cluster.gang.uses_profile
+        assert cluster.gang_plan.uses_profile
         client = cluster.get_client()
         assert client.submit(lambda x: x * 2, 21).result() == 42
         logs = cluster.get_logs()

@@ -164,7 +164,7 @@ def test_auto_pool_spill_limit_one_thread_and_pci_order(spark):
         client = spark_dask.start(spark, progress=False, env=ENV)
     with client:
         cluster = client.cluster
-        assert cluster.gang.kind == "cuda" and cluster.gang.n_workers == 2
+        assert cluster.gang_plan.kind == "cuda" and cluster.gang_plan.n_workers == 2
         argv = _argv(client)
         assert sorted(argv) == ["spark-0-gpu0", "spark-1-gpu1"]
         for a in argv.values():

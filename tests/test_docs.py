@@ -44,12 +44,13 @@ UNREAD_OK = {
     ("spark_dask/cli.py", "str(e)"),  # a PlanError/SparkDaskError shown by click: listed where raised
     ("spark_dask/cluster.py", "'spark-dask: ' + problem"),  # text from *_problem() functions
     ("spark_dask/cluster.py", "problem"),  # connect_session_problem()
-    ("spark_dask/cluster.py", "f'spark-dask: {what}.\\n{detail}'"),  # _gang_error(what): its callers raise it with the text
-    ("spark_dask/cluster.py", "ended[0]"),  # _gang_error(gang, what): the text is its second argument
+    ("spark_dask/watch.py", "f'spark-dask: {what}.\\n{detail}'"),  # gang_error(what): its callers raise it with the text
+    ("spark_dask/watch.py", "ended[0]"),  # gang_error(gang, what): the text is its second argument
+    ("spark_dask/scheduler.py", "'spark-dask: ' + problem"),  # encryption_problem()'s text
     # *_message functions of spark_dask/slots.py: their texts are read
-    ("spark_dask/cluster.py", "no_slots_message(n_tasks, self.options['slot_wait'], self.facts.slots, others)"),
-    ("spark_dask/cluster.py", "start_timeout_message(n, want, self.scheduler.address, timeout, self.tag, barrier, f.dynamic_allocation, f.max_executors)"),
-    ("spark_dask/cluster.py", "msg"),  # _err_waiting_tasks(msg): faults.no_workers_message()'s text, read there
+    ("spark_dask/watch.py", "no_slots_message(n_tasks, self.slot_wait, self.facts.slots, others)"),
+    ("spark_dask/watch.py", "start_timeout_message(n, want, self.side.scheduler.address, timeout, tag, barrier, f.dynamic_allocation, f.max_executors)"),
+    ("spark_dask/scheduler.py", "msg"),  # err_waiting_tasks(msg): faults.no_workers_message()'s text, read there
     ("spark_dask/gpu_check.py", "discovered"),  # caught on the next line, never shown
     ("spark_dask/handoff.py", "no_slot_message(facts, plan, direction, cpu_only)"),  # a *_message function: its text is read
     ("spark_dask/task.py", "f'spark-dask: {version[1]}'"),  # version_problem()

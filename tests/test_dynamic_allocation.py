@@ -59,7 +59,7 @@ def test_start_compute_scale_close_under_dynamic_allocation(spark):
     assert wait_until(lambda: len(executors(spark)) == 1, 60)  # minExecutors
     cluster = SparkCluster(spark, progress=False)  # one worker: the executors present now
     try:
-        assert not cluster.gang.barrier and cluster.facts.max_executors == 2
+        assert not cluster.gang_plan.barrier and cluster.facts.max_executors == 2
         client = Client(cluster)
         assert sorted(w["name"] for w in cluster.scheduler_info["workers"].values()) == ["spark-0"]
         assert client.submit(sum, [1, 2, 3]).result() == 6

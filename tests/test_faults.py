@@ -150,7 +150,7 @@ def test_isolated_workers_a_lost_executor_costs_only_its_own_worker(spark, two_e
     with spark_dask.start(spark, barrier=False, progress=False) as client:
         cluster = client.cluster
         assert len(active_jobs(spark)) == 2  # one Spark job per worker
-        assert not cluster.gang.barrier
+        assert not cluster.gang_plan.barrier
         pids = _worker_pids(client)
         victim, survivor = sorted(pids)
         kept = client.scatter(list(range(1000)), workers=[survivor])

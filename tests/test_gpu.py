@@ -29,7 +29,7 @@ def spark():
 def test_one_plain_worker_per_gpu_each_with_its_own_device(spark):
     with spark_dask.start(spark, worker="cpu", threads_per_worker=2) as client:
         cluster = client.cluster
-        assert cluster.gang.pinned and cluster.gang.n_workers == 2 and not cluster.gang.uses_profile
+        assert cluster.gang_plan.pinned and cluster.gang_plan.n_workers == 2 and not cluster.gang_plan.uses_profile
         seen = client.run(lambda: os.environ.get("CUDA_VISIBLE_DEVICES"))
         assert sorted(seen.values()) == ["0", "1"]
         # numbered as nvidia-smi / Spark's discovery script number them, not fastest-first

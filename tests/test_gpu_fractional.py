@@ -32,7 +32,7 @@ def spark():
 @needs_spark4  # on 3.5: tests/test_spark_versions.py
 def test_whole_gpu_per_task_gives_one_worker_per_physical_gpu(spark):
     with spark_dask.start(spark, worker="cpu", gpu_mode="exclusive") as client:
-        gang = client.cluster.gang
+        gang = client.cluster.gang_plan
         assert gang.uses_profile and gang.task_gpus == 1.0  # stage-level profile: whole GPUs
         seen = client.run(lambda: os.environ.get("CUDA_VISIBLE_DEVICES"))
         assert sorted(seen.values()) == ["5", "7"]  # mapped through the executor's devices

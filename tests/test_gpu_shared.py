@@ -81,7 +81,7 @@ def test_spark_gpu_tasks_run_beside_the_workers(spark):
         client = spark_dask.start(spark, worker="cpu", progress=False, **mode)
     with client:
         cluster = client.cluster
-        gang = cluster.gang
+        gang = cluster.gang_plan
         assert gang.gpu_mode == "shared" and gang.n_workers == 2
         info = cluster.spark_info()
         assert info["GPU mode"] == "shared (beside Spark's GPU tasks)"
@@ -116,7 +116,7 @@ def test_scaling_shared_gpu_workers_one_per_gpu(spark):
         from distributed import Client
 
         client = Client(cluster)
-        assert cluster.gang.gpu_mode == "shared"
+        assert cluster.gang_plan.gpu_mode == "shared"
         with pytest.warns(UserWarning, match=r"scale\(3\): .*slots for 1 more.*one Dask worker per GPU"):
             cluster.scale(3)
         client.wait_for_workers(2, timeout=60)
@@ -148,7 +148,7 @@ def test_exclusive_mode_holds_the_gpus_and_says_so(spark):
     assert any("gpu_mode='shared'" in str(w.message) for w in record)
     with client:
         cluster = client.cluster
-        assert cluster.gang.gpu_mode == "exclusive"
+        assert cluster.gang_plan.gpu_mode == "exclusive"
         seen = client.run(lambda: os.environ.get("CUDA_VISIBLE_DEVICES"))
         assert sorted(seen.values()) == ["5", "7"]
         assert spark_gpu_job(spark, 2, timeout=8) is None  # waits for the GPUs the gang holds

@@ -33,7 +33,7 @@ def test_transfers_run_beside_a_gang_holding_every_gpu(spark, monkeypatch):
         warnings.simplefilter("ignore")  # the gang takes every GPU slot: start() says so
         client = spark_dask.start(spark, worker="cpu", progress=False)
     with client:
-        assert client.cluster.gang.n_workers == 2 and client.cluster.facts.task_gpus == 1
+        assert client.cluster.gang_plan.n_workers == 2 and client.cluster.facts.task_gpus == 1
         profiles = []
         real = handoff._cpu_profile
         monkeypatch.setattr(handoff, "_cpu_profile", lambda s: profiles.append(1) or real(s))

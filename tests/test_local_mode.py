@@ -31,7 +31,7 @@ def test_local_master_starts_at_once_and_computes(spark, capfd):
         cluster = client.cluster
         facts = cluster.facts
         assert facts.local_mode and facts.executors == 1 and facts.executor_cores == 2
-        assert (cluster.gang.n_workers, cluster.gang.kind) == (1, "cpu")
+        assert (cluster.gang_plan.n_workers, cluster.gang_plan.kind) == (1, "cpu")
         # recognised from the master: no executor-wait (30 s) for executors that never come
         assert cluster.timings["facts"] < 5, cluster.timings
         pdf = pd.DataFrame({"k": [i % 3 for i in range(300)], "x": range(300)})

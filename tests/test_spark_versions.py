@@ -55,7 +55,7 @@ class TestCpuTaskProfile:
     def test_gang_takes_part_of_the_executor_and_spark_jobs_still_run(self, spark_3_cores):
         spark = spark_3_cores
         with spark_dask.start(spark) as client:
-            gang = client.cluster.gang
+            gang = client.cluster.gang_plan
             assert (gang.n_workers, gang.uses_profile, gang.task_cpus) == (1, True, 2)
             assert len(client.scheduler_info()["workers"]) == 1
             assert client.submit(sum, [1, 2, 3]).result() == 6

@@ -85,11 +85,12 @@ def docstring_sections() -> str:
         param(name, type_, text)
     for o in keyword_options():
         shown = _rst(o.default_text) if o.default_text else f"``{o.default!r}``"
-        default = "" if o.doc.startswith("Default") else f" Default: {shown}."
+        default = f" Default: {shown}."
         where = [f"``spark-dask.{o.key}``"] if o.config else []
         if o.cli is not None:
             where.append(f"CLI ``{o.cli.flag.replace('/', ' / ')}``")
-        text = o.help.rstrip(".") + "." + default + (" " + o.doc if o.doc else "")
+        # the one line and the default; the whole text is on the configuration page
+        text = o.help.rstrip(".") + "." + default
         if where:
             text += " (" + "; ".join(where) + ")"
         param(o.name, o.type, text)

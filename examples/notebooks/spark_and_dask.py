@@ -54,7 +54,7 @@ import spark_dask
 
 cluster = spark_dask.SparkCluster(spark, n_workers=1)  # one barrier task: a Spark slot stays free
 client = cluster.get_client()
-workers_are_gpus = cluster.gang.kind == "cuda"
+workers_are_gpus = cluster.gang_plan.kind == "cuda"
 cluster
 
 # COMMAND ----------

@@ -1,0 +1,648 @@
+"""The gangs of one cluster and the policy that keeps them at their target: scale up
+(submit gangs into free task slots), scale down (cancel waiting gangs, retire workers),
+relaunch the workers of a failed gang, replace workers lost longer than the grace.
+
+:class:`GangPool` is to :class:`spark_dask.SparkCluster` what distributed's
+``AdaptiveCore`` is to a cluster manager: the decisions, apart from the effects. It
+holds the :class:`~spark_dask.gang.Gang` objects and the target; what it does to the
+world comes in as three callables (make a gang, count what a new barrier stage can
+hold, read the Spark facts again) and the :class:`~spark_dask.scheduler.DriverScheduler`,
+so its tests run with a fake launcher and a fake scheduler, without Spark.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from dataclasses import replace
+
+from dask.utils import parse_bytes
+
+from spark_dask.aio import blocking
+from spark_dask.errors import PlanError
+from spark_dask.events import Events
+from spark_dask.faults import (
+    Recovery,
+    loss_message,
+    lost_executor,
+    lost_worker,
+    no_workers_message,
+    no_workers_warning,
+    placeable,
+    where,
+    worker_lost_message,
+)
+from spark_dask.gang import Gang, end_gangs, gang_of_placeholder
+from spark_dask.launcher import session_closed
+from spark_dask.plan import (
+    ClusterFacts,
+    GangPlan,
+    adapt_maximum,
+    gang_capacity,
+    gang_steps,
+    hog_warning,
+    max_workers,
+    scale_step,
+    workers_for,
+)
+from spark_dask.plan import tasks_for as tasks_for_workers
+from spark_dask.scheduler import DriverScheduler, task_group
+from spark_dask.session import is_stopped
+
+logger = logging.getLogger("spark_dask")
+
+
+class GangPool:
+    """The gangs of one cluster, their target size and what brings them to it.
+
+    Parameters
+    ----------
+    shape : GangPlan
+        The plan of the starting gang: the shape every later gang takes.
+    facts : ClusterFacts
+        The Spark facts read at start.
+    options : dict
+        The cluster's resolved options (``relaunch_attempts``, ``lost_worker_grace``,
+        ``no_workers_timeout``).
+    events : Events
+        Where the pool says what it does.
+    side : DriverScheduler
+        The scheduler (workers to close, retirement, nannies).
+    make_gang : callable
+        ``make_gang(plan, reason, index, first)``: a new, not yet submitted Gang.
+    fresh_facts : callable
+        Blocking: the Spark facts read again (executors come and go).
+    adaptive : callable, optional
+        ``adaptive()``: the cluster's ``Adaptive`` or None (stopped when gangs keep
+        failing to start).
+    """
+
+    def __init__(
+        self, shape: GangPlan, facts: ClusterFacts, options: dict, events: Events, side: DriverScheduler,
+        make_gang, fresh_facts, adaptive=None,
+    ):  # fmt: skip
+        self.shape = shape
+        self.facts = facts
+        self.options = options
+        self.events = events
+        self.side = side
+        self.make_gang = make_gang
+        self.fresh_facts = fresh_facts
+        self.adaptive = adaptive or (lambda: None)
+        self.recovery = Recovery(
+            options["lost_worker_grace"], options["no_workers_timeout"]
+        )
+        self.gangs: list[Gang] = []  # every gang (Spark job) submitted, in order
+        self.target = shape.n_workers  # workers the cluster is to have
+        self.relaunches = 0
+        self.status = "not started"  # of the gangs, as the widget shows it
+        self.running = (
+            False  # the cluster runs: losses count, surplus workers are closed
+        )
+        self.next_task = 0  # the cluster-wide number of the next gang's first task
+        self.hogging = False  # the slot warning was given
+        self._by_address: dict[str, Gang] = {}
+        self._lock = asyncio.Lock()
+        self._reconcile: asyncio.Task | None = None
+        self._again = False
+        self._last_scale_note: str | None = None
+
+    # ------------------------------------------------------------------ gangs
+    def submit(self, plan: GangPlan, reason: str) -> Gang:
+        """Submit a gang for ``plan``'s workers (``reason``: start, scale or relaunch).
+        Its workers are named from the next task number, so names never repeat."""
+        gang = self.make_gang(plan, reason, len(self.gangs), self.next_task)
+        self.next_task += plan.n_tasks
+        self.gangs.append(gang)
+        if self.status in ("not started", "running") and reason == "start":
+            self.status = "starting"
+        return gang.submit()
+
+    def live(self) -> list[Gang]:
+        """The gangs whose Spark job has not ended."""
+        return [g for g in self.gangs if not g.done]
+
+    def gang_of(self, name: str) -> Gang | None:
+        """The gang of a worker (or of a placeholder name of ``planned_names``)."""
+        tag = gang_of_placeholder(name)
+        for g in self.gangs:
+            if (tag is not None and g.tag == tag) or (tag is None and name in g.seen):
+                return g
+        return None
+
+    def connected(self) -> int:
+        """Workers of the live gangs that are connected."""
+        return sum(g.connected for g in self.live())
+
+    def held(self) -> int:
+        """Spark task slots the live gangs hold (or wait for)."""
+        return sum(g.tasks_held() for g in self.live())
+
+    def planned_names(self) -> set:
+        """Names of the workers the gangs are to hold (``Cluster.plan``)."""
+        return {n for g in self.live() for n in g.planned_names()}
+
+    def placeable(self, wanted: int) -> int:
+        """Workers of ``wanted`` a new barrier stage can start now (blocking: Spark calls)."""
+        facts = self.fresh_facts()
+        return placeable(
+            wanted,
+            gang_capacity(facts, self.shape),
+            self.held(),
+            self.shape.workers_per_task,
+        )
+
+    # ------------------------------------------------------------------ workers
+    def worker_added(self, scheduler, address: str, cluster_tag: str) -> None:
+        """Scheduler plugin (event loop): a worker of cluster ``cluster_tag`` joined."""
+        ws = scheduler.workers.get(address)
+        facts = ws.extra.get("spark") if ws is not None else None
+        if not isinstance(facts, dict) or facts.get("cluster") != cluster_tag:
+            return
+        index = facts.get("gang", 0)
+        gang = (
+            self.gangs[index]
+            if isinstance(index, int) and 0 <= index < len(self.gangs)
+            else None
+        )
+        if gang is None:
+            return
+        self._by_address[address] = gang
+        was, name = gang.status, str(ws.name)
+        gang.worker_joined(
+            name,
+            address,
+            ws.nanny,
+            str(facts.get("host") or ""),
+            str(facts.get("executor_id") or ""),
+        )
+        for old in self.recovery.worker_back(gang, name):
+            self.events.note(
+                f"spark-dask: Dask worker {old} is back"
+                + (f" (as {name})" if old != name else "")
+            )
+        if ws.nanny:
+            self.side.open_nanny_comms([ws.nanny])
+        if was == "starting" and gang.status == "running":
+            self._gang_started(gang)
+        extra = gang.surplus()
+        if extra and self.running:
+            asyncio.ensure_future(self.close_workers({n: gang for n in extra}))
+
+    def _gang_started(self, gang: Gang) -> None:
+        self.recovery.start_failures = 0
+        if gang.reason == "relaunch":
+            starting = any(
+                g.reason == "relaunch" and g.status == "starting" for g in self.live()
+            )
+            if not starting and not self.recovery.owed:  # back to full size
+                self.status = "running"
+            self.events.log(
+                f"spark-dask: all {gang.wanted} Dask workers are back ({gang.tag})"
+            )
+        elif gang.reason == "scale":
+            self.events.note(
+                f"spark-dask: {gang.tag}: {gang.wanted} more Dask workers connected"
+            )
+
+    def worker_removed(self, address: str) -> None:
+        """Scheduler plugin: a worker left; unless it was leaving on purpose, it is lost."""
+        gang = self._by_address.pop(address, None)
+        leaving = address in self.recovery.leaving
+        self.recovery.leaving.discard(address)
+        for name in [
+            n for n, a in (gang.workers.items() if gang else ()) if a == address
+        ]:
+            gang.worker_left(name)
+            running = self.running and not gang.done
+            lost = lost_worker(
+                "closing_gracefully" if leaving else None,
+                name in gang.retiring,
+                running,
+            )
+            self.recovery.worker_left(
+                gang, name, gang.hosts.get(name, ""), lost, time.monotonic()
+            )
+            if (
+                lost
+            ):  # given lost-worker-grace to come back, then replaced (watch_faults)
+                msg = worker_lost_message(where([(name, gang.hosts.get(name, ""))]), self.connected(),
+                                          self.target, gang.barrier, self.recovery.grace)  # fmt: skip
+                self.events.note(msg) if gang.barrier else self.events.tell(msg)
+
+    async def gang_ended(self, gang: Gang, spark, close) -> None:
+        """A gang's Spark job ended. While the cluster runs (not at start or close): a
+        stopped session closes the cluster (``close``); else say why the gang ended, and
+        relaunch its workers where an executor or task was lost."""
+        if not self.running:
+            return  # the start-up wait or the teardown deals with it
+        if session_closed(gang.error) or await blocking(is_stopped, spark):
+            self.events.log(
+                "spark-dask: the SparkSession was stopped; closing the Dask cluster"
+            )
+            await close()
+            return
+        self.ended(gang)
+
+    def ended(self, gang: Gang) -> None:
+        """What a gang's end means for the cluster (see :meth:`gang_ended`)."""
+        outcome = gang.outcome()
+        what = "Spark barrier stage" if gang.barrier else "Spark job"
+        if outcome == "cancelled":
+            gang.status = "cancelled"
+        elif outcome == "retired":
+            gang.status = "ended: its workers were retired"
+        elif outcome == "closed":
+            # Its workers left without a scale-down (client.retire_workers, a worker
+            # closed from Dask): the cluster is that much smaller now.
+            gang.status = "ended: its workers were closed"
+            self.target = max(self.target - gang.wanted, 0)
+            gang.wanted = 0
+            self.events.log(
+                f"spark-dask: the {what} {gang.tag} ended: its Dask workers were closed"
+            )
+        elif outcome == "start-failed":
+            self._start_failed(gang, what, gang.failure())
+        else:  # a lost executor or task: relaunch this gang's workers (only these)
+            reason = gang.failure()
+            gang.status = f"failed: {reason}"
+            self.recovery.forget(gang)
+            workers = [
+                (n, gang.hosts.get(n, ""))
+                for n in sorted(gang.seen)
+                if n not in gang.retiring
+            ]
+            executor = lost_executor(str(gang.error))
+            what = f"the {what} {gang.tag} failed" + (
+                f" ({executor} lost)" if executor else ""
+            )
+            self.recovery.gang_failed(
+                what,
+                f"{gang.tag}: {reason.lstrip(': ')}",
+                workers[: gang.wanted],
+                gang.wanted,
+            )
+            gang.wanted = 0
+            self.kick()
+
+    def _start_failed(self, gang: Gang, what: str, reason: str) -> None:
+        """Relaunching would fail the same way: the request is dropped."""
+        gang.status = f"failed: {reason}"
+        self.target = max(self.target - gang.wanted, 0)
+        gang.wanted = 0
+        self.recovery.start_failures += 1
+        msg = f"spark-dask: the {what} {gang.tag} for {gang.plan.n_workers} more Dask workers failed: {reason}"
+        adaptive = self.adaptive()
+        if self.recovery.start_failures >= 3 and adaptive is not None:
+            adaptive.stop(reason="spark-dask: gangs fail to start")
+            msg += (
+                f"\n{self.recovery.start_failures} gangs in a row could not start their workers: adaptive "
+                "scaling is stopped. Fix the cause and call cluster.adapt(...) again."
+            )
+        self.events.warn(msg, python_warning=False)
+
+    async def replace_missing(self) -> None:
+        """Workers lost longer than ``lost-worker-grace`` ago: their gangs stop counting
+        on them and the pool starts replacements. A gang left with no worker to keep is
+        cancelled: its Spark job could still bring one back later (Spark runs a lost
+        task again), beside the replacement."""
+        due = [
+            (n, g, h) for n, g, h in self.recovery.due(time.monotonic()) if g.give_up(n)
+        ]
+        if due:
+            self.recovery.given_up([(n, h) for n, _, h in due])
+            for gang in {
+                id(g): g for _, g, _ in due if g.wanted == 0 and not g.done
+            }.values():
+                await blocking(gang.cancel)
+            self.kick()
+
+    async def watch_faults(self, fail, every: float = 1.0) -> None:
+        """While the cluster runs: replace workers lost longer than ``lost-worker-grace``,
+        start what no executor could hold once one can (every 2 s), say when the cluster
+        has no worker at all, and ``fail(msg)`` it after ``no-workers-timeout`` of that."""
+        rec, next_check = self.recovery, 0.0
+        while self.running:
+            await self.replace_missing()
+            now = time.monotonic()
+            if (
+                rec.owed
+                and now >= next_check
+                and (self._reconcile is None or self._reconcile.done())
+            ):
+                next_check = now + 2.0
+                self.kick()
+            verdict = rec.no_workers(len(self.side.scheduler.workers), self.target, now)
+            if verdict == "warn":
+                self.events.warn(
+                    no_workers_warning(self.target, self.status, rec.timeout),
+                    python_warning=False,
+                )
+            elif verdict == "fail":
+                msg = no_workers_message(
+                    self.target, now - rec.no_workers_since, rec.timeout, rec.reason
+                )
+                asyncio.ensure_future(
+                    fail(msg)
+                )  # not awaited here: the teardown cancels us
+                return
+            await asyncio.sleep(every)
+
+    # ------------------------------------------------------------------ scaling
+    def kick(self) -> None:
+        """Bring the gangs to the target (event loop; returns at once)."""
+        if self._reconcile is not None and not self._reconcile.done():
+            self._again = True
+            return
+        self._reconcile = asyncio.ensure_future(self._correct_state())
+
+    def stop(self) -> None:
+        """The cluster closes: no more scaling, losses no longer count."""
+        self.running = False
+        if self._reconcile is not None:
+            self._reconcile.cancel()
+
+    async def end(self, grace: float, spark) -> None:
+        """The cluster closes (its workers were terminated): every gang at once ends by
+        itself once its workers exited, the rest is cancelled after ``grace`` seconds. A
+        stopped session: no Spark to wait for or to cancel through."""
+        running = self.live()
+        if running:
+            stopped = await blocking(is_stopped, spark)
+            await blocking(end_gangs, running, grace, stopped)
+        for g in self.gangs:
+            if g.status in ("starting", "running"):
+                g.status = "ended: the cluster closed"
+
+    async def _correct_state(self) -> None:
+        """Submit gangs, cancel waiting ones or retire workers until the gangs hold the
+        target number of workers; relaunch the workers of failed gangs."""
+        async with self._lock:
+            while True:
+                self._again = False
+                if not self.running:
+                    return
+                current = sum(g.wanted for g in self.live())
+                rec = self.recovery
+                rec.owed = min(
+                    rec.owed, max(self.target - current, 0)
+                )  # scaled down meanwhile
+                try:
+                    if self.target > current:
+                        await self._grow(self.target - current)
+                    elif self.target < current:
+                        await self._shrink(current - self.target)
+                except (
+                    Exception
+                ) as e:  # pragma: no cover - reported, the next call retries
+                    logger.exception("spark-dask: scaling failed")
+                    self.events.warn(
+                        f"spark-dask: scaling to {self.target} workers failed: {e}",
+                        python_warning=False,
+                    )
+                    return
+                if not self._again:
+                    return
+
+    def _relaunch_budget(self, n: int) -> tuple[int, int, str]:
+        """Lost workers to relaunch: ``(n, lost, relaunch)`` after the relaunch budget
+        (``relaunch_attempts``) is counted; ``relaunch`` names the attempt."""
+        rec, attempts = self.recovery, self.options["relaunch_attempts"]
+        lost, rec.lost = rec.lost, 0
+        if self.relaunches < attempts:
+            self.relaunches += 1
+            self.status = f"relaunching ({self.relaunches})"
+            rec.owed += lost
+            return n, lost, f"relaunch {self.relaunches} of {attempts}"
+        self.target = max(self.target - lost, 0)
+        left = self.connected()
+        self.status = f"failed: {rec.reason}" if not left else "running"
+        self.events.error(
+            f"spark-dask: a Spark {'barrier stage' if self.shape.barrier else 'job'} failed and "
+            f"{self.relaunches} relaunches are used up: its {lost} Dask workers are not "
+            f"relaunched; the cluster has {left} workers. "
+            + (
+                "Close it and start a new one. "
+                if not left
+                else "cluster.scale(n) adds workers again. "
+            )
+            + f"Cause: {rec.reason}"
+        )
+        return n - lost, 0, ""
+
+    async def _grow(self, n: int) -> None:
+        rec, relaunch, lost = self.recovery, "", 0
+        if rec.lost:
+            n, lost, relaunch = self._relaunch_budget(n)
+            if n <= 0:
+                return
+        reason = "relaunch" if rec.owed else "scale"
+        # A barrier stage starts only whole: relaunch what the executors left can hold
+        # now, the rest once Spark has capacity again (watch_faults).
+        now = (
+            await blocking(self.placeable, n) if rec.owed and self.shape.barrier else n
+        )
+        later = max(min(rec.owed, n) - now, 0)
+        if lost or (later and not rec.owed_said):
+            msg = loss_message(rec.what or "Dask workers were lost", "" if rec.what else rec.reason, rec.workers,
+                               self.connected(), self.target, now, later, relaunch)  # fmt: skip
+            self.events.tell(msg) if lost else self.events.note(msg)
+            rec.owed_said = later > 0
+        rec.owed = max(rec.owed - now, 0)
+        rec.owed_said = rec.owed_said and rec.owed > 0
+        for step in gang_steps(self.shape, now):
+            self.submit(step, reason)
+
+    async def _shrink(self, excess: int) -> None:
+        live = self.live()
+        # 1. gangs none of whose workers has connected: cancelled (newest first)
+        for g in sorted(
+            (g for g in live if g.pending and not g.cancelled), key=lambda g: -g.index
+        ):
+            if 0 < g.wanted <= excess:
+                excess -= g.wanted
+                g.wanted = 0
+                await blocking(g.cancel)
+        if excess <= 0:
+            return
+        # 2. connected workers, those Dask loses least by first (idle, little data), a
+        #    Spark task's workers together
+        leaving = {n for g in live for n in g.retiring}
+        names = [
+            str(n)
+            for n in self.side.scheduler.workers_to_close(
+                n=excess, key=task_group, attribute="name"
+            )
+            if str(n) not in leaving and self.gang_of(str(n)) is not None
+        ]
+        chosen = names[: max(excess, 0)]
+        excess -= len(chosen)
+        # 3. workers not connected yet of gangs that are starting
+        for g in sorted(live, key=lambda g: -g.index):
+            while excess > 0 and g.wanted > g.connected and not g.done:
+                g.retire([g.planned_names()[-1]])
+                excess -= 1
+        await self.retire(chosen)
+
+    async def retire(self, names: list[str]) -> None:
+        """Scale-down: lower the gangs' wanted counts, move the workers' data to the
+        other workers (``retire_workers``), then end the workers (their tasks return)."""
+        real: dict[str, Gang] = {}
+        for name in names:
+            gang = self.gang_of(name)
+            if gang is None:
+                continue
+            for n in gang.retire([name]):
+                real[n] = gang
+        for g in self.live():
+            if g.pending and g.wanted == 0 and not g.cancelled:
+                await blocking(g.cancel)
+        if real:
+            await self.close_workers(real)
+
+    async def close_workers(self, gangs: dict[str, Gang]) -> None:
+        """Retire the workers ``gangs`` names in Dask (their data moves to the others),
+        then terminate their nannies: each worker's CLI exits at once and its Spark task
+        returns its slot."""
+        names = list(gangs)
+        for n, g in gangs.items():
+            g.retiring.add(n)
+        scheduler = self.side.scheduler
+        present = [
+            n
+            for n in names
+            if any(str(ws.name) == n for ws in scheduler.workers.values())
+        ]
+        if present:
+            retired = await scheduler.retire_workers(
+                names=present, close_workers=True, remove=True
+            )
+            kept = sorted(
+                set(present) - {str(info.get("name")) for info in retired.values()}
+            )
+            if kept:
+                self.events.warn(
+                    f"spark-dask: Dask could not move the data of {', '.join(kept)} to another worker "
+                    "(no worker left to take it); closing them anyway: what only they held is "
+                    "recomputed or lost",
+                    python_warning=False,
+                )
+        await asyncio.gather(
+            *(
+                self.side.terminate_nanny(gangs[n].nannies[n])
+                for n in names
+                if n in gangs[n].nannies
+            )
+        )
+        self.events.note(f"spark-dask: retired Dask workers {', '.join(names)}")
+
+    def bound_reason(self) -> str:
+        """Why the cluster cannot have more workers than its bound (for the scale note)."""
+        shape = self.shape
+        if self.facts.dynamic_allocation:
+            return "; dynamic allocation: spark.dynamicAllocation.maxExecutors"
+        if shape.pinned:
+            return "; one Dask worker per GPU"
+        if (
+            shape.uses_profile
+            and shape.task_cpus
+            and shape.task_cpus > self.facts.task_cpus
+        ):
+            return (
+                f"; each Dask worker's task takes {shape.task_cpus} of an executor's "
+                f"{self.facts.executor_cores} cores, one per executor (start with task_profile=False "
+                "for several per executor)"
+            )
+        return ""
+
+    async def scale(self, n: int) -> None:
+        """Set the target to ``n`` workers (bounded by the free task slots, with a note
+        when it is) and start bringing the gangs to it."""
+        current = sum(g.wanted for g in self.live()) + self.recovery.lost
+        if n > current:
+            facts = await blocking(self.fresh_facts)
+            bound = max_workers(facts, self.shape)
+            per = max(self.shape.workers_per_task, 1)
+            held = self.held() + tasks_for_workers(self.recovery.lost, per)
+            step = scale_step(
+                n,
+                current,
+                held,
+                None if bound is None else bound // per,
+                per,
+                self.bound_reason(),
+            )
+            if (
+                step.note and step.note != self._last_scale_note
+            ):  # Adaptive asks every interval
+                self.events.warn(step.note)
+            self._last_scale_note = step.note
+            self.target = step.target
+            total = replace(
+                self.shape, n_tasks=held + step.new_tasks, n_workers=step.target
+            )
+            warning = hog_warning(facts, total)
+            if warning and not self.hogging and not self.events.quiet:
+                self.events.warn(warning)
+                self.hogging = True  # said once (at start or at the first scale-up)
+        else:
+            scale_step(n, current, 0, None)  # checks n
+            self.target = n
+            self._last_scale_note = None
+        self.kick()
+
+    async def scale_down(self, workers) -> None:
+        """Adaptive's scale-down (after it retired ``workers``): drop them from their gangs."""
+        async with self._lock:
+            await self.retire([str(w) for w in workers])
+            self.target = sum(g.wanted for g in self.live())
+
+
+def adapt_bounds(
+    minimum: int, maximum: float, minimum_cores, maximum_cores, minimum_memory, maximum_memory,
+    threads: int | None, per_memory: int | None, bound: int | None,
+) -> tuple[int, float, str | None]:  # fmt: skip
+    """``adapt()``'s minimum and maximum in workers, from its arguments in workers, cores
+    and memory (``threads`` and ``per_memory``: one worker's) and the bound of the Spark
+    application (``bound``: :func:`spark_dask.plan.max_workers`); and a note when the
+    bound lowered the maximum.
+
+    >>> adapt_bounds(0, 10, None, 8, None, None, 2, None, 3)[:2]
+    (0, 3)
+    """
+    if minimum_cores is not None:
+        minimum = max(minimum, workers_for(0, minimum_cores, None, threads, None))
+    if minimum_memory is not None:
+        minimum = max(
+            minimum, workers_for(0, None, parse_bytes(minimum_memory), None, per_memory)
+        )
+    if maximum_cores is not None:
+        if not threads:
+            raise PlanError(
+                "adapt(maximum_cores=...) needs a worker's threads: none is known yet"
+            )
+        maximum = min(maximum, math.floor(maximum_cores / threads))
+    if maximum_memory is not None:
+        if not per_memory:
+            raise PlanError(
+                "adapt(maximum_memory=...) needs a worker's memory limit: none is known yet"
+            )
+        maximum = min(maximum, math.floor(parse_bytes(maximum_memory) / per_memory))
+    maximum, note = adapt_maximum(maximum, bound)
+    if minimum > maximum:
+        raise PlanError(f"adapt(): minimum={minimum} is above the maximum {maximum:g}")
+    return minimum, maximum, note
+
+
+def size_per_worker(
+    options: dict, size: tuple[int, int] | None
+) -> tuple[int | None, int | None]:
+    """(threads, memory) of one worker, for ``scale(cores=, memory=)`` and ``adapt``: the
+    options where the user chose them, else ``size`` (the workers' own, smallest)."""
+    threads = options["threads_per_worker"] or (size[0] if size else None)
+    memory = options["memory_limit"]
+    if memory == "auto":
+        memory = size[1] if size else None
+    return threads, memory

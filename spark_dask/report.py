@@ -1,0 +1,205 @@
+"""What a cluster says about its Spark side: the facts of ``spark_info()`` (widget, logs,
+``spark-dask info``) and each gang's tasks with their placement and status
+(``get_logs()["Spark tasks"]``, the widget's rows). The HTML and text are
+:mod:`spark_dask.widget`'s part; this module gathers what they show.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import suppress
+
+from dask.widgets import get_template
+from distributed.objects import SchedulerInfo
+
+from spark_dask import widget
+from spark_dask.gang import Gang
+from spark_dask.plan import task_number
+from spark_dask.session import application_id, is_connect
+
+logger = logging.getLogger("spark_dask")
+_port_warned: set = set()  # dashboard ports the warning was given for
+
+
+def task_request(plan, facts) -> str:
+    """What each barrier task asks Spark for, as the widget and logs show it."""
+    if plan.uses_profile:
+        gpus = (
+            f", gpu={plan.task_gpus:g}"
+            if plan.task_gpus
+            else (", no GPU" if plan.gpu_mode else "")
+        )
+        return f"cpus={plan.task_cpus or facts.task_cpus}{gpus}"
+    gpus = (
+        f", gpu={facts.task_gpus * plan.workers_per_task:g}" if facts.task_gpus else ""
+    )
+    return f"cpus={facts.task_cpus}{gpus} (default profile)"
+
+
+def gang_tasks(
+    gangs: list[Gang], scheduler_info, scheduler
+) -> list[tuple[Gang, list[dict]]]:
+    """Each gang with its tasks' placement and status: from the workers (in
+    ``scheduler_info`` and the ``scheduler``; None once the cluster closed) while its job
+    runs, from the tasks' status rows after it ended."""
+    closed = scheduler is None
+    workers = {} if closed else dict((scheduler_info or {}).get("workers", {}))
+    status = {}
+    for address in workers:
+        ws = scheduler.workers.get(address)
+        status[address] = ws.status.name if ws is not None else "gone"
+    out = []
+    for g in gangs:
+        if not g.done and not closed:
+            tasks = widget.live_tasks(
+                g.plan.n_tasks, workers, status, gang=g.index, base=g.first
+            )
+            for t in tasks:
+                if not t["workers"] and any(
+                    task_number(n) == t["partition"] for n in g.retiring
+                ):
+                    t["status"] = "returned: its workers were retired"
+                elif not t["workers"] and g.pending:
+                    t["status"] = "waiting for a task slot"
+        else:
+            tasks = widget.ended_tasks(g.rows)
+        for t in tasks:
+            t["gang"] = g.tag
+        out.append((g, tasks))
+    return out
+
+
+def spark_tasks(
+    sections: list[tuple[Gang, list[dict]]], closed: bool
+) -> tuple[list[dict], str]:
+    """Every gang task of ``sections`` (:func:`gang_tasks`), and whether any gang runs."""
+    gangs = [g for g, _ in sections]
+    tasks = [t for _, ts in sections for t in ts]
+    if any(not g.done for g in gangs) and not closed:
+        state = "running"
+    elif tasks:
+        state = "ended"
+    else:
+        state = "not running"
+    if len(gangs) <= 1:  # one gang: the table has no Gang column
+        for t in tasks:
+            t.pop("gang", None)
+    return tasks, state
+
+
+def session_info(spark) -> dict:
+    """The application (and Spark Connect session) a cluster runs in."""
+    info = {}
+    with suppress(Exception):
+        if is_connect(spark):
+            info["connect session"] = spark.session_id
+        info["application"] = application_id(spark)
+    return info
+
+
+def plan_info(plan, facts, pool, adaptive) -> dict:
+    """The workers, tasks and request of a cluster's gangs (``pool`` None before the
+    first gang; ``adaptive``: distributed's ``Adaptive`` or None)."""
+    target = pool.target if pool is not None and pool.gangs else plan.n_workers
+    held = pool.held() if pool is not None and pool.gangs else plan.n_tasks
+    info = {
+        "workers": f"{target} {plan.kind}" + (" (one per GPU)" if plan.pinned else ""),
+        ("barrier tasks" if plan.barrier else "Spark tasks (plain jobs)"): held,
+        "task request": task_request(plan, facts),
+    }
+    gangs = pool.gangs if pool is not None else []
+    if len(gangs) > 1 or not plan.barrier:
+        info["gangs"] = (
+            f"{len(pool.live()) if pool is not None else 0} running, {len(gangs)} submitted"
+        )
+    if adaptive is not None and getattr(adaptive, "state", "") == "running":
+        info["adaptive"] = f"{adaptive.minimum}..{adaptive.maximum} workers"
+    if plan.gpu_mode:
+        info["GPU mode"] = plan.gpu_mode + (
+            " (beside Spark's GPU tasks)"
+            if plan.gpu_mode == "shared"
+            else " (whole GPUs)"
+        )
+    return info
+
+
+def placement_info(plan, facts, workers: dict, db, timings: dict) -> dict:
+    """Executors, the workers' GPUs, the Databricks cluster and the start-up time."""
+    info = {}
+    if facts is not None:
+        info["executors"] = f"{facts.executors} x {facts.executor_cores} cores" + (
+            f", {facts.executor_gpus:g} GPUs" if facts.executor_gpus else ""
+        )
+    gpus = sorted(
+        str(w["spark"]["gpu"])
+        for w in workers.values()
+        if isinstance(w.get("spark"), dict) and w["spark"].get("gpu") is not None
+    )
+    if gpus or (plan is not None and plan.pinned):
+        info["GPUs"] = (
+            f"{len(gpus)} ({', '.join(gpus)})" if gpus else str(plan.n_workers)
+        )
+    if db is not None:
+        name = db.cloud_name
+        cloud = (
+            db.cloud
+            if name.lower() in (db.cloud, "unknown")
+            else f"{db.cloud} ({name})"
+        )
+        info["Databricks"] = (
+            f"runtime {db.runtime_version}, cluster {db.cluster_id}, {cloud}"
+        )
+    if "start" in timings:
+        info["start-up"] = f"{timings['start']:.1f} s"
+    return info
+
+
+def dashboard_link(settings, scheduler_info, scheduler_address: str) -> str:
+    """The dashboard link where a prefix or the Databricks driver proxy serves it
+    (``settings``: :class:`~spark_dask.databricks.DashboardSettings`); warns once when
+    distributed listens on another port than the one chosen (it was taken meanwhile)."""
+    try:
+        port = scheduler_info["services"]["dashboard"]
+    except (KeyError, TypeError):
+        return ""
+    if (
+        settings.port is not None
+        and port != settings.port
+        and (settings.port, port) not in _port_warned
+    ):
+        _port_warned.add((settings.port, port))
+        logger.warning(
+            "spark-dask: the dashboard port %s was taken; the dashboard listens on %s, "
+            "which the Databricks driver proxy may not pass",
+            settings.port,
+            port,
+        )
+    host = scheduler_address.split("://")[1].split("/")[0].rsplit(":", 1)[0].strip("[]")
+    return settings.link(host, port)
+
+
+def cluster_html(
+    type_name: str,
+    name: str,
+    scheduler_info,
+    workers: dict,
+    dashboard_link: str,
+    cluster_status: str,
+) -> str:
+    """distributed's cluster widget (``cluster.html.j2``) with ``workers`` (the live ones:
+    none once closed) and totals fresh from them, and ``cluster_status`` below."""
+    if not isinstance(scheduler_info, SchedulerInfo):
+        scheduler_info_repr = "Scheduler not started yet."
+    else:
+        info = SchedulerInfo(scheduler_info)
+        info["workers"] = workers
+        info.update(widget.scheduler_totals(workers))
+        scheduler_info_repr = info._repr_html_()
+    return get_template("cluster.html.j2").render(
+        type=type_name,
+        name=name,
+        workers=workers,
+        dashboard_link=dashboard_link,
+        scheduler_info_repr=scheduler_info_repr,
+        cluster_status=cluster_status,
+    )

@@ -1,0 +1,273 @@
+"""The scheduler side of a cluster, on the Spark driver: the TLS credentials, the Dask
+scheduler (with its dashboard), the watch on workers joining and leaving, and the
+connections to the workers' nannies that end them.
+
+:class:`DriverScheduler` is what :class:`spark_dask.SparkCluster` holds of it; the
+gangs (which Spark task a worker belongs to) are :mod:`spark_dask.pool`'s part.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import time
+from contextlib import suppress
+
+from distributed import Scheduler
+from distributed.core import Status
+from distributed.diagnostics.plugin import SchedulerPlugin
+from distributed.protocol.pickle import dumps as dumps_pickle
+from distributed.security import Security
+
+from spark_dask import config, databricks
+from spark_dask.aio import blocking
+from spark_dask.databricks import DashboardSettings
+from spark_dask.errors import PlanError, SparkDaskError
+from spark_dask.faults import LEAVING
+from spark_dask.plan import encryption_problem
+from spark_dask.session import driver_host, spark_encrypted
+
+
+class Credentials:
+    """Each cluster's TLS credentials (``Security.temporary()``: a CA, key and certificate
+    of its own), with the next cluster's made ahead in a background thread: making the
+    RSA key is on the critical path of a start (docs/benchmarks.md). Each set is handed
+    out once; the first start of a process makes its own."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._spare: concurrent.futures.Future | None = None
+
+    def take(self) -> Security:
+        """A fresh set of credentials (the spare, if one is ready), and a new spare."""
+        with self._lock:
+            spare, self._spare = self._spare, None
+        security = None
+        if spare is not None:
+            with suppress(
+                Exception
+            ):  # a failed spare: make one here, which raises if it fails again
+                security = spare.result()
+        if security is None:
+            security = Security.temporary()
+        self._make_spare()
+        return security
+
+    def _make_spare(self) -> None:
+        future: concurrent.futures.Future = concurrent.futures.Future()
+
+        def make():
+            try:
+                future.set_result(Security.temporary())
+            except BaseException as e:  # noqa: BLE001 - handed to take()
+                future.set_exception(e)
+
+        with self._lock:
+            if self._spare is not None:
+                return
+            self._spare = future
+        threading.Thread(
+            target=make, name="spark-dask-credentials", daemon=True
+        ).start()
+
+
+credentials = Credentials()
+
+
+class WorkerWatch(SchedulerPlugin):
+    """Wakes the start-up wait whenever a worker joins or leaves, and tells the cluster
+    (which gang's worker it is)."""
+
+    name = "spark-dask-watch"
+
+    def __init__(self, event: asyncio.Event, on_add=None, on_remove=None):
+        self.event = event
+        self.on_add = on_add
+        self.on_remove = on_remove
+
+    def add_worker(self, scheduler, worker):
+        self.event.set()
+        if self.on_add is not None:
+            self.on_add(scheduler, worker)
+
+    def remove_worker(self, scheduler, worker, **kwargs):
+        self.event.set()
+        if self.on_remove is not None:
+            self.on_remove(worker)
+
+
+def task_group(ws) -> tuple:
+    """``worker_key`` of Adaptive and of scale-down: the workers of one Spark task (a
+    task owning several GPUs starts one per GPU) leave together, so its slot is freed."""
+    facts = getattr(ws, "extra", {}).get("spark")
+    if isinstance(facts, dict) and "gang" in facts:
+        return (facts.get("gang"), facts.get("partition"))
+    return (None, ws.address)
+
+
+class DriverScheduler:
+    """The Dask scheduler of one cluster, in this process, and what ends its workers.
+
+    ``changed`` is set whenever a worker joins, leaves or changes status (the
+    start-up wait sleeps on it); ``on_leaving(address)`` hears of a worker that is
+    leaving on purpose (its removal is no loss, :mod:`spark_dask.faults`).
+    """
+
+    def __init__(self, changed: asyncio.Event):
+        self.changed = changed
+        self.on_leaving = None
+        self.scheduler: Scheduler | None = None
+        self.security: Security | None = None
+        self.dashboard_settings: DashboardSettings | None = None
+        self._nanny_comms: dict[
+            str, asyncio.Future
+        ] = {}  # open_nanny_comms: a call per nanny
+
+    async def start(self, spark, opts: dict) -> Scheduler:
+        """The refusal of unencrypted Spark RPC, the credentials and the scheduler (with
+        its dashboard): everything of a start that needs no facts of the executors."""
+        problem = encryption_problem(
+            bool(opts["require_encryption"]),
+            bool(opts["tls"]),
+            await blocking(spark_encrypted, spark),
+        )
+        if problem:
+            raise PlanError("spark-dask: " + problem)
+        self.security = await blocking(credentials.take) if opts["tls"] else Security()
+        _bind, host = await blocking(driver_host, spark, opts["scheduler_host"])
+        self.dashboard_settings = databricks.dashboard_settings(
+            spark, host, config.get("dashboard-prefix")
+        )
+        self.scheduler = Scheduler(
+            host=host,
+            port=0,
+            protocol="tls" if opts["tls"] else "tcp",
+            security=self.security,
+            dashboard=bool(opts["dashboard"]),
+            dashboard_address=self.dashboard_settings.address,
+            http_prefix=self.dashboard_settings.http_prefix,
+            plugins=[WorkerWatch(self.changed)],
+            validate=False,
+        )
+        await self.scheduler
+        self._watch_status_changes()
+        return self.scheduler
+
+    def watch_workers(self, on_add, on_remove, on_leaving) -> None:
+        """Tell ``on_add(scheduler, address)`` and ``on_remove(address)`` of every worker
+        that joins or leaves from now on, ``on_leaving(address)`` of one leaving on purpose."""
+        watch = self.scheduler.plugins[WorkerWatch.name]
+        watch.on_add, watch.on_remove = on_add, on_remove
+        self.on_leaving = on_leaving
+
+    def _watch_status_changes(self) -> None:
+        """Wake the start-up wait when a worker turns from ``init`` to ``running``
+        (the scheduler has no plugin hook for that, only the stream handler)."""
+        handlers = self.scheduler.stream_handlers
+        original = handlers["worker-status-change"]
+
+        def status_changed(*args, **kwargs):
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.changed.set()
+                status, worker = kwargs.get("status"), kwargs.get("worker")
+                if (
+                    isinstance(worker, str)
+                    and str(getattr(status, "name", status)) in LEAVING
+                ):
+                    if self.on_leaving is not None:
+                        self.on_leaving(worker)
+
+        handlers["worker-status-change"] = status_changed
+
+    def running_workers(self) -> int:
+        """Workers in status ``running`` (connected and ready)."""
+        return sum(
+            ws.status == Status.running for ws in self.scheduler.workers.values()
+        )
+
+    def worker_size(self) -> tuple[int, int] | None:
+        """(threads, memory limit) of the cluster's workers, the smallest; None without any."""
+        workers = self.scheduler.workers.values() if self.scheduler is not None else ()
+        sizes = [(ws.nthreads, ws.memory_limit) for ws in workers if ws.nthreads]
+        if not sizes:
+            return None
+        return min(t for t, _ in sizes), min(m for _, m in sizes)
+
+    def names(self) -> set[str]:
+        """Names of the workers that are not leaving (``Cluster.observed``)."""
+        if self.scheduler is None:
+            return set()
+        return {
+            str(ws.name)
+            for ws in self.scheduler.workers.values()
+            if ws.status != Status.closing_gracefully
+        }
+
+    def err_waiting_tasks(self, msg: str) -> None:
+        """Every task waiting for a worker (queued or unrunnable) errs with ``msg``."""
+        scheduler = self.scheduler
+        exception = dumps_pickle(SparkDaskError(msg))
+        stimulus = f"spark-dask-failed-{time.time()}"
+        recommendations: dict = {}
+        for ts in [*scheduler.unrunnable, *scheduler.queued]:
+            if ts.state in ("no-worker", "queued"):
+                recommendations.update(
+                    scheduler.transition(
+                        ts.key,
+                        "erred",
+                        exception=exception,
+                        cause=ts.key,
+                        stimulus_id=stimulus,
+                    )
+                )
+        scheduler.transitions(recommendations, stimulus_id=stimulus)
+
+    def open_nanny_comms(self, nannies) -> None:
+        """Open the scheduler's connection to each nanny when its worker joins, so that
+        closing the cluster finds it in the scheduler's connection pool (the TLS
+        handshake is otherwise part of the teardown; docs/benchmarks.md)."""
+        for address in nannies:
+            if address and address not in self._nanny_comms:
+                job = asyncio.ensure_future(self.scheduler.rpc(address).identity())
+                job.add_done_callback(lambda f: f.cancelled() or f.exception())
+                self._nanny_comms[address] = job
+
+    async def terminate_nanny(self, address: str, fast: bool = False) -> None:
+        """End one worker through its nanny; a closed comm is success (the nanny closes
+        its end before it answers). ``fast``: the nanny runs spark-dask's preload, whose
+        ``spark_dask_close`` stops the worker and ends the process at once."""
+        opening = self._nanny_comms.pop(address, None)
+        if (
+            opening is not None and not opening.done()
+        ):  # its comm, once open, serves the close
+            await asyncio.wait([opening], timeout=1.0)
+        with suppress(Exception):
+            if fast:
+                await self.scheduler.rpc(address).spark_dask_close(
+                    reason="spark-dask cluster closed"
+                )
+            else:
+                await self.scheduler.rpc(address).terminate(
+                    reason="spark-dask cluster closed"
+                )
+
+    async def close(self, timeout: float) -> None:
+        """Nannies first (each stops its worker process and exits, so its Spark task
+        returns), then the scheduler, which also closes any worker without a nanny."""
+        if self.scheduler is None:
+            return
+        nannies = [
+            (ws.nanny, bool((ws.extra.get("spark") or {}).get("fast_close")))
+            for ws in self.scheduler.workers.values()
+            if ws.nanny
+        ]
+        with suppress(Exception):
+            await asyncio.wait_for(
+                asyncio.gather(*(self.terminate_nanny(a, fast) for a, fast in nannies)),
+                timeout,
+            )
+        with suppress(Exception):
+            await self.scheduler.close(reason="spark-dask cluster closed")

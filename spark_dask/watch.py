@@ -1,0 +1,208 @@
+"""The cluster's waits and watchers that read Spark: the start-up wait for the gangs'
+workers (failing fast when a gang ends or gets no task slot) and, while the cluster
+runs, the watch on stages starved of slots. What they say is worded in
+:mod:`spark_dask.slots`; they read Spark's status tracker through
+:func:`spark_dask.launcher.stage_snapshot`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from contextlib import suppress
+
+from spark_dask.aio import blocking
+from spark_dask.errors import SparkDaskError
+from spark_dask.gang import Gang
+from spark_dask.launcher import stage_snapshot, summarize_spark_error
+from spark_dask.plan import max_workers
+from spark_dask.session import is_stopped
+from spark_dask.slots import (
+    SlotWatch,
+    busy_stages,
+    no_slots_message,
+    start_timeout_message,
+)
+
+
+def in_notebook() -> bool:
+    """True in a Jupyter or Databricks notebook."""
+    shell = sys.modules.get("IPython") and sys.modules["IPython"].get_ipython()
+    return type(shell).__name__ in ("ZMQInteractiveShell", "DatabricksShell")
+
+
+class Progress:
+    """ "2/4 Dask workers connected": a line per change in a terminal, one updated
+    line in a notebook."""
+
+    def __init__(self, enabled: bool, total: int):
+        self.enabled = enabled
+        self.total = total
+        self.last = None
+        self.handle = None
+
+    def update(self, n: int) -> None:
+        """Show ``n`` connected workers, if that changed."""
+        if not self.enabled or n == self.last:
+            return
+        self.last = n
+        text = f"spark-dask: {n}/{self.total} Dask workers connected"
+        if in_notebook():
+            from IPython.display import display
+
+            if self.handle is None:
+                self.handle = display({"text/plain": text}, raw=True, display_id=True)
+            else:
+                self.handle.update({"text/plain": text}, raw=True)
+        else:
+            print(text, file=sys.stderr, flush=True)
+
+
+def gang_error(gang: Gang, what: str) -> SparkDaskError:
+    """The error of a gang whose Spark job ended: ``what`` happened, and Spark's cause
+    (or, without one, the rows its tasks returned)."""
+    err = gang.error
+    if err is None:
+        detail = "the tasks returned: " + json.dumps(gang.launcher.rows)[:2000]
+    else:
+        detail = summarize_spark_error(err)
+    return SparkDaskError(f"spark-dask: {what}.\n{detail}")
+
+
+class StartWait:
+    """The start-up wait of one cluster: until every worker of its gangs runs.
+
+    Parameters
+    ----------
+    spark : SparkSession
+        The cluster's session (for the stage snapshot).
+    side : DriverScheduler
+        The scheduler; its ``changed`` event wakes the wait.
+    facts : ClusterFacts
+        The Spark facts (slots, dynamic allocation) for the error texts.
+    slot_wait : float
+        Seconds after which a barrier stage with no running task is checked.
+    connect : bool
+        A Spark Connect session (no stage information).
+    progress : bool
+        Show "n/N Dask workers connected".
+    """
+
+    def __init__(
+        self, spark, side, facts, slot_wait: float, connect: bool, progress: bool
+    ):
+        self.spark = spark
+        self.side = side
+        self.facts = facts
+        self.slot_wait = slot_wait
+        self.connect = connect
+        self.progress = progress
+
+    async def wait(self, gangs: list[Gang], timeout: float, tag: str) -> None:
+        """Return once every worker of ``gangs`` is connected; fail fast when a gang fails."""
+        want = sum(g.wanted for g in gangs)
+        progress = Progress(self.progress, want)
+        submitted = time.monotonic()
+        deadline = submitted + timeout
+        barrier = all(g.barrier for g in gangs)
+        slots_seen = (
+            self.connect or not barrier
+        )  # no stage information under Spark Connect
+        changed = self.side.changed
+        while True:
+            changed.clear()
+            ended = [g for g in gangs if g.done]
+            if ended:
+                what = "barrier stage" if ended[0].barrier else "job"
+                raise gang_error(
+                    ended[0], f"the Spark {what} ended before the workers connected"
+                )
+            n = self.side.running_workers()
+            progress.update(n)
+            if n >= want:
+                return
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                f = self.facts
+                raise SparkDaskError(start_timeout_message(
+                    n, want, self.side.scheduler.address, timeout, tag, barrier, f.dynamic_allocation, f.max_executors,
+                ))  # fmt: skip
+            if not slots_seen and time.monotonic() - submitted >= self.slot_wait:
+                slots_seen = await self.got_slots(gangs)
+            wake = remaining if slots_seen else min(remaining, 1.0)
+            with suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(changed.wait(), wake)
+
+    async def got_slots(self, gangs: list[Gang]) -> bool:
+        """True once a gang task runs; raises when the stage still has no slot at all.
+
+        Spark checks a barrier stage against the application's *total* slots; when
+        they exist but are busy (another spark-dask cluster, a long Spark job), the
+        stage waits silently. Fail now instead, saying who holds the slots.
+        """
+        try:
+            stages, ours = await blocking(
+                stage_snapshot, self.spark, [g.tag for g in gangs]
+            )
+        except Exception:  # noqa: BLE001 - no snapshot: nothing to say yet
+            return True
+        if (
+            any(st["stageId"] in ours and st["numActiveTasks"] > 0 for st in stages)
+            or self.side.running_workers()
+        ):
+            return True
+        if not ours:  # the job is not submitted yet
+            return False
+        n_tasks = sum(g.plan.n_tasks for g in gangs)
+        others = busy_stages(stages, ours)
+        raise SparkDaskError(
+            no_slots_message(n_tasks, self.slot_wait, self.facts.slots, others)
+        )
+
+
+async def watch_starved_stages(
+    spark, pool, tag: str, slot_wait: float, every: float = 2.0, patience: float = 10.0
+):
+    """Warn when a Spark stage waits for task slots that the gangs hold, and when a
+    scale-up gang waits for slots that Spark jobs hold (:class:`~spark_dask.slots.SlotWatch`).
+
+    A Spark job run inside the ``with`` block needs free task slots; when the gangs
+    hold them all it waits until the Dask cluster closes (or shrinks). That must not
+    be silent. Under dynamic allocation Spark adds executors for waiting stages: only
+    said when the gangs hold every slot the application can ever have. Runs while
+    ``pool.running``.
+    """
+    watch = SlotWatch(tag, patience, slot_wait)
+    shape, facts = pool.shape, pool.facts
+    while pool.running:
+        live = pool.live()
+        try:
+            stages, ours = await blocking(stage_snapshot, spark, [g.tag for g in live])
+        except Exception:  # noqa: BLE001 - the context is stopping
+            return
+        capacity = facts.slots
+        if not shape.barrier:
+            bound = max_workers(facts, shape)
+            capacity = (
+                None if bound is None else bound // max(shape.workers_per_task, 1)
+            )
+        held = sum(g.tasks_held() for g in live)
+        for msg in watch.notes(
+            stages, ours, live, held, capacity, shape.barrier, time.monotonic()
+        ):
+            pool.events.warn(msg, python_warning=False)
+        await asyncio.sleep(every)
+
+
+async def watch_session_stop(spark, pool, log, close, every: float = 1.0) -> None:
+    """Spark Connect: ``close()`` the cluster when its session is stopped (a stopped
+    session does not end the gangs' collecting threads: the client keeps retrying).
+    Runs while ``pool.running``."""
+    while pool.running:
+        if await blocking(is_stopped, spark):
+            log("spark-dask: the SparkSession was stopped; closing the Dask cluster")
+            asyncio.ensure_future(close())  # not awaited here: the teardown cancels us
+            return
+        await asyncio.sleep(every)
