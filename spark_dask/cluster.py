@@ -20,7 +20,6 @@ import math
 import time
 import uuid
 import warnings
-import weakref
 from contextlib import ExitStack, suppress
 from functools import partial
 
@@ -32,7 +31,7 @@ from distributed.deploy.cluster import Cluster
 from distributed.security import Security
 from distributed.utils import Log, Logs, silence_logging_cmgr
 
-from spark_dask import config, connection, options, report, signals, widget
+from spark_dask import config, connection, options, registry, report, signals, widget
 from spark_dask.aio import CloseHooks, blocking
 from spark_dask.databricks import DashboardSettings
 from spark_dask.errors import PlanError, SparkDaskError
@@ -59,17 +58,16 @@ from spark_dask.worker_cli import TaskWarnings, check_worker_options
 
 logger = logging.getLogger("spark_dask")
 
-_live_clusters: weakref.WeakSet = weakref.WeakSet()
 _atexit_registered = False
 
 
 def live_clusters() -> list[SparkCluster]:
     """The clusters of this process that are not closed yet."""
-    return list(_live_clusters)
+    return registry.clusters()
 
 
 def _close_all_at_exit() -> None:
-    for cluster in list(_live_clusters):
+    for cluster in registry.clusters():
         with suppress(Exception):
             cluster.close(timeout=30)
 
@@ -365,7 +363,7 @@ class SparkCluster(Cluster):
         self.tag = f"spark-dask-{self.id}"
         super().__init__(asynchronous=asynchronous, loop=loop, name=name or self.tag, quiet=quiet)
         self._init_state()
-        _live_clusters.add(self)
+        registry.add(self)
         _register_atexit()
         if not self.asynchronous:
             self._loop_runner.start()
@@ -505,6 +503,7 @@ class SparkCluster(Cluster):
             wait = StartWait(self.spark, self.side, self.facts, opts["slot_wait"], self.connect,
                              bool(opts["progress"]) and not self.quiet)  # fmt: skip
             await wait.wait(gangs, opts["timeout"], self.tag)
+            await super()._start()  # the worker-status subscription; says running
             self._started(t0, t_submit)
         except BaseException:
             if scheduler_job is not None:
@@ -556,12 +555,10 @@ class SparkCluster(Cluster):
         )
 
     async def _start_scheduler(self, t0: float) -> None:
-        """The scheduler side (credentials, scheduler, dashboard), then the Cluster
-        contract's connection to it."""
+        """The scheduler side (credentials, scheduler, dashboard) and the Cluster
+        contract's rpc to it (``Cluster._start`` subscribes once the workers run)."""
         await self.side.start(self.spark, self.options)
         self.scheduler_comm = rpc(self.scheduler.address, connection_args=self.security.get_connection_args("client"))
-        await super()._start()
-        self.status = Status.starting  # Cluster._start says running: not before the workers
         self.timings["scheduler"] = time.monotonic() - t0
 
     def _register_signals(self) -> None:
@@ -702,7 +699,7 @@ class SparkCluster(Cluster):
         self.timings["close"] = time.monotonic() - t0
         self._exit_stack.close()
         self.status = Status.closed
-        _live_clusters.discard(self)
+        registry.discard(self)
         signals.unregister(self)
 
     def get_logs(self, cluster=True, scheduler=True, workers=True):

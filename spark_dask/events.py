@@ -51,7 +51,7 @@ class Events:
         record (events while the cluster runs); kept either way."""
         self._keep(msg)
         if python_warning:
-            warnings.warn(msg, stacklevel=3)
+            warnings.warn(msg, stacklevel=2)
         else:
             logger.warning(msg)
 

@@ -33,13 +33,13 @@ import signal
 import sys
 import threading
 import time
-import weakref
 from contextlib import suppress
+
+from spark_dask import registry
 
 logger = logging.getLogger("spark_dask")
 
 _lock = threading.Lock()
-_clusters: weakref.WeakSet = weakref.WeakSet()
 _previous: dict[int, object] = {}
 
 
@@ -73,7 +73,6 @@ def register(cluster, sigterm: bool) -> None:
     if threading.current_thread() is not threading.main_thread():
         return
     with _lock:
-        _clusters.add(cluster)
         _install(signal.SIGINT, on_sigint)
         logging.getLogger().addFilter(_py4j_filter)
         if sigterm:
@@ -83,8 +82,7 @@ def register(cluster, sigterm: bool) -> None:
 def unregister(cluster) -> None:
     """Forget a closed cluster; put the previous handlers back after the last one."""
     with _lock:
-        _clusters.discard(cluster)
-        if any(c.status.name not in ("closing", "closed") for c in list(_clusters)):
+        if any(c is not cluster for c in registry.live()):
             return
         logging.getLogger().removeFilter(_py4j_filter)
         if threading.current_thread() is not threading.main_thread():
@@ -105,10 +103,6 @@ def _install(signum: int, handler) -> None:
         return  # the process chose to ignore it
     _previous[signum] = current
     signal.signal(signum, handler)
-
-
-def _live():
-    return [c for c in list(_clusters) if c.status.name not in ("closing", "closed")]
 
 
 def _run_bounded(fn, timeout: float) -> None:
@@ -191,7 +185,7 @@ def _retire_main_connection() -> None:
 
 def on_sigint(signum, frame):
     """Cancel Spark jobs waiting beside the gangs, then raise ``KeyboardInterrupt``."""
-    clusters = _live()
+    clusters = registry.live()
     previous = _previous.get(signal.SIGINT)
     if not clusters:  # every cluster closed from another thread: behave as before us
         if callable(previous):
@@ -222,7 +216,7 @@ def _close_all(clusters, grace: float = 1.0) -> None:
 
 def on_sigterm(signum, frame):
     """Close every running cluster (bounded), then do what the previous handler did."""
-    clusters = _live()
+    clusters = registry.live()
     if clusters:
         _run_bounded(lambda: _close_all(clusters), 3.0)
     previous = _previous.get(signal.SIGTERM, signal.SIG_DFL)

@@ -337,7 +337,7 @@ def test_each_cluster_gets_credentials_of_its_own_made_ahead(monkeypatch):
     handed out once; a spare that failed is replaced by one made on the spot."""
     from distributed.security import Security
 
-    from spark_dask import cluster as cluster_module
+    from spark_dask.scheduler import Credentials
 
     made = []
     real = Security.temporary
@@ -347,7 +347,7 @@ def test_each_cluster_gets_credentials_of_its_own_made_ahead(monkeypatch):
         return real()
 
     monkeypatch.setattr(Security, "temporary", staticmethod(temporary))
-    creds = cluster_module._Credentials()
+    creds = Credentials()
     first = creds.take()  # nothing ahead yet: made here, and the next one started
     assert wait_until(lambda: creds._spare is not None and creds._spare.done(), timeout=10)
     second = creds.take()

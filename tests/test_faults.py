@@ -229,8 +229,11 @@ def test_no_worker_for_too_long_fails_the_cluster_with_a_clear_error(spark, two_
         with spark_dask.start(spark, progress=False) as client:
             cluster = client.cluster
             take(_executor_ids(spark))
-            future = client.submit(slow_inc, 1, pure=False)
             t0 = time.monotonic()
+            # submitted once no worker is left: a task run before the executors died
+            # would just finish (its result is what is then lost)
+            assert wait_until(lambda: not cluster.scheduler.workers, 60)
+            future = client.submit(slow_inc, 1, pure=False)
             with pytest.raises(SparkDaskError, match="had 0 of its 2 workers") as e:
                 future.result(timeout=90)
             waited = time.monotonic() - t0
