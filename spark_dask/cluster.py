@@ -31,7 +31,7 @@ from distributed.deploy.cluster import Cluster
 from distributed.security import Security
 from distributed.utils import Log, Logs, silence_logging_cmgr
 
-from spark_dask import config, connection, options, registry, report, signals, widget
+from spark_dask import connection, options, registry, report, signals, widget
 from spark_dask.aio import CloseHooks, blocking
 from spark_dask.databricks import DashboardSettings
 from spark_dask.errors import PlanError, SparkDaskError
@@ -562,7 +562,7 @@ class SparkCluster(Cluster):
         self.timings["scheduler"] = time.monotonic() - t0
 
     def _register_signals(self) -> None:
-        signals.register(self, signals.close_on_sigterm(config.get("close-on-sigterm")))
+        signals.register(self, signals.close_on_sigterm(self.options["close_on_sigterm"]))
 
     # ------------------------------------------------------------------ gangs
     def _gang_ended_threadsafe(self, gang: Gang) -> None:

@@ -531,8 +531,10 @@ def resolve(**given) -> dict:
     checked (:class:`~spark_dask.errors.PlanError` says what is wrong). The one place an
     option is resolved: ``SparkCluster`` and ``spark-dask info`` both call it."""
     opts = {k: config.get(k.replace("_", "-"), v) for k, v in given.items()}
-    for key in time_keys():  # durations without a keyword argument
-        opts[key.replace("-", "_")] = parse_timedelta(config.get(key))
+    for o in config_options():  # the keys without a keyword argument; durations in seconds
+        if not o.keyword:
+            value = config.get(o.key)
+            opts[o.name.replace(".", "_")] = parse_timedelta(value) if o.time else value
     try:
         opts["timeout"] = parse_timedelta(opts["timeout"])
     except (ValueError, KeyError, TypeError) as e:

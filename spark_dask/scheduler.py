@@ -20,7 +20,7 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 from distributed.protocol.pickle import dumps as dumps_pickle
 from distributed.security import Security
 
-from spark_dask import config, databricks
+from spark_dask import databricks
 from spark_dask.aio import blocking
 from spark_dask.databricks import DashboardSettings
 from spark_dask.errors import PlanError, SparkDaskError
@@ -137,7 +137,7 @@ class DriverScheduler:
         self.security = await blocking(credentials.take) if opts["tls"] else Security()
         _bind, host = await blocking(driver_host, spark, opts["scheduler_host"])
         self.dashboard_settings = databricks.dashboard_settings(
-            spark, host, config.get("dashboard-prefix")
+            spark, host, opts["dashboard_prefix"]
         )
         self.scheduler = Scheduler(
             host=host,
