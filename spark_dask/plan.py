@@ -15,6 +15,7 @@ import shlex
 from dataclasses import dataclass, replace
 
 from spark_dask.errors import PlanError
+from spark_dask.sizes import human_bytes
 
 KINDS = ("auto", "cuda", "cpu")
 GPU_MODES = ("auto", "shared", "exclusive")
@@ -379,22 +380,6 @@ def version_problem(driver: str, executor: str | None, where: str = "the executo
         f"has {driver}: the scheduler and its workers must run the same release of "
         f"distributed (its protocol changes between releases). {fix}",
     )
-
-
-def human_bytes(n: int) -> str:
-    """Bytes as people read them, in binary units.
-
-    >>> human_bytes(10**12), human_bytes(1536 * 2**20), human_bytes(512)
-    ('931 GiB', '1.5 GiB', '512 B')
-    """
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            break
-        value /= 1024
-    if unit == "B":
-        return f"{int(value)} B"
-    return f"{value:.0f} {unit}" if value >= 100 else f"{value:.3g} {unit}"
 
 
 def memory_problem(limit: int, host_memory: int) -> str | None:
