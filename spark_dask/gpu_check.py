@@ -330,7 +330,7 @@ def _handoff_check(spark, client, n: int = 1_000_000) -> tuple[bool, str]:
     from spark_dask import handoff
     from spark_dask.handoff_plan import needs_cpu_profile
 
-    profile = needs_cpu_profile(client.cluster.facts, handoff._profiles_available(spark))
+    profile = needs_cpu_profile(client.cluster.facts, handoff.profiles_available(spark))
     expected = "cudf" if _has("cudf") else "pandas"
     df = spark.range(0, n, 1, 8).selectExpr(
         "id", "id % 97 AS k", "CAST(id % 13 AS DOUBLE) * 0.25 AS x", "CAST(id AS STRING) AS s"
@@ -358,7 +358,7 @@ def _handoff_check(spark, client, n: int = 1_000_000) -> tuple[bool, str]:
             total += pc.sum(b.column("id")).as_py() or 0
         yield pa.RecordBatch.from_pylist([{"n": rows, "t": total}], schema=pa.schema([("n", pa.int64()), ("t", pa.int64())]))
 
-    parts = handoff._map_collect(back, "n long, t long", totals, profile, f"{client.cluster.tag}-gpu-check",
+    parts = handoff.map_collect(back, "n long, t long", totals, profile, f"{client.cluster.tag}-gpu-check",
                              "spark-dask: gpu check, to_spark result")  # fmt: skip
     back_ok = sum(r["n"] for r in parts) == n and sum(r["t"] for r in parts) == n * (n - 1) // 2
     took_back = time.monotonic() - t1
