@@ -22,7 +22,7 @@ from dask.utils import parse_bytes, parse_timedelta
 
 from spark_dask import config
 from spark_dask.errors import PlanError
-from spark_dask.plan import GPU_MODES, check_barrier
+from spark_dask.plan import check_barrier, check_gpu_mode
 
 # Groups, in the order the configuration page shows them.
 GROUPS = {
@@ -557,8 +557,7 @@ def resolve(**given) -> dict:
         raise PlanError(f"relaunch_attempts must be an integer >= 0, got {ra!r}")
     if opts["task_profile"] not in ("auto", True, False):
         raise PlanError(f"task_profile must be 'auto', True or False, got {opts['task_profile']!r}")
-    if opts["gpu_mode"] not in GPU_MODES:
-        raise PlanError(f"gpu_mode must be one of {GPU_MODES}, got {opts['gpu_mode']!r}")
+    check_gpu_mode(opts["gpu_mode"])
     check_barrier(opts["barrier"], False)
     return opts
 
