@@ -22,6 +22,7 @@ See ``docs/handoff.md``.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import weakref
@@ -469,16 +470,7 @@ def to_dask(df, *, client=None, npartitions: int | None = None, backend: str | N
             df, spec, schema, tz, large, cpu_only, f"{cluster.tag}-to-dask-{tid}", f"spark-dask: to_dask -> {cluster.tag}",
         )  # fmt: skip
         parts = ordered_parts(rows)
-        registry.add(tid, {(p["hostname"], _parent(p["path"])) for p in parts})
-        keys = [load_key(tid, i) for i in range(len(parts))]
-        registry.add(tid, (), keys)
-        futures = [
-            client.submit(
-                handoff_task.load_partition, p, backend, key=key, workers=[p["ip"]], allow_other_workers=True,
-                pure=False,
-            )  # fmt: skip
-            for key, p in zip(keys, parts)
-        ]
+        futures = _load(client, registry, tid, parts, backend)
     except BaseException:
         registry.remove_now(tid)
         raise
@@ -492,9 +484,22 @@ def to_dask(df, *, client=None, npartitions: int | None = None, backend: str | N
     return dd.from_delayed(futures, meta=meta, verify_meta=False)
 
 
-def _parent(path: str) -> str:
-    import os
+def _load(client, registry: _Registry, tid: str, parts: list[dict], backend: str) -> list:
+    """One Dask task per written file, on a worker of its machine, loading it: the
+    futures, in partition order (their keys registered: the files stay while they are
+    held)."""
+    registry.add(tid, {(p["hostname"], _parent(p["path"])) for p in parts})
+    keys = [load_key(tid, i) for i in range(len(parts))]
+    registry.add(tid, (), keys)
+    return [
+        client.submit(
+            handoff_task.load_partition, p, backend, key=key, workers=[p["ip"]], allow_other_workers=True, pure=False,
+        )  # fmt: skip
+        for key, p in zip(keys, parts)
+    ]
 
+
+def _parent(path: str) -> str:
     return os.path.dirname(path)
 
 
