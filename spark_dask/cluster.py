@@ -89,7 +89,7 @@ from spark_dask.slots import (
     start_timeout_message,
 )
 from spark_dask.spec import by_host, rmm_spec, task_spec
-from spark_dask.worker_cli import TaskWarnings, check_worker_options
+from spark_dask.worker_flags import TaskWarnings, check_worker_options
 
 logger = logging.getLogger("spark_dask")
 

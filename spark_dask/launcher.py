@@ -49,9 +49,8 @@ def gang_rdd(sc, plan: GangPlan, fn):
 
     The profile goes on the last RDD. On ``sc.parallelize(range(n))`` (a Python pipeline
     of its own) it would stop PySpark from pipelining ``fn`` into that RDD: each task
-    would then run two Python workers, the second freshly forked (measured: an empty
-    2-task barrier stage on ``local-cluster[2,4,1024]`` took 0.69 s that way, 0.19 s with
-    the profile on the last RDD or without one).
+    would then run two Python workers, the second freshly forked (what that cost:
+    docs/benchmarks.md, "What the figures mean").
     """
     n = plan.n_tasks
     rdd = sc.parallelize(range(n), n)

@@ -900,7 +900,7 @@ def option_flags(options: dict | None) -> list[str]:
     ``{"rmm_pool_size": "10GB", "no_nanny": True, "resources": {"GPU": 1}}`` becomes
     ``--rmm-pool-size 10GB --no-nanny --resources GPU=1``; a list repeats the flag.
     ``False`` gives ``--no-<flag>``; on the driver,
-    :func:`spark_dask.worker_cli.check_worker_options` has already turned ``False``
+    :func:`spark_dask.worker_flags.check_worker_options` has already turned ``False``
     into the program's own off-switch (``{"enable_cudf_spill": False}`` →
     ``{"disable_cudf_spill": True}``).
     """
