@@ -348,8 +348,8 @@ def describe(
     """
     facts = cluster_facts(spark, parse_timedelta(config.get("executor-wait")))
     out = _facts_rows(facts)
-    given = dict(n_workers=n_workers, worker=worker, task_profile=task_profile, threads_per_worker=threads_per_worker,
-                 memory_limit=memory_limit, gpu_mode=gpu_mode, barrier=barrier)  # fmt: skip
+    given = {"n_workers": n_workers, "worker": worker, "task_profile": task_profile, "gpu_mode": gpu_mode,
+             "threads_per_worker": threads_per_worker, "memory_limit": memory_limit, "barrier": barrier}  # fmt: skip
     try:
         opts = options.resolve(**{**{o.name: None for o in options.keyword_options() if o.config}, **given})
         plan = plan_gang(facts, *(opts[k] for k in ("n_workers", "worker", "task_profile", "gpu_mode", "barrier")))
