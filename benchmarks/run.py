@@ -171,9 +171,9 @@ def parse_options(items: list[str]) -> dict:
 # ------------------------------------------------------------------------------ floors
 def _ship_by_value() -> None:
     """The floor stages' functions live here; executors cannot import this package."""
-    from pyspark import cloudpickle
+    from spark_dask.shipping import ship_by_value
 
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    ship_by_value(sys.modules[__name__])
 
 
 def _empty_task(_it):

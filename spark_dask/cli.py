@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import runpy
+import shlex
 import signal
 import sys
 import time
@@ -23,8 +24,17 @@ import traceback
 from contextlib import contextmanager, suppress
 
 import click
+from dask.utils import format_bytes, parse_timedelta
 
-from spark_dask import options
+from spark_dask import config, databricks, options, rapids
+from spark_dask.cluster import SparkCluster
+from spark_dask.connection import ENV_SCHEDULER_FILE, proxied_dashboard_link
+from spark_dask.connection import client_config as connection_config
+from spark_dask.plan import PlanError, hog_warning, plan_gang, spare_slots, worker_command, worker_memory, worker_threads
+from spark_dask.session import cluster_facts, require_pyspark
+from spark_dask.session import conf as spark_conf
+from spark_dask.task import PRELOAD_MODULE
+from spark_dask.task import _host_memory as host_memory
 
 # --------------------------------------------------------------------------------------
 # Options. Those of spark_dask.start() come from the option table (spark_dask/options.py),
@@ -92,8 +102,6 @@ def get_or_create_session(master: str | None = None, conf: dict | None = None, a
     ``created`` is True when this call started the SparkContext (so the caller may stop it).
     Without pyspark: an ImportError that says what to install.
     """
-    from spark_dask.session import require_pyspark
-
     require_pyspark()
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
@@ -127,13 +135,11 @@ def client_config(cluster) -> dict:
     key material is written to disk). On Databricks the dashboard link is the proxy URL.
     The keys are :func:`spark_dask.connection.client_config`'s, flat.
     """
-    from spark_dask.connection import client_config as config, proxied_dashboard_link
-
     sec = cluster.security
     tls = None
     if sec is not None and sec.require_encryption:
         tls = {"ca": sec.tls_ca_file, "cert": sec.tls_client_cert, "key": sec.tls_client_key}
-    return config(cluster.scheduler_address, tls, proxied_dashboard_link(cluster), dotted=True)
+    return connection_config(cluster.scheduler_address, tls, proxied_dashboard_link(cluster), dotted=True)
 
 
 @contextmanager
@@ -146,8 +152,6 @@ def _child_environment(cluster):
     instead: ``DASK_CONFIG`` names their directory, so a plain ``Client()`` there joins
     the cluster. The previous values come back afterwards; the files go with the cluster.
     """
-    from spark_dask.connection import ENV_SCHEDULER_FILE
-
     scheduler_file = cluster.write_connection()
     values = {"DASK_CONFIG": os.path.dirname(scheduler_file), ENV_SCHEDULER_FILE: scheduler_file}
     saved = {key: os.environ.get(key) for key in values}
@@ -265,9 +269,6 @@ def run_script(
     import dask.config
     from distributed import Client
 
-    from spark_dask import databricks
-    from spark_dask.cluster import SparkCluster
-
     created = False
     if spark is None:
         spark, created = get_or_create_session(master, conf, app_name)
@@ -291,29 +292,36 @@ def run_script(
                 client = Client(cluster, set_as_default=True)
                 code = exec_target(target, args, module)
         finally:
-            t0 = time.monotonic()
-            # The script's own clients first (a plain Client() that it did not close):
-            # closed after the scheduler they would print reconnect tracebacks.
-            for other in list(Client._instances):
-                if other is not client and other.status not in ("closed", "closing"):
-                    with suppress(Exception):
-                        other.close()
-            if client is not None:
-                with suppress(Exception):
-                    client.close()
-            if cluster is not None:
-                cluster.close()
-                ended = all(g.done for g in cluster.gangs)
-                print(
-                    f"spark-dask: cluster {cluster.tag} closed in {time.monotonic() - t0:.1f}s "
-                    f"(Spark barrier job ended: {'yes' if ended else 'NO'}); exit status {code}",
-                    file=sys.stderr,
-                    flush=True,
-                )
+            _close(cluster, client, code)
             if stop_session:
                 with suppress(Exception):
                     spark.stop()
     return code
+
+
+def _close(cluster, client, code: int) -> None:
+    """:func:`run_script`'s teardown: the script's clients, ours, the cluster (said on stderr)."""
+    from distributed import Client
+
+    t0 = time.monotonic()
+    # The script's own clients first (a plain Client() that it did not close):
+    # closed after the scheduler they would print reconnect tracebacks.
+    for other in list(Client._instances):
+        if other is not client and other.status not in ("closed", "closing"):
+            with suppress(Exception):
+                other.close()
+    if client is not None:
+        with suppress(Exception):
+            client.close()
+    if cluster is not None:
+        cluster.close()
+        ended = all(g.done for g in cluster.gangs)
+        print(
+            f"spark-dask: cluster {cluster.tag} closed in {time.monotonic() - t0:.1f}s "
+            f"(Spark barrier job ended: {'yes' if ended else 'NO'}); exit status {code}",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 # --------------------------------------------------------------------------------------
@@ -333,76 +341,30 @@ def describe(
 ) -> dict:
     """What a cluster would look like on this Spark application; starts nothing.
 
-    Reads the session (executors, slots, GPUs) and plans the gang exactly as
-    :class:`~spark_dask.SparkCluster` does, without submitting a Spark job.
+    Reads the session (executors, slots, GPUs), resolves the options
+    (:func:`spark_dask.options.resolve`) and plans the gang exactly as
+    :class:`~spark_dask.SparkCluster` does, without submitting a Spark job; and shows
+    the command line each Dask worker would run (``"worker command"``).
     """
-    from dask.utils import format_bytes, parse_bytes, parse_timedelta
-
-    from spark_dask import config, databricks, rapids
-    from spark_dask.plan import PlanError, hog_warning, plan_gang, spare_slots, worker_memory, worker_threads
-    from spark_dask.session import cluster_facts, conf as spark_conf
-
     facts = cluster_facts(spark, parse_timedelta(config.get("executor-wait")))
-    out: dict = {
-        "master": facts.master,
-        "executors": facts.executors,
-        "executor cores": facts.executor_cores,
-        "executor memory": format_bytes(facts.executor_memory),
-        "executor GPUs": facts.executor_gpus,
-        "task cpus": facts.task_cpus,
-        "task GPUs": facts.task_gpus,
-        "task slots": facts.slots,
-    }
+    out = _facts_rows(facts)
+    given = {"n_workers": n_workers, "worker": worker, "task_profile": task_profile, "gpu_mode": gpu_mode,
+             "threads_per_worker": threads_per_worker, "memory_limit": memory_limit, "barrier": barrier}  # fmt: skip
     try:
-        plan = plan_gang(
-            facts,
-            config.get("n-workers", n_workers),
-            config.get("worker", worker),
-            config.get("task-profile", task_profile),
-            config.get("gpu-mode", gpu_mode), config.get("barrier", barrier),
-        )
+        opts = options.resolve(**{**{o.name: None for o in options.keyword_options() if o.config}, **given})
+        plan = plan_gang(facts, *(opts[k] for k in ("n_workers", "worker", "task_profile", "gpu_mode", "barrier")))
     except PlanError as e:
         out["error"] = str(e)
         return out
-    out.update(
-        {
-            "workers": plan.n_workers,
-            "worker kind": plan.kind,
-            "one worker per GPU": plan.pinned,
-            "barrier tasks" if plan.barrier else "Spark jobs (one task each)": plan.n_tasks,
-            "task request": (
-                {"cpus": plan.task_cpus or facts.task_cpus, "gpus": plan.task_gpus}
-                if plan.uses_profile
-                else "default resource profile"
-            ),
-            "free slots while running": spare_slots(facts, plan),
-        }
-    )
-    if plan.gpu_mode:
-        out["GPU mode"] = plan.gpu_mode
-    notes = [n for n in plan.notes + (hog_warning(facts, plan),) if n]
-    if notes:
-        out["warnings"] = notes
-    tpw = config.get("threads-per-worker", threads_per_worker)
+    out.update(_plan_rows(facts, plan))
     tasks_per_executor = max(1, plan.n_tasks // max(facts.executors, 1))
-    out["threads per worker"] = worker_threads(
-        tpw, plan.task_cpus or facts.task_cpus, facts.executor_cores, tasks_per_executor, plan.workers_per_task,
-        plan.kind,
-    )
-    mem = config.get("memory-limit", memory_limit)
-    if mem != "auto":
-        out["memory per worker"] = format_bytes(parse_bytes(mem) if isinstance(mem, str) else int(mem))
-    elif facts.master.startswith("local"):
-        from spark_dask.task import _host_memory
-
-        # Every executor runs on this host.
-        size = worker_memory("auto", _host_memory(), facts.executor_memory, facts.executors, plan.n_workers)
-        out["memory per worker"] = format_bytes(size) + " (auto)"
-    else:
-        out["memory per worker"] = (
-            "auto: each host's memory less its executors' "
-            f"({format_bytes(facts.executor_memory)} each), split over its workers"
-        )
+    threads = worker_threads(
+        opts["threads_per_worker"], plan.task_cpus or facts.task_cpus, facts.executor_cores, tasks_per_executor,
+        plan.workers_per_task, plan.kind,
+    )  # fmt: skip
+    out["threads per worker"] = threads
+    memory, out["memory per worker"] = _worker_memory(facts, plan, opts["memory_limit"])
+    out["worker command"] = _shell_line(info_worker_command(plan, opts, threads, memory))
     db = databricks.detect(spark)
     if db is not None:
         out["databricks"] = {
@@ -422,10 +384,87 @@ def describe(
     return out
 
 
+def _facts_rows(facts) -> dict:
+    """``info``'s rows about the Spark application."""
+    return {
+        "master": facts.master,
+        "executors": facts.executors,
+        "executor cores": facts.executor_cores,
+        "executor memory": format_bytes(facts.executor_memory),
+        "executor GPUs": facts.executor_gpus,
+        "task cpus": facts.task_cpus,
+        "task GPUs": facts.task_gpus,
+        "task slots": facts.slots,
+    }
+
+
+def _plan_rows(facts, plan) -> dict:
+    """``info``'s rows about the planned gang (workers, tasks, warnings)."""
+    out = {
+        "workers": plan.n_workers,
+        "worker kind": plan.kind,
+        "one worker per GPU": plan.pinned,
+        "barrier tasks" if plan.barrier else "Spark jobs (one task each)": plan.n_tasks,
+        "task request": (
+            {"cpus": plan.task_cpus or facts.task_cpus, "gpus": plan.task_gpus}
+            if plan.uses_profile
+            else "default resource profile"
+        ),
+        "free slots while running": spare_slots(facts, plan),
+    }
+    if plan.gpu_mode:
+        out["GPU mode"] = plan.gpu_mode
+    notes = [n for n in plan.notes + (hog_warning(facts, plan),) if n]
+    if notes:
+        out["warnings"] = notes
+    return out
+
+
+def _worker_memory(facts, plan, limit) -> tuple[int | None, str]:
+    """(bytes, as shown) of each worker's memory limit; bytes None where each host
+    decides (``auto`` off local mode)."""
+    if limit != "auto":
+        return int(limit), format_bytes(int(limit))
+    if facts.master.startswith("local"):
+        # Every executor runs on this host.
+        size = worker_memory("auto", host_memory(), facts.executor_memory, facts.executors, plan.n_workers)
+        return size, format_bytes(size) + " (auto)"
+    return None, (
+        "auto: each host's memory less its executors' "
+        f"({format_bytes(facts.executor_memory)} each), split over its workers"
+    )
+
+
+def _shell_line(cmd: list[str]) -> str:
+    """``cmd`` as a shell line; the ``<...>`` placeholders unquoted."""
+    return " ".join(p if p.startswith("<") and p.endswith(">") else shlex.quote(p) for p in cmd)
+
+
+def info_worker_command(plan, opts: dict, threads: int, memory: int | None) -> list[str]:
+    """The command line of one Dask worker of ``plan`` (:func:`spark_dask.plan.worker_command`,
+    what each Spark task runs), with ``<...>`` where only the task knows the value
+    (its interpreter, the scheduler's address, the worker's name and directory, the
+    credentials' files). A dask-cuda worker's RMM pool flags, which its task derives
+    from its GPU's memory, are not shown."""
+    fields = {
+        "python": "<python>",
+        "scheduler_address": "<scheduler-address>",
+        "name": "<name>",
+        "nthreads": threads,
+        "memory_limit": memory if memory is not None else "<auto>",
+        "local_directory": "<local-directory>",
+        "death_timeout": opts["death_timeout"],
+        "preload": "<preload-file>",
+        "preload_module": PRELOAD_MODULE,
+        "tls_ca_file": "<ca.pem>" if opts["tls"] else "",
+        "tls_cert": "<cert.pem>" if opts["tls"] else "",
+        "tls_key": "<key.pem>" if opts["tls"] else "",
+    }
+    return worker_command(fields, plan.kind, opts["worker_command"], opts["worker_options"])
+
+
 def _require_pyspark_or_exit() -> None:
     """Without pyspark: one line that says what to install, exit status 1 (no traceback)."""
-    from spark_dask.session import require_pyspark
-
     try:
         require_pyspark()
     except ImportError as e:
@@ -488,17 +527,16 @@ def run(target, args, as_module, master, spark_conf, app_name, **options):
 def info(master, spark_conf, app_name, as_json, **options):
     """Show the cluster that 'run' (or spark_dask.start()) would start here.
 
-    Executors, task slots, GPUs, planned workers, threads and memory per worker, and on
-    Databricks the dashboard URL pattern. Starts no Spark job and no Dask process.
-    Exit status 1 when no cluster could start with these options.
+    Executors, task slots, GPUs, planned workers, threads and memory per worker, the
+    command line each worker would run, and on Databricks the dashboard URL pattern.
+    Starts no Spark job and no Dask process. Exit status 1 when no cluster could start
+    with these options.
     """
     _require_pyspark_or_exit()
     spark, created = get_or_create_session(master, spark_conf, app_name)
     try:
         out = describe(spark, **options)
     finally:
-        from spark_dask import databricks
-
         if created and databricks.detect(spark) is None:
             spark.stop()
     if as_json:

@@ -54,7 +54,7 @@ from spark_dask.session import conf as spark_conf
 from spark_dask.spec import by_host, rmm_spec, task_spec
 from spark_dask.task import _host_memory as host_memory  # renamed on the taskside branch
 from spark_dask.watch import StartWait, watch_session_stop, watch_starved_stages
-from spark_dask.worker_cli import TaskWarnings, check_worker_options
+from spark_dask.worker_flags import TaskWarnings, check_worker_options
 
 logger = logging.getLogger("spark_dask")
 

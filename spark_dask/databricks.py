@@ -35,6 +35,8 @@ import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from spark_dask.sparkconf import conf as read_conf
+
 RUNTIME_ENV = "DATABRICKS_RUNTIME_VERSION"
 WORKSPACE_URL = "spark.databricks.workspaceUrl"
 CLUSTER_ID = "spark.databricks.clusterUsageTags.clusterId"
@@ -339,8 +341,6 @@ def detect(spark=None, env: Mapping[str, str] | None = None) -> DatabricksInfo |
     def conf(key: str) -> str | None:
         if spark is None:
             return None
-        from spark_dask.session import conf as read_conf
-
         try:
             return read_conf(spark, key)
         except Exception:  # a conf the session cannot read is an unknown fact

@@ -29,6 +29,10 @@ import tempfile
 import time
 from dataclasses import dataclass
 
+import spark_dask
+from spark_dask import config, handoff
+from spark_dask.handoff_plan import needs_cpu_profile
+
 QUERY = ["--query-gpu=index,pci.bus_id,name,memory.total", "--format=csv,noheader,nounits"]
 # What must be importable for the checks (module -> what to install).
 REQUIRED = {
@@ -326,11 +330,7 @@ def _handoff_check(spark, client, n: int = 1_000_000) -> tuple[bool, str]:
     import numpy as np
     import pandas as pd
 
-    import spark_dask
-    from spark_dask import handoff
-    from spark_dask.handoff_plan import needs_cpu_profile
-
-    profile = needs_cpu_profile(client.cluster.facts, handoff._profiles_available(spark))
+    profile = needs_cpu_profile(client.cluster.facts, handoff.profiles_available(spark))
     expected = "cudf" if _has("cudf") else "pandas"
     df = spark.range(0, n, 1, 8).selectExpr(
         "id", "id % 97 AS k", "CAST(id % 13 AS DOUBLE) * 0.25 AS x", "CAST(id AS STRING) AS s"
@@ -358,7 +358,7 @@ def _handoff_check(spark, client, n: int = 1_000_000) -> tuple[bool, str]:
             total += pc.sum(b.column("id")).as_py() or 0
         yield pa.RecordBatch.from_pylist([{"n": rows, "t": total}], schema=pa.schema([("n", pa.int64()), ("t", pa.int64())]))
 
-    parts = handoff._map_collect(back, "n long, t long", totals, profile, f"{client.cluster.tag}-gpu-check",
+    parts = handoff.map_collect(back, "n long, t long", totals, profile, f"{client.cluster.tag}-gpu-check",
                              "spark-dask: gpu check, to_spark result")  # fmt: skip
     back_ok = sum(r["n"] for r in parts) == n and sum(r["t"] for r in parts) == n * (n - 1) // 2
     took_back = time.monotonic() - t1
@@ -400,7 +400,7 @@ def _xgboost_check(client) -> tuple[bool | None, str]:
     return ok, f"xgboost {xgb.__version__}, {n:,} rows, 50 rounds in {took:.1f} s, train rmse {rmse[0]:.3f} -> {rmse[-1]:.3f}"
 
 
-def main(argv: list[str] | None = None) -> int:
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m spark_dask.gpu_check", description=__doc__.split("\n\n")[0])
     parser.add_argument("--timeout", type=float, default=300, help="seconds to wait for the dask-cuda workers")
     parser.add_argument("--memory", type=int, default=8192, help="MiB of the local-cluster's Spark worker")
@@ -411,8 +411,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not 0 < args.gpu_amount <= 1:
         parser.error("--gpu-amount must be in (0, 1]")
+    return args
 
-    t_begin = time.monotonic()
+
+def _gpus_or_exit_status() -> list[Gpu] | int:
+    """This machine's GPUs, or exit status 2 (what is missing printed on stderr)."""
     missing = missing_prerequisites()
     if missing:
         print("spark-dask gpu check: cannot run on this machine, it lacks:", file=sys.stderr)
@@ -428,15 +431,13 @@ def main(argv: list[str] | None = None) -> int:
     if not gpus:
         print("spark-dask gpu check: nvidia-smi lists no GPU", file=sys.stderr)
         return 2
+    return gpus
 
+
+def _print_versions(gpus: list[Gpu]) -> None:
     import distributed
     import pyspark
 
-    import spark_dask
-    from spark_dask import config
-
-    results: list[tuple[str, str]] = []
-    failed = False
     print(table([(f"GPU {g.index}", f"{g.name}, {g.pci_bus_id}, {g.memory_mib} MiB") for g in gpus], "nvidia-smi"))
     # versions from the metadata: importing cudf here would open a CUDA context on GPU 0
     # in this process and shrink the pool of the worker there
@@ -444,7 +445,9 @@ def main(argv: list[str] | None = None) -> int:
     print(table([("python", sys.version.split()[0]), ("pyspark", pyspark.__version__),
                  ("distributed", distributed.__version__), *versions.items()], "versions"))  # fmt: skip
 
-    workdir = tempfile.mkdtemp(prefix="spark-dask-gpu-check-")
+
+def _discovery(workdir: str, gpus: list[Gpu], results: list) -> str | None:
+    """Write and run the GPU discovery script; its path, None when its answer is wrong."""
     script = os.path.join(workdir, "gpus.sh")
     with open(script, "w") as f:
         f.write(discovery_script())
@@ -456,6 +459,106 @@ def main(argv: list[str] | None = None) -> int:
         if discovered != discovery_json([g.index for g in gpus]):
             raise ValueError(discovered)
     except ValueError:
+        return None
+    return script
+
+
+def _worker_row(info: dict, by_bus: dict, spill: float) -> tuple[tuple[str, str], bool]:
+    """(the result row of one worker, whether it failed a check)."""
+    order_ok = info.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID"
+    cuda_ok = same_pci(info.get("nvml_pci"), info.get("cuda_pci"))
+    gpu = next((g for b, g in by_bus.items() if same_pci(b, info.get("nvml_pci"))), None)
+    pinned_ok = gpu is not None and gpu.index == info.get("CUDA_VISIBLE_DEVICES")
+    pool, limit = info.get("rmm_pool_size"), info.get("device_memory_limit")
+    pool_ok = isinstance(pool, int) and pool > 0
+    spill_ok = pool_ok and isinstance(limit, (int, float)) and abs(limit / pool - spill) < 0.01
+    threads_ok = info.get("nthreads") == 1
+    problems = [what for what, ok in (("device order", order_ok), ("CUDA/NVML device", cuda_ok),
+                                      ("GPU pinning", pinned_ok), ("RMM pool", pool_ok),
+                                      (f"spill limit {spill:g} x pool", spill_ok), ("1 thread", threads_ok))
+                if not ok]  # fmt: skip
+    return (
+        f"worker {info['name']}",
+        f"CUDA_VISIBLE_DEVICES={info.get('CUDA_VISIBLE_DEVICES')} CUDA_DEVICE_ORDER={info.get('CUDA_DEVICE_ORDER')} "
+        f"threads={info.get('nthreads')}\n"
+        f"NVML: {info.get('nvml_name')} {info.get('nvml_pci')}; CUDA device 0: {info.get('cuda_pci')} "
+        f"-> {'same GPU' if cuda_ok else 'MISMATCH'}{'' if pinned_ok else ' (not the GPU Spark assigned)'}\n"
+        f"RMM: {info.get('rmm_resource')} pool {_gib(info.get('rmm_pool_size'))}; device memory limit "
+        f"{_gib(info.get('device_memory_limit'))} ({info.get('data')}); host memory limit "
+        f"{_gib(info.get('memory_limit'))}"
+        + "".join(f"\n{k}: {info[k]}" for k in ("nvml_error", "cuda_error", "rmm_error") if k in info)
+        + (f"\nFAILED: {', '.join(problems)}" if problems else "\nchecks passed"),
+    ), bool(problems)  # fmt: skip
+
+
+def _run_checks(spark, client, gpus: list[Gpu], args, results: list) -> bool:
+    """The workers' rows, then each check's row; whether any failed."""
+    failed = False
+    spill = float(config.get("rapids.spill-fraction"))
+    infos = client.run(_make_worker_probe())
+    by_bus = {g.pci_bus_id: g for g in gpus}
+    for info in sorted(infos.values(), key=lambda i: str(i["name"])):
+        row, bad = _worker_row(info, by_bus, spill)
+        failed |= bad
+        results.append(row)
+    checks = [("cupy dask array", lambda: _cupy_check(client)),
+              ("dask-cudf groupby", lambda: _groupby_check(client))]  # fmt: skip
+    if args.gpu_amount < 1:
+        checks.append(("Spark GPU job beside", lambda: _spark_gpu_job_check(spark, len(gpus))))
+    checks.append(("to_dask / to_spark", lambda: _handoff_check(spark, client)))
+    if args.no_xgboost:
+        results.append(("xgboost", "skipped (--no-xgboost)"))
+    else:
+        checks.append(("xgboost", lambda: _xgboost_check(client)))
+    for name, check in checks:
+        try:
+            ok, text = check()
+        except Exception as e:  # noqa: BLE001 - one check's error is its row, the others still run
+            ok, text = False, f"{type(e).__name__}: {e}"
+        failed |= ok is False
+        results.append((name, ("FAILED: " if ok is False else "") + text))
+    return failed
+
+
+def _on_the_cluster(spark, gpus: list[Gpu], args, results: list) -> bool:
+    """Start the Dask cluster, check it, close it; whether anything failed."""
+    client = None
+    failed = False
+    try:
+        t0 = time.monotonic()
+        client = spark_dask.start(spark, progress=False, timeout=args.timeout)
+        cluster = client.cluster
+        results.append(("start-up", f"{time.monotonic() - t0:.1f} s to {cluster.gang_plan.n_workers} {cluster.gang_plan.kind} workers"))
+        if cluster.gang_plan.kind != "cuda":
+            failed = True
+            results.append(("worker kind", f"FAILED: {cluster.gang_plan.kind}, expected cuda"))
+        failed |= _run_checks(spark, client, gpus, args, results)
+    except Exception as e:  # noqa: BLE001 - printed in the table
+        failed = True
+        results.append(("error", f"{type(e).__name__}: {e}"))
+    finally:
+        if client is not None:
+            cluster = client.cluster
+            t0 = time.monotonic()
+            client.close()
+            results.append(("teardown", f"{time.monotonic() - t0:.2f} s"))
+            for row in cluster.task_rows:
+                for note in row.get("notes", []):
+                    results.append((f"task {row['partition']} note", note))
+    return failed
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _arguments(argv)
+    t_begin = time.monotonic()
+    gpus = _gpus_or_exit_status()
+    if isinstance(gpus, int):
+        return gpus
+    results: list[tuple[str, str]] = []
+    _print_versions(gpus)
+    workdir = tempfile.mkdtemp(prefix="spark-dask-gpu-check-")
+    script = _discovery(workdir, gpus, results)
+    if script is None:
         print(table(results, "FAILED"), file=sys.stderr)
         return 1
 
@@ -470,72 +573,9 @@ def main(argv: list[str] | None = None) -> int:
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     results.append(("spark session", f"{spark.sparkContext.master} in {time.monotonic() - t0:.1f} s"))
-    client = None
     try:
-        t0 = time.monotonic()
-        client = spark_dask.start(spark, progress=False, timeout=args.timeout)
-        cluster = client.cluster
-        results.append(("start-up", f"{time.monotonic() - t0:.1f} s to {cluster.gang.n_workers} {cluster.gang.kind} workers"))
-        if cluster.gang.kind != "cuda":
-            failed = True
-            results.append(("worker kind", f"FAILED: {cluster.gang.kind}, expected cuda"))
-        spill = float(config.get("rapids.spill-fraction"))
-        infos = client.run(_make_worker_probe())
-        by_bus = {g.pci_bus_id: g for g in gpus}
-        for info in sorted(infos.values(), key=lambda i: str(i["name"])):
-            order_ok = info.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID"
-            cuda_ok = same_pci(info.get("nvml_pci"), info.get("cuda_pci"))
-            gpu = next((g for b, g in by_bus.items() if same_pci(b, info.get("nvml_pci"))), None)
-            pinned_ok = gpu is not None and gpu.index == info.get("CUDA_VISIBLE_DEVICES")
-            pool, limit = info.get("rmm_pool_size"), info.get("device_memory_limit")
-            pool_ok = isinstance(pool, int) and pool > 0
-            spill_ok = pool_ok and isinstance(limit, (int, float)) and abs(limit / pool - spill) < 0.01
-            threads_ok = info.get("nthreads") == 1
-            problems = [what for what, ok in (("device order", order_ok), ("CUDA/NVML device", cuda_ok),
-                                              ("GPU pinning", pinned_ok), ("RMM pool", pool_ok),
-                                              (f"spill limit {spill:g} x pool", spill_ok), ("1 thread", threads_ok))
-                        if not ok]  # fmt: skip
-            failed |= bool(problems)
-            results.append((
-                f"worker {info['name']}",
-                f"CUDA_VISIBLE_DEVICES={info.get('CUDA_VISIBLE_DEVICES')} CUDA_DEVICE_ORDER={info.get('CUDA_DEVICE_ORDER')} "
-                f"threads={info.get('nthreads')}\n"
-                f"NVML: {info.get('nvml_name')} {info.get('nvml_pci')}; CUDA device 0: {info.get('cuda_pci')} "
-                f"-> {'same GPU' if cuda_ok else 'MISMATCH'}{'' if pinned_ok else ' (not the GPU Spark assigned)'}\n"
-                f"RMM: {info.get('rmm_resource')} pool {_gib(info.get('rmm_pool_size'))}; device memory limit "
-                f"{_gib(info.get('device_memory_limit'))} ({info.get('data')}); host memory limit "
-                f"{_gib(info.get('memory_limit'))}"
-                + "".join(f"\n{k}: {info[k]}" for k in ("nvml_error", "cuda_error", "rmm_error") if k in info)
-                + (f"\nFAILED: {', '.join(problems)}" if problems else "\nchecks passed"),
-            ))  # fmt: skip
-        checks = [("cupy dask array", lambda: _cupy_check(client)),
-                  ("dask-cudf groupby", lambda: _groupby_check(client))]  # fmt: skip
-        if args.gpu_amount < 1:
-            checks.append(("Spark GPU job beside", lambda: _spark_gpu_job_check(spark, len(gpus))))
-        checks.append(("to_dask / to_spark", lambda: _handoff_check(spark, client)))
-        if args.no_xgboost:
-            results.append(("xgboost", "skipped (--no-xgboost)"))
-        else:
-            checks.append(("xgboost", lambda: _xgboost_check(client)))
-        for name, check in checks:
-            try:
-                ok, text = check()
-            except Exception as e:  # noqa: BLE001 - one check's error is its row, the others still run
-                ok, text = False, f"{type(e).__name__}: {e}"
-            failed |= ok is False
-            results.append((name, ("FAILED: " if ok is False else "") + text))
-    except Exception as e:  # noqa: BLE001 - printed in the table
-        failed = True
-        results.append(("error", f"{type(e).__name__}: {e}"))
+        failed = _on_the_cluster(spark, gpus, args, results)
     finally:
-        if client is not None:
-            cluster = client.cluster
-            t0 = time.monotonic()
-            client.close()
-            results.append(("teardown", f"{time.monotonic() - t0:.2f} s"))
-            for row in cluster.task_rows:
-                for note in row.get("notes", []):
-                    results.append((f"task {row['partition']} note", note))
         spark.stop()
         shutil.rmtree(workdir, ignore_errors=True)
     results.append(("total", f"{time.monotonic() - t_begin:.1f} s"))

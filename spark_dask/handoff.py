@@ -22,14 +22,16 @@ See ``docs/handoff.md``.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import weakref
 import uuid
 from contextlib import contextmanager, nullcontext, suppress
 
-from spark_dask import handoff_plan
+from spark_dask import arrow_types, handoff_plan, handoff_task
 from spark_dask.arrow_types import HandoffTypeError
+from spark_dask.cluster import SparkCluster, live_clusters
 from spark_dask.handoff_plan import (
     NO_BYTE_LIMIT,
     byte_limit_is_redundant,
@@ -43,34 +45,14 @@ from spark_dask.handoff_plan import (
     transfer_slots,
 )
 from spark_dask.handoff_task import HandoffError
+from spark_dask.jobtags import tagged
 from spark_dask.plan import PlanError
+from spark_dask.session import application_id, conf, is_connect, is_stopped, spark_version
+from spark_dask.shipping import ship_task_code
 
 logger = logging.getLogger("spark_dask")
 
 __all__ = ["HandoffError", "HandoffTypeError", "to_dask", "to_spark"]
-
-
-_by_value_done = False
-
-
-def _ship_by_value() -> None:
-    """Pickle the transfer code by value for Spark (pyspark's cloudpickle) and for Dask
-    (cloudpickle): neither executors nor Dask workers need spark_dask installed."""
-    global _by_value_done
-    if _by_value_done:
-        return
-    import cloudpickle
-
-    from spark_dask import arrow_types, handoff_task, plan
-    from spark_dask.launcher import _ship_task_code_by_value
-
-    _ship_task_code_by_value()
-    from pyspark import cloudpickle as spark_cloudpickle
-
-    for module in (plan, arrow_types, handoff_plan, handoff_task):
-        spark_cloudpickle.register_pickle_by_value(module)
-        cloudpickle.register_pickle_by_value(module)
-    _by_value_done = True
 
 
 # ---------------------------------------------------------------------------- registry
@@ -156,8 +138,6 @@ class _Registry:
 
 
 def handoff_task_op(what: str) -> str:
-    from spark_dask import handoff_task
-
     return {"put": handoff_task.PUT, "get": handoff_task.GET, "remove": handoff_task.REMOVE}[what]
 
 
@@ -169,9 +149,7 @@ def _registry(cluster, client) -> _Registry:
     with _setup_lock:
         registry = _registries.get(cluster)
         if registry is None:
-            from spark_dask import handoff_task
-
-            _ship_by_value()
+            ship_task_code()  # neither executors nor Dask workers need spark_dask installed
             client.register_plugin(handoff_task.worker_plugin(), name="spark-dask-handoff")
             registry = _registries[cluster] = _Registry(cluster)
             cluster.add_close_hook(registry.close)  # its files, while the workers can remove them
@@ -182,8 +160,6 @@ def _registry(cluster, client) -> _Registry:
 def _cluster_and_client(client):
     """(SparkCluster, Client) of the running spark-dask cluster, or a clear error."""
     from distributed import Client
-
-    from spark_dask.cluster import SparkCluster, live_clusters
 
     if client is None:
         try:
@@ -215,25 +191,12 @@ def _cluster_and_client(client):
     return cluster, client
 
 
-def _app_id(spark) -> str | None:
-    from spark_dask.session import is_connect
-
-    try:
-        if is_connect(spark):
-            return spark.conf.get("spark.app.id")
-        return spark.sparkContext.applicationId
-    except Exception:
-        return None
-
-
 def _check_session(spark, cluster, what: str) -> None:
-    from spark_dask.session import is_stopped
-
     if is_stopped(spark):
         raise HandoffError(f"spark-dask: {what}'s SparkSession is stopped")
     if spark is cluster.spark:
         return
-    mine, theirs = _app_id(spark), _app_id(cluster.spark)
+    mine, theirs = application_id(spark), application_id(cluster.spark)
     if mine is None or mine != theirs:
         raise HandoffError(
             f"spark-dask: {what} belongs to another Spark application ({mine}) than the Dask cluster "
@@ -242,20 +205,9 @@ def _check_session(spark, cluster, what: str) -> None:
         )
 
 
-def _conf(spark, key: str, default: str) -> str:
-    """A SQL conf of the session (classic or Connect)."""
-    try:
-        value = spark.conf.get(key, default)
-    except Exception:
-        value = default
-    return default if value is None else str(value)
-
-
-def _profiles_available(spark) -> bool:
+def profiles_available(spark) -> bool:
     """Stage-level task profiles for the transfer job: classic Spark >= 3.4 (not local
     mode), Spark Connect >= 4.0 (``mapInArrow(profile=)``)."""
-    from spark_dask.session import is_connect, spark_version
-
     version = spark_version(spark)
     if is_connect(spark):
         return version >= (4, 0)
@@ -266,15 +218,13 @@ def _profiles_available(spark) -> bool:
 def _cpu_profile(spark):
     from pyspark.resource import ResourceProfileBuilder, TaskResourceRequests
 
-    from spark_dask.session import is_connect
-
     if is_connect(spark):  # a Connect profile registers through this thread's active session
         active = getattr(type(spark), "_active_session", None)
         if active is not None:
             active.session = spark
     # one profile per session: a scan of to_spark's cached result has the transfer's stage
     # in its lineage, and a stage may not mix two profiles
-    key = _app_id(spark) or id(spark)
+    key = application_id(spark) or id(spark)
     profile = _cpu_profiles.get(key)
     if profile is None:
         profile = _cpu_profiles[key] = ResourceProfileBuilder().require(TaskResourceRequests().cpus(1)).build
@@ -287,42 +237,12 @@ _cpu_profiles: dict = {}
 def _check_slots(cluster, direction: str) -> bool:
     """Raise at once when the gang leaves the transfer no task slot; the transfer's
     tasks need a CPU-only profile (returned) when Spark's tasks ask for GPUs."""
-    facts, plan = cluster.facts, cluster.gang
-    cpu_only = needs_cpu_profile(facts, _profiles_available(cluster.spark))
+    facts, plan = cluster.facts, cluster.gang_plan
+    cpu_only = needs_cpu_profile(facts, profiles_available(cluster.spark))
     slots = transfer_slots(facts, plan, cpu_only)
     if slots is not None and slots < 1:
         raise HandoffError(no_slot_message(facts, plan, direction, cpu_only))
     return cpu_only
-
-
-class _Tagged:
-    """The Spark jobs submitted inside carry a tag (cancellable) and a description."""
-
-    def __init__(self, spark, tag: str, description: str):
-        self.spark, self.tag, self.description = spark, tag, description
-
-    def __enter__(self):
-        from spark_dask.session import is_connect
-
-        self.connect = is_connect(self.spark)
-        if self.connect:
-            self.spark.addTag(self.tag)
-            return self
-        sc = self.spark.sparkContext
-        self.previous = sc.getLocalProperty("spark.job.description")
-        sc.setJobDescription(self.description)
-        if hasattr(sc, "addJobTag"):
-            sc.addJobTag(self.tag)
-        return self
-
-    def __exit__(self, *exc):
-        if self.connect:
-            self.spark.removeTag(self.tag)
-            return
-        sc = self.spark.sparkContext
-        if hasattr(sc, "removeJobTag"):
-            sc.removeJobTag(self.tag)
-        sc.setLocalProperty("spark.job.description", self.previous)
 
 
 # Rows per Arrow batch that Spark's JVM makes for a transfer: about this many bytes
@@ -355,8 +275,6 @@ def _jvm_arrow_rdd(df, tz: str, large: bool, rows_per_batch: int):
 
     The rows reach the Python tasks faster this way than through ``mapInArrow`` (the
     figures: docs/benchmarks.md, "Moving data between Spark and Dask")."""
-    from spark_dask.session import is_connect, spark_version
-
     spark = df.sparkSession
     if is_connect(spark):
         return None
@@ -381,8 +299,6 @@ def _collect(df, spec: dict, schema, tz: str, large: bool, cpu_only: bool, tag: 
 
     Classic Spark: the JVM turns the rows into Arrow batches, the Python tasks write
     them (:func:`_jvm_arrow_rdd`). Spark Connect: ``mapInArrow``."""
-    from spark_dask import handoff_task
-
     spark = df.sparkSession
     profile = _cpu_profile(spark) if cpu_only else None
     rdd = _jvm_arrow_rdd(df, tz, large, batch_rows(schema))
@@ -390,9 +306,9 @@ def _collect(df, spec: dict, schema, tz: str, large: bool, cpu_only: bool, tag: 
         rdd = rdd.mapPartitions(handoff_task.spark_batch_writer(spec))
         if profile is not None:
             rdd = rdd.withResources(profile)
-        with _Tagged(spark, tag, description):
+        with tagged(spark, tag, description):
             return rdd.collect()
-    return _map_collect(_positional(df), handoff_task.RESULT_DDL, handoff_task.spark_writer(spec), cpu_only, tag,
+    return map_collect(_positional(df), handoff_task.RESULT_DDL, handoff_task.spark_writer(spec), cpu_only, tag,
                         description, arrow_schema=schema)  # fmt: skip
 
 
@@ -412,15 +328,13 @@ def _no_redundant_byte_limit(spark, schema):
 
     The batches are the same; what the per-row estimate costs is measured in
     docs/benchmarks.md, "Moving data between Spark and Dask". Spark 3.x has no byte limit."""
-    from spark_dask.session import spark_version
-
     lift = False
     if spark_version(spark) >= (4, 0):
-        records = handoff_plan.spark_bytes(_conf(spark, _MAX_RECORDS, "10000"))
-        limit = handoff_plan.spark_bytes(_conf(spark, _MAX_BYTES, "64m"))
+        records = handoff_plan.spark_bytes(conf(spark, _MAX_RECORDS, "10000", sql=True))
+        limit = handoff_plan.spark_bytes(conf(spark, _MAX_BYTES, "64m", sql=True))
         lift = records is not None and limit is not None and byte_limit_is_redundant(schema, records, limit)
     if lift:
-        key = _app_id(spark) or id(spark)
+        key = application_id(spark) or id(spark)
         with _byte_limit_lock:
             entry = _byte_limit_lifted.get(key)
             if entry is None:
@@ -450,19 +364,17 @@ def _no_redundant_byte_limit(spark, schema):
                             spark.conf.set(_MAX_BYTES, entry[1])
 
 
-def _map_collect(df, schema: str, fn, cpu_only: bool, tag: str, description: str, arrow_schema=None) -> list[dict]:
+def map_collect(df, schema: str, fn, cpu_only: bool, tag: str, description: str, arrow_schema=None) -> list[dict]:
     """Run ``df.mapInArrow(fn, schema)`` as a tagged Spark job (a CPU-only profile when
     asked; without Spark's per-row batch size estimate where it is redundant, see
     :func:`_no_redundant_byte_limit`); its rows as dicts."""
-    from spark_dask.session import spark_version
-
     spark = df.sparkSession
     profile = _cpu_profile(spark) if cpu_only else None
     new_api = spark_version(spark) >= (4, 0)
     kwargs = {"profile": profile} if profile is not None and new_api else {}
     out = df.mapInArrow(fn, schema, **kwargs)
     lifted = _no_redundant_byte_limit(spark, arrow_schema) if arrow_schema is not None else nullcontext()
-    with _Tagged(spark, tag, description), lifted:
+    with tagged(spark, tag, description), lifted:
         if profile is not None and not new_api:  # Spark 3.x: the profile on the RDD of the stage
             return [r.asDict() for r in out.rdd.withResources(profile).collect()]
         return [r.asDict() for r in out.collect()]
@@ -476,8 +388,6 @@ def _spec_tls(cluster) -> dict | None:
 
 
 def _hosts(client) -> dict:
-    from spark_dask import handoff_task
-
     infos = client.run(handoff_task.host_info)
     if not infos:
         raise HandoffError("spark-dask: the Dask cluster has no workers right now; wait for them (client.wait_for_workers)")
@@ -486,7 +396,7 @@ def _hosts(client) -> dict:
 
 def _backend(backend: str | None, cluster) -> str:
     if backend is None:
-        return "cudf" if cluster.gang.kind == "cuda" else "pandas"
+        return "cudf" if cluster.gang_plan.kind == "cuda" else "pandas"
     if backend not in ("pandas", "cudf"):
         raise PlanError(f"backend must be 'pandas' or 'cudf', got {backend!r}")
     if backend == "cudf":
@@ -529,16 +439,14 @@ def to_dask(df, *, client=None, npartitions: int | None = None, backend: str | N
     """
     import dask.dataframe as dd
 
-    from spark_dask import arrow_types, handoff_task
-
     cluster, client = _cluster_and_client(client)
     spark = df.sparkSession
     _check_session(spark, cluster, "the DataFrame")
     if npartitions is not None and (isinstance(npartitions, bool) or not isinstance(npartitions, int) or npartitions < 1):
         raise PlanError(f"npartitions must be a positive integer, got {npartitions!r}")
     backend = _backend(backend, cluster)
-    tz = _conf(spark, "spark.sql.session.timeZone", "UTC")
-    large = _conf(spark, "spark.sql.execution.arrow.useLargeVarTypes", "false").lower() == "true"
+    tz = conf(spark, "spark.sql.session.timeZone", "UTC", sql=True)
+    large = conf(spark, "spark.sql.execution.arrow.useLargeVarTypes", "false", sql=True).lower() == "true"
     schema = arrow_types.spark_to_arrow_schema(df.schema.jsonValue(), tz, large)
     meta = arrow_types.empty_frame(schema, backend)
     cpu_only = _check_slots(cluster, "to_dask")
@@ -562,16 +470,7 @@ def to_dask(df, *, client=None, npartitions: int | None = None, backend: str | N
             df, spec, schema, tz, large, cpu_only, f"{cluster.tag}-to-dask-{tid}", f"spark-dask: to_dask -> {cluster.tag}",
         )  # fmt: skip
         parts = ordered_parts(rows)
-        registry.add(tid, {(p["hostname"], _parent(p["path"])) for p in parts})
-        keys = [load_key(tid, i) for i in range(len(parts))]
-        registry.add(tid, (), keys)
-        futures = [
-            client.submit(
-                handoff_task.load_partition, p, backend, key=key, workers=[p["ip"]], allow_other_workers=True,
-                pure=False,
-            )  # fmt: skip
-            for key, p in zip(keys, parts)
-        ]
+        futures = _load(client, registry, tid, parts, backend)
     except BaseException:
         registry.remove_now(tid)
         raise
@@ -585,9 +484,22 @@ def to_dask(df, *, client=None, npartitions: int | None = None, backend: str | N
     return dd.from_delayed(futures, meta=meta, verify_meta=False)
 
 
-def _parent(path: str) -> str:
-    import os
+def _load(client, registry: _Registry, tid: str, parts: list[dict], backend: str) -> list:
+    """One Dask task per written file, on a worker of its machine, loading it: the
+    futures, in partition order (their keys registered: the files stay while they are
+    held)."""
+    registry.add(tid, {(p["hostname"], _parent(p["path"])) for p in parts})
+    keys = [load_key(tid, i) for i in range(len(parts))]
+    registry.add(tid, (), keys)
+    return [
+        client.submit(
+            handoff_task.load_partition, p, backend, key=key, workers=[p["ip"]], allow_other_workers=True, pure=False,
+        )  # fmt: skip
+        for key, p in zip(keys, parts)
+    ]
 
+
+def _parent(path: str) -> str:
     return os.path.dirname(path)
 
 
@@ -599,8 +511,6 @@ def _positional(df):
 
 
 def _repartition(df, n: int):
-    from spark_dask.session import is_connect
-
     if not is_connect(df.sparkSession):
         with suppress(Exception):
             if n <= df.rdd.getNumPartitions():
@@ -641,8 +551,6 @@ def to_spark(ddf, spark=None, *, client=None, schema=None, checkpoint: bool = Fa
     """
     from dask import delayed
 
-    from spark_dask import arrow_types, handoff_task
-
     cluster, client = _cluster_and_client(client)
     spark = spark if spark is not None else cluster.spark
     _check_session(spark, cluster, "the SparkSession")
@@ -656,8 +564,8 @@ def to_spark(ddf, spark=None, *, client=None, schema=None, checkpoint: bool = Fa
             raise HandoffTypeError(
                 f"spark-dask: schema has {len(spark_schema['fields'])} fields, the Dask DataFrame {len(ddf.columns)} columns"
             )
-    tz = _conf(spark, "spark.sql.session.timeZone", "UTC")
-    large = _conf(spark, "spark.sql.execution.arrow.useLargeVarTypes", "false").lower() == "true"
+    tz = conf(spark, "spark.sql.session.timeZone", "UTC", sql=True)
+    large = conf(spark, "spark.sql.execution.arrow.useLargeVarTypes", "false", sql=True).lower() == "true"
     arrow_schema = arrow_types.spark_to_arrow_schema(spark_schema, tz, large)
     struct = StructType.fromJson(spark_schema)
     cpu_only = _check_slots(cluster, "to_spark")
@@ -705,8 +613,6 @@ def _read_job(spark, n: int, struct, fn, cpu_only: bool, tag: str, description: 
     ``persist()`` rather than ``localCheckpoint(eager=True)``, which stores every row as
     one serialized object and was slower both to fill and to scan, whatever the storage
     level (docs/benchmarks.md, "Moving data between Spark and Dask", "Keeping the rows")."""
-    from spark_dask.session import spark_version
-
     profile = _cpu_profile(spark) if cpu_only else None
     new_api = spark_version(spark) >= (4, 0)
     ids = spark.range(0, n, 1, n)
@@ -719,7 +625,7 @@ def _read_job(spark, n: int, struct, fn, cpu_only: bool, tag: str, description: 
         return out
     kept = out.persist()  # MEMORY_AND_DISK: spilled to the executors' disks when memory is short
     try:
-        with _Tagged(spark, tag, description):
+        with tagged(spark, tag, description):
             # fills the cache in one stage, the transfer's (its CPU-only profile): a count()
             # would add a shuffle stage of the default profile, which waits for a GPU
             # beside a gang that holds them all

@@ -17,31 +17,16 @@ import threading
 import time
 from collections.abc import Callable
 
-from spark_dask import databricks
-from spark_dask import errors as errors_module
-from spark_dask import plan as plan_module
-from spark_dask import rapids as rapids_module
+from spark_dask import databricks, jobtags
 from spark_dask import task as task_module
 from spark_dask.errors import TaskFailed
 from spark_dask.plan import GangPlan
-from spark_dask.session import is_connect
+from spark_dask.shipping import ship_task_code
+from spark_dask.sparkconf import is_connect
 
 logger = logging.getLogger(__name__)
 
-_by_value_registered = False
 _unregistered_warned = False
-
-
-def _ship_task_code_by_value() -> None:
-    """Pickle the task code by value, so executors do not need spark_dask installed."""
-    global _by_value_registered
-    if _by_value_registered:
-        return
-    from pyspark import cloudpickle
-
-    for module in (errors_module, plan_module, rapids_module, task_module):
-        cloudpickle.register_pickle_by_value(module)
-    _by_value_registered = True
 
 
 def resource_profile(plan: GangPlan):
@@ -64,9 +49,8 @@ def gang_rdd(sc, plan: GangPlan, fn):
 
     The profile goes on the last RDD. On ``sc.parallelize(range(n))`` (a Python pipeline
     of its own) it would stop PySpark from pipelining ``fn`` into that RDD: each task
-    would then run two Python workers, the second freshly forked (measured: an empty
-    2-task barrier stage on ``local-cluster[2,4,1024]`` took 0.69 s that way, 0.19 s with
-    the profile on the last RDD or without one).
+    would then run two Python workers, the second freshly forked (what that cost:
+    docs/benchmarks.md, "What the figures mean").
     """
     n = plan.n_tasks
     rdd = sc.parallelize(range(n), n)
@@ -149,12 +133,8 @@ class GangLauncher:
         self._thread = threading.Thread(target=self._run, name=f"spark-dask-{tag}", daemon=True)
 
     def start(self) -> None:
-        _ship_task_code_by_value()
+        ship_task_code()
         self._thread.start()
-
-    @property
-    def running(self) -> bool:
-        return self._thread.is_alive()
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait for the stage to end; True if it did."""
@@ -180,17 +160,11 @@ class GangLauncher:
 
     def _collect_classic(self) -> list[str]:
         sc = self.spark.sparkContext
-        # Job group and tags are thread-local in PySpark's pinned-thread mode: set them
-        # in this thread, which submits the job.
-        sc.setJobGroup(self.tag, self.description, interruptOnCancel=True)
-        if hasattr(sc, "addJobTag"):
-            sc.addJobTag(self.tag)
-        self._register_with_databricks()
-        try:
+        # Job group and tags are thread-local in PySpark's pinned-thread mode: set in
+        # this thread, which submits the job.
+        with jobtags.tagged(self.spark, self.tag, self.description, job_group=True):
+            self._register_with_databricks()
             return gang_rdd(sc, self.plan, task_module.classic_partition(self.spec)).collect()
-        finally:
-            if hasattr(sc, "removeJobTag"):
-                sc.removeJobTag(self.tag)
 
     def _register_with_databricks(self) -> None:
         """On Databricks, have the REPL's detach / restart cancel this job group."""
@@ -205,8 +179,7 @@ class GangLauncher:
 
     def _collect_connect(self) -> list[str]:
         spark = self.spark
-        spark.addTag(self.tag)  # thread-local: this thread submits the job
-        try:
+        with jobtags.tagged(spark, self.tag, self.description):  # thread-local: this thread submits the job
             n = self.plan.n_tasks
             kwargs = {"barrier": True} if self.plan.barrier else {}
             profile = resource_profile(self.plan)
@@ -221,12 +194,6 @@ class GangLauncher:
                 task_module.arrow_partition(self.spec), "status string", **kwargs
             )
             return [r["status"] for r in df.collect()]
-        finally:
-            spark.removeTag(self.tag)
-
-    def stage_snapshot(self) -> tuple[list[dict], set[int]]:
-        """(active stages of the application, this job's own stage ids). Classic only."""
-        return stage_snapshot(self.spark, [self.tag])
 
     def wait_job_listed_ended(self, timeout: float) -> bool:
         """After the collect returned: wait (at most ``timeout`` s) until Spark's status
@@ -252,16 +219,7 @@ class GangLauncher:
 
     def cancel(self) -> None:
         """Cancel the barrier stage (tasks are interrupted, then killed by Spark)."""
-        try:
-            if self.connect:
-                self.spark.interruptTag(self.tag)
-                return
-            sc = self.spark.sparkContext
-            sc.cancelJobGroup(self.tag)
-            if hasattr(sc, "cancelJobsWithTag"):
-                sc.cancelJobsWithTag(self.tag)
-        except Exception as e:  # stopped context, gone gateway: nothing left to cancel
-            logger.debug("spark-dask: cancel of %s failed: %s", self.tag, e)
+        jobtags.cancel(self.spark, self.tag)
 
 
 def stage_snapshot(spark, tags) -> tuple[list[dict], set[int]]:

@@ -22,7 +22,7 @@ from dask.utils import parse_bytes, parse_timedelta
 
 from spark_dask import config
 from spark_dask.errors import PlanError
-from spark_dask.plan import GPU_MODES, check_barrier
+from spark_dask.plan import check_barrier, check_gpu_mode
 
 # Groups, in the order the configuration page shows them.
 GROUPS = {
@@ -208,10 +208,10 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "multiprocessing-method", "fork", "str",
         "How the nanny of a CPU worker starts the worker process (`fork` | `spawn` | `forkserver`).",
-        "`fork` skips a Python start-up and an import of distributed: about 1.5 s faster start-up "
-        "and restarts. Set `spawn` if a preload or worker plugin starts threads that must not be "
-        "forked. For CPU workers `DASK_DISTRIBUTED__WORKER__MULTIPROCESSING_METHOD` in `env` wins. "
-        "Not used for dask-cuda workers: `dask cuda worker` has its own option "
+        "`fork` skips a Python start-up and an import of distributed: faster start-up and restarts "
+        "([Benchmarks](benchmarks.md#what-the-figures-mean)). Set `spawn` if a preload or worker "
+        "plugin starts threads that must not be forked. For CPU workers "
+        "`DASK_DISTRIBUTED__WORKER__MULTIPROCESSING_METHOD` in `env` wins. Not used for dask-cuda workers: `dask cuda worker` has its own option "
         "`--multiprocessing-method` (default `spawn`: CUDA does not survive fork), which it writes "
         "over `distributed.worker.multiprocessing-method`, so neither this key nor the environment "
         "variable changes it; use `worker_options={\"multiprocessing_method\": \"forkserver\"}`.",
@@ -221,10 +221,10 @@ OPTIONS: tuple[Option, ...] = (
         "The Spark task forks a CPU worker's nanny from its own Python process instead of starting "
         "a new Python.",
         "Saves the interpreter start and, where Spark reuses the task's Python worker (a cluster "
-        "started again within a minute), the import of distributed: a warm start of 2 workers went "
-        "from ~1.0 s to ~0.5 s on a 2-core machine. Only for CPU workers with the default command, "
-        "a nanny and `multiprocessing-method` `fork`, and only when the task's Python process runs "
-        "no other Python thread; otherwise, and with `false`, the task starts "
+        "started again within a minute), the import of distributed: about half of a warm start "
+        "([Benchmarks](benchmarks.md#what-the-figures-mean)). Only for CPU workers with the default "
+        "command, a nanny and `multiprocessing-method` `fork`, and only when the task's Python "
+        "process runs no other Python thread; otherwise, and with `false`, the task starts "
         "`python -m distributed.cli.dask_worker`. `ps` shows a forked nanny and its worker under "
         "the Python worker's command line (`-m pyspark.daemon`), named `dask-nanny` / "
         "`dask-worker`.",
@@ -559,8 +559,7 @@ def resolve(**given) -> dict:
         raise PlanError(f"relaunch_attempts must be an integer >= 0, got {ra!r}")
     if opts["task_profile"] not in ("auto", True, False):
         raise PlanError(f"task_profile must be 'auto', True or False, got {opts['task_profile']!r}")
-    if opts["gpu_mode"] not in GPU_MODES:
-        raise PlanError(f"gpu_mode must be one of {GPU_MODES}, got {opts['gpu_mode']!r}")
+    check_gpu_mode(opts["gpu_mode"])
     check_barrier(opts["barrier"], False)
     return opts
 

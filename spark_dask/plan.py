@@ -15,6 +15,7 @@ import shlex
 from dataclasses import dataclass, replace
 
 from spark_dask.errors import PlanError
+from spark_dask.sizes import human_bytes
 
 KINDS = ("auto", "cuda", "cpu")
 GPU_MODES = ("auto", "shared", "exclusive")
@@ -124,6 +125,13 @@ def _check_n_workers(n_workers) -> None:
         raise PlanError(f"n_workers must be at least 1, got {n_workers}")
 
 
+def check_gpu_mode(gpu_mode) -> None:
+    """Raise :class:`PlanError` unless ``gpu_mode`` is one of :data:`GPU_MODES` (the one
+    rule: ``options.resolve()`` checks the option with it, :func:`plan_gang` its argument)."""
+    if gpu_mode not in GPU_MODES:
+        raise PlanError(f"gpu_mode must be one of {GPU_MODES}, got {gpu_mode!r}")
+
+
 def gpu_sharing(facts: ClusterFacts, gpu_mode: str, profiles_ok: bool) -> tuple[str, str | None]:
     """(mode, note): whether the gang shares the executors' GPUs with Spark's own tasks.
 
@@ -132,9 +140,8 @@ def gpu_sharing(facts: ClusterFacts, gpu_mode: str, profiles_ok: bool) -> tuple[
     worker's GPU is held whole (``exclusive``). Sharing with whole-GPU Spark tasks
     (amount 1, the Databricks default) needs a CPU-only stage-level task profile for
     the gang: where Spark cannot give one, ``auto`` falls back to exclusive and says so.
+    ``gpu_mode`` is one of :data:`GPU_MODES` (:func:`check_gpu_mode`).
     """
-    if gpu_mode not in GPU_MODES:
-        raise PlanError(f"gpu_mode must be one of {GPU_MODES}, got {gpu_mode!r}")
     fractional = 0 < facts.task_gpus < 1
     if gpu_mode == "exclusive" or (gpu_mode == "auto" and not (fractional or facts.rapids_plugin)):
         return "exclusive", None
@@ -191,8 +198,7 @@ def plan_gang(
     check_barrier(barrier, facts.dynamic_allocation)
     if worker not in KINDS:
         raise PlanError(f"worker must be one of {KINDS}, got {worker!r}")
-    if gpu_mode not in GPU_MODES:
-        raise PlanError(f"gpu_mode must be one of {GPU_MODES}, got {gpu_mode!r}")
+    check_gpu_mode(gpu_mode)
     _check_n_workers(n_workers)
     dyn = facts.dynamic_allocation
     if facts.executors < 1 and not dyn:
@@ -219,56 +225,66 @@ def plan_gang(
     notes = (note,) if note and kind == "cuda" else ()
 
     if shared:
-        total = executors * int(facts.executor_gpus)
-        n = n_workers or total
-        if dyn:
-            total = facts.max_executors * int(facts.executor_gpus) if facts.max_executors else n
-        if n > total:
-            raise PlanError(
-                f"n_workers={n}, but the executors have {total} GPUs and gpu_mode='shared' "
-                f"starts one Dask worker per GPU: use n_workers<={total}"
-            )
-        if 0 < facts.task_gpus < 1:
-            # Each gang task is an ordinary Spark GPU task (default profile).
-            plan = GangPlan(kind, True, n, n, 1, gpu_mode="shared", notes=notes)
-        else:
-            # Spark's tasks take whole GPUs: the gang holds none, only CPUs.
-            plan = GangPlan(kind, True, n, n, 1, facts.task_cpus, None, gpu_mode="shared", notes=notes)
+        plan = _shared_plan(facts, kind, n_workers, executors, notes)
     elif gpu_tasks:
-        total = executors * int(facts.executor_gpus)
-        n = n_workers or total
-        if profiles_ok and (facts.task_gpus != 1 or force_profile):
-            plan = GangPlan(kind, True, n, n, 1, facts.task_cpus, 1.0, "exclusive", notes)
-        elif facts.task_gpus >= 1:
-            per_task = int(facts.task_gpus)
-            if n % per_task:
-                raise PlanError(
-                    f"each Spark task owns {per_task} GPUs (spark.task.resource.gpu.amount), "
-                    f"so n_workers must be a multiple of {per_task}, got {n}"
-                )
-            plan = GangPlan(kind, True, n, n // per_task, per_task, gpu_mode="exclusive", notes=notes)
-        else:
-            # Fractional GPU amount and no task profiles: tasks agree at run time that
-            # each physical GPU gets one worker; a shortfall is reported by the tasks.
-            plan = GangPlan(kind, True, n, n, 1, gpu_mode="exclusive", notes=notes)
+        plan = _gpu_plan(facts, kind, n_workers or executors * int(facts.executor_gpus), profiles_ok, force_profile,
+                         notes)  # fmt: skip
     else:
-        if kind == "cuda":
-            raise PlanError(
-                "worker='cuda' but Spark tasks get no GPUs: set "
-                "spark.task.resource.gpu.amount=1, or run Spark >= 3.4 with stage-level "
-                "scheduling (standalone, YARN or Kubernetes, dynamic allocation off)"
-            )
-        n = n_workers or executors
-        cpus = facts.executor_cores // 2 + 1
-        if profiles_ok and n <= facts.executors and (cpus > facts.task_cpus or force_profile):
-            plan = GangPlan(kind, False, n, n, 1, max(cpus, facts.task_cpus), None)
-        else:
-            plan = GangPlan(kind, False, n, n, 1)
-
+        plan = _cpu_plan(facts, kind, n_workers or executors, profiles_ok, force_profile)
     if dyn or barrier is False:  # each worker's task a plain Spark job of its own
         plan = replace(plan, barrier=False)
     check_slots(plan, facts)
     return plan
+
+
+def _shared_plan(facts: ClusterFacts, kind: str, n_workers: int | None, executors: int, notes: tuple) -> GangPlan:
+    """:func:`plan_gang` in gpu_mode ``shared``: one worker per GPU at most, beside
+    Spark's own GPU tasks."""
+    total = executors * int(facts.executor_gpus)
+    n = n_workers or total
+    if facts.dynamic_allocation:
+        total = facts.max_executors * int(facts.executor_gpus) if facts.max_executors else n
+    if n > total:
+        raise PlanError(
+            f"n_workers={n}, but the executors have {total} GPUs and gpu_mode='shared' "
+            f"starts one Dask worker per GPU: use n_workers<={total}"
+        )
+    if 0 < facts.task_gpus < 1:
+        # Each gang task is an ordinary Spark GPU task (default profile).
+        return GangPlan(kind, True, n, n, 1, gpu_mode="shared", notes=notes)
+    # Spark's tasks take whole GPUs: the gang holds none, only CPUs.
+    return GangPlan(kind, True, n, n, 1, facts.task_cpus, None, gpu_mode="shared", notes=notes)
+
+
+def _gpu_plan(facts: ClusterFacts, kind: str, n: int, profiles_ok: bool, force_profile: bool, notes: tuple) -> GangPlan:
+    """:func:`plan_gang` for ``n`` workers whose tasks own their GPUs (``exclusive``)."""
+    if profiles_ok and (facts.task_gpus != 1 or force_profile):
+        return GangPlan(kind, True, n, n, 1, facts.task_cpus, 1.0, "exclusive", notes)
+    if facts.task_gpus >= 1:
+        per_task = int(facts.task_gpus)
+        if n % per_task:
+            raise PlanError(
+                f"each Spark task owns {per_task} GPUs (spark.task.resource.gpu.amount), "
+                f"so n_workers must be a multiple of {per_task}, got {n}"
+            )
+        return GangPlan(kind, True, n, n // per_task, per_task, gpu_mode="exclusive", notes=notes)
+    # Fractional GPU amount and no task profiles: tasks agree at run time that
+    # each physical GPU gets one worker; a shortfall is reported by the tasks.
+    return GangPlan(kind, True, n, n, 1, gpu_mode="exclusive", notes=notes)
+
+
+def _cpu_plan(facts: ClusterFacts, kind: str, n: int, profiles_ok: bool, force_profile: bool) -> GangPlan:
+    """:func:`plan_gang` for ``n`` CPU workers (or ``cuda`` ones asked for where tasks get no GPUs: an error)."""
+    if kind == "cuda":
+        raise PlanError(
+            "worker='cuda' but Spark tasks get no GPUs: set "
+            "spark.task.resource.gpu.amount=1, or run Spark >= 3.4 with stage-level "
+            "scheduling (standalone, YARN or Kubernetes, dynamic allocation off)"
+        )
+    cpus = facts.executor_cores // 2 + 1
+    if profiles_ok and n <= facts.executors and (cpus > facts.task_cpus or force_profile):
+        return GangPlan(kind, False, n, n, 1, max(cpus, facts.task_cpus), None)
+    return GangPlan(kind, False, n, n, 1)
 
 
 def check_barrier(barrier: bool | str, dynamic_allocation: bool) -> None:
@@ -379,22 +395,6 @@ def version_problem(driver: str, executor: str | None, where: str = "the executo
         f"has {driver}: the scheduler and its workers must run the same release of "
         f"distributed (its protocol changes between releases). {fix}",
     )
-
-
-def human_bytes(n: int) -> str:
-    """Bytes as people read them, in binary units.
-
-    >>> human_bytes(10**12), human_bytes(1536 * 2**20), human_bytes(512)
-    ('931 GiB', '1.5 GiB', '512 B')
-    """
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            break
-        value /= 1024
-    if unit == "B":
-        return f"{int(value)} B"
-    return f"{value:.0f} {unit}" if value >= 100 else f"{value:.3g} {unit}"
 
 
 def memory_problem(limit: int, host_memory: int) -> str | None:
@@ -910,7 +910,7 @@ def option_flags(options: dict | None) -> list[str]:
     ``{"rmm_pool_size": "10GB", "no_nanny": True, "resources": {"GPU": 1}}`` becomes
     ``--rmm-pool-size 10GB --no-nanny --resources GPU=1``; a list repeats the flag.
     ``False`` gives ``--no-<flag>``; on the driver,
-    :func:`spark_dask.worker_cli.check_worker_options` has already turned ``False``
+    :func:`spark_dask.worker_flags.check_worker_options` has already turned ``False``
     into the program's own off-switch (``{"enable_cudf_spill": False}`` →
     ``{"disable_cudf_spill": True}``).
     """
@@ -1118,6 +1118,7 @@ __all__ = [
     "PlanError",
     "assign_workers",
     "adapt_maximum",
+    "check_gpu_mode",
     "gang_capacity",
     "gang_shortfall",
     "gang_steps",

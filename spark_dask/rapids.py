@@ -19,9 +19,10 @@ executors with :mod:`spark_dask.task`; ``pynvml`` is imported inside the task on
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from spark_dask.sizes import BYTES, parse_size
 
 SQL_PLUGIN = "com.nvidia.spark.SQLPlugin"
 POOL = "spark.rapids.memory.gpu.pool"
@@ -43,14 +44,14 @@ MIN_POOL = 2**30  # below this an RMM pool is not worth making
 
 
 def _bytes(text: str | None, default: int) -> int:
-    """A JVM-style size ("640m", "1g", "1024") to bytes; bare numbers are bytes here."""
+    """A JVM-style size ("640m", "1g", "1024") to bytes, ``default`` when unset or not a
+    size; bare numbers are bytes here."""
     if text is None or not str(text).strip():
         return default
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*", str(text).lower())
-    if not m:
+    try:
+        return parse_size(str(text), BYTES, binary=True)
+    except ValueError:
         return default
-    number, unit = m.groups()
-    return int(float(number) * 1024 ** ("_kmgt".index(unit) if unit else 0))
 
 
 def _fraction(text: str | None, default: float) -> float:
@@ -195,36 +196,6 @@ RMM_OPTIONS = (
     "set_rmm_allocator_for_libs",
 )
 DEFAULT_SPILL_FRACTION = 0.8
-
-_UNITS = {"": 1, "b": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "p": 10**15}
-
-
-def parse_size(text) -> int:
-    """Bytes of a size as Dask (and so dask-cuda) reads it: ``"10GB"`` is 10**10 bytes,
-    ``"10GiB"`` 10 * 2**30, ``"5000M"`` 5 * 10**9, a bare number is bytes.
-
-    >>> parse_size("10GB"), parse_size("1 GiB"), parse_size("1e6"), parse_size(512)
-    (10000000000, 1073741824, 1000000, 512)
-    """
-    if isinstance(text, bool):
-        raise ValueError(f"not a size: {text!r}")
-    if isinstance(text, (int, float)):
-        return int(text)
-    m = re.fullmatch(r"([0-9.eE+-]*)([a-zA-Z]*)", str(text).replace(" ", ""))
-    if not m:
-        raise ValueError(f"not a size: {text!r}")
-    number, unit = m.groups()
-    unit = unit.lower()
-    binary = unit.endswith("ib") or (len(unit) == 2 and unit.endswith("i"))
-    base = unit[0] if unit and unit != "b" else ""
-    if base not in _UNITS or unit not in (base, base + "b", base + "i", base + "ib", ""):
-        raise ValueError(f"not a size unit: {unit!r} in {text!r}")
-    scale = 1024 ** "_kmgtp".index(base) if binary else _UNITS[base]
-    try:
-        return int(float(number or "1") * scale)
-    except ValueError:
-        raise ValueError(f"not a size: {text!r}") from None
-
 
 def _device_fraction(value) -> float | None:
     """dask-cuda's reading of a size as a fraction of the device's total memory: a float

@@ -11,11 +11,38 @@ import logging
 import os
 import re
 import socket
-import sys
 import threading
 import time
 
+from spark_dask import databricks
+from spark_dask import task as task_module
 from spark_dask.plan import ClusterFacts, PlanError
+from spark_dask.rapids import plugin_enabled
+from spark_dask.shipping import ship_task_code
+from spark_dask.sizes import MIB, parse_size
+from spark_dask.sparkconf import application_id, conf, is_connect
+
+__all__ = [
+    "PYSPARK_MISSING",
+    "active_session",
+    "application_id",
+    "cluster_facts",
+    "conf",
+    "connect_facts",
+    "connect_server_host",
+    "connect_session_problem",
+    "driver_host",
+    "executor_gpu_addresses",
+    "executor_memory",
+    "is_connect",
+    "is_stopped",
+    "max_executors",
+    "require_pyspark",
+    "route_ip",
+    "spark_encrypted",
+    "spark_version",
+    "wait_for_executors",
+]
 
 logger = logging.getLogger("spark_dask")
 
@@ -63,24 +90,6 @@ def active_session(spark=None):
     return spark
 
 
-def is_connect(spark) -> bool:
-    """Whether ``spark`` is a Spark Connect session (no SparkContext, no RDDs).
-
-    A Connect session exists only once its module was imported, so the module is looked
-    up, never imported here: without the connect extra, each import attempt would run
-    pyspark's dependency checks again (on 3.5: ~2.5 ms and two DeprecationWarnings).
-    """
-    module = sys.modules.get("pyspark.sql.connect.session")
-    return module is not None and isinstance(spark, module.SparkSession)
-
-
-def application_id(spark) -> str:
-    """The Spark application's id (``spark.app.id``), classic or Spark Connect."""
-    if is_connect(spark):
-        return spark.conf.get("spark.app.id")
-    return spark.sparkContext.applicationId
-
-
 def spark_version(spark) -> tuple[int, int]:
     major, minor = (spark.version.split(".") + ["0"])[:2]
     return int(major), int(re.sub(r"\D.*", "", minor) or 0)
@@ -98,23 +107,6 @@ def is_stopped(spark) -> bool:
         return bool(jsc.sc().isStopped())
     except Exception:  # py4j gateway gone
         return True
-
-
-def conf(spark, key: str, default: str | None = None) -> str | None:
-    """A Spark conf value, static confs included."""
-    if is_connect(spark):
-        try:
-            value = spark.conf.get(key, default)
-        except Exception:
-            return default
-        return default if value is None else value
-    sc = spark.sparkContext
-    live = getattr(sc, "_conf", None)  # the context's own SparkConf, backed by the JVM's
-    if live is not None and getattr(live, "_jconf", None) is not None:
-        # One gateway call per key: getConf() copies every entry across the gateway first
-        # (about 10 ms each time, ~0.1 s of a start's facts).
-        return live.get(key, default)
-    return sc.getConf().get(key, default)
 
 
 def _executor_ids(sc) -> list[str]:
@@ -151,13 +143,10 @@ def wait_for_executors(spark, timeout: float) -> list[str]:
 def _memory(value: str | None, default: str = "1g") -> int:
     """JVM memory string ("4g", "512m", "2gb") to bytes; a bare number is MiB, as in Spark."""
     text = (value or default).strip().lower()
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([kmgtp]?)(b?)", text)
-    if not m:
-        raise PlanError(f"cannot read the Spark memory setting {text!r}")
-    number, unit, b = m.groups()
-    if not unit:
-        return int(float(number)) if b else int(float(number) * 2**20)
-    return int(float(number) * 1024 ** ("kmgtp".index(unit) + 1))
+    try:
+        return parse_size(text, MIB, binary=True)
+    except ValueError:
+        raise PlanError(f"cannot read the Spark memory setting {text!r}") from None
 
 
 def _float(value: str | None) -> float:
@@ -286,8 +275,6 @@ def _profile_gpus_broken(spark, major_minor: tuple[int, int]) -> bool:
 
 def _facts(spark, master: str, **known) -> ClusterFacts:
     """ClusterFacts from what the caller counted plus the confs both paths read alike."""
-    from spark_dask.rapids import plugin_enabled
-
     if known.get("dynamic_allocation"):
         known["max_executors"] = max_executors(spark)
     return ClusterFacts(
@@ -324,10 +311,7 @@ def _probe_executors(spark, want: int, tasks: int, timeout: float) -> int:
     not have registered yet, and a barrier stage submitted then waits in Spark's slot
     check (15 s steps). Returns how many distinct executors answered.
     """
-    from spark_dask import task as task_module
-    from spark_dask.launcher import _ship_task_code_by_value
-
-    _ship_task_code_by_value()
+    ship_task_code()
     fn = task_module.probe_partition(0.3)
     seen: set[str] = set()
     rounds = 0
@@ -406,8 +390,6 @@ def connect_facts(spark, executor_wait: float = 30.0, n_workers: int | None = No
 def connect_session_problem(spark, scheduler_host: str | None = None) -> str | None:
     """Why this Spark Connect session cannot run a Dask cluster (Databricks standard
     access mode, serverless, Databricks Connect from outside), or None."""
-    from spark_dask import databricks
-
     server = connect_server_host(spark)
     if not os.environ.get(databricks.RUNTIME_ENV) and not databricks.is_workspace_host(server):
         return None  # open-source Spark Connect: nothing to ask the server

@@ -130,6 +130,30 @@ def test_info_plans_without_starting_anything(spark):
 
 
 @pytest.mark.spark
+@pytest.mark.timeout(120)
+def test_info_shows_the_worker_command(spark):
+    """The command line each Spark task would start its Dask worker with (like
+    dask-jobqueue's job_script()), in --json and in the text."""
+    import shlex
+
+    result = CliRunner().invoke(cli.main, ["info", "--json", "--n-workers", "1", "--threads-per-worker", "1",
+                                           "--memory-limit", "1GiB"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    cmd = shlex.split(json.loads(result.output)["worker command"])
+    assert cmd[:4] == ["<python>", "-m", "distributed.cli.dask_worker", "<scheduler-address>"]
+    for flag, value in (("--nthreads", "1"), ("--memory-limit", str(2**30)), ("--death-timeout", "60"),
+                        ("--tls-ca-file", "<ca.pem>")):  # fmt: skip
+        assert cmd[cmd.index(flag) + 1] == value, (flag, cmd)
+    assert "--nanny" in cmd and "--no-dashboard" in cmd
+    text = CliRunner().invoke(cli.main, ["info", "--n-workers", "1"])
+    assert text.exit_code == 0, text.output
+    line = next(ln for ln in text.output.splitlines() if ln.startswith("worker command"))
+    assert "<python> -m distributed.cli.dask_worker <scheduler-address> --name <name>" in line
+    bad = CliRunner().invoke(cli.main, ["info", "--memory-limit", "lots"])
+    assert bad.exit_code == 1 and "memory_limit must be" in bad.output
+
+
+@pytest.mark.spark
 @pytest.mark.timeout(180)
 def test_run_in_process_shares_session_and_config(spark, tmp_path, capfd):
     import dask.config

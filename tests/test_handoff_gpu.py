@@ -52,7 +52,7 @@ def test_transfers_run_beside_a_gang_holding_every_gpu(spark, monkeypatch):
         assert "with a CPU-only profile" in text and ok
 
         # without stage-level profiles the transfer would wait for a GPU: refused at once
-        monkeypatch.setattr(handoff, "_profiles_available", lambda s: False)
+        monkeypatch.setattr(handoff, "profiles_available", lambda s: False)
         gang_jobs = set(active_jobs(spark))
         t0 = time.monotonic()
         with pytest.raises(HandoffError, match="hold every slot") as e:

@@ -177,6 +177,15 @@ def test_shared_mode_is_one_worker_per_gpu_at_most():
         plan_gang(f, gpu_mode="half")
 
 
+def test_gpu_mode_is_checked_where_the_options_are_resolved():
+    from spark_dask import options
+
+    given = {o.name: None for o in options.keyword_options() if o.config}
+    with pytest.raises(PlanError, match="gpu_mode must be one of"):
+        options.resolve(**{**given, "gpu_mode": "half"})
+    assert options.resolve(**{**given, "gpu_mode": "shared"})["gpu_mode"] == "shared"
+
+
 def test_spare_slots_beside_the_gang():
     # local-cluster[2,4,1024]: each gang task takes 3 of 4 cores -> one core free per executor
     f = facts(executors=2, executor_cores=4, slots=8, task_profiles=True)

@@ -170,11 +170,19 @@ def test_rmm_installed_looks_on_sys_path(tmp_path, monkeypatch):
 
 
 def test_rapids_module_is_stdlib_only_at_import():
-    """It is shipped by value to executors with the task code."""
+    """It is shipped by value to executors with the task code: at import it needs the
+    standard library only, and spark_dask.sizes (stdlib only too, shipped with it)."""
     import ast
     import inspect
 
-    tree = ast.parse(inspect.getsource(rapids))
-    top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
-    names = {(n.module or "") if isinstance(n, ast.ImportFrom) else a.name for n in top for a in getattr(n, "names", [])}
-    assert names <= {"__future__", "re", "collections.abc", "dataclasses"}, names
+    from spark_dask import shipping, sizes
+
+    def top_imports(module):
+        tree = ast.parse(inspect.getsource(module))
+        top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+        return {(n.module or "") if isinstance(n, ast.ImportFrom) else a.name for n in top for a in getattr(n, "names", [])}
+
+    names = top_imports(rapids)
+    assert names <= {"__future__", "re", "collections.abc", "dataclasses", "spark_dask.sizes"}, names
+    assert top_imports(sizes) <= {"__future__", "re"}
+    assert rapids in shipping.TASK_CODE and sizes in shipping.TASK_CODE

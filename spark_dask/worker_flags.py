@@ -29,8 +29,8 @@ from spark_dask.plan import PlanError
 
 
 @dataclass(frozen=True)
-class Option:
-    """One option of a worker program.
+class WorkerFlag:
+    """One option (command-line flag) of a worker program.
 
     ``name`` is the flag without dashes, ``_`` for ``-`` (``rmm_pool_size``). A
     ``switch`` takes no value; ``off`` is the name of its off-switch (``no_dashboard``,
@@ -49,19 +49,19 @@ class Option:
     until: str | None = None
 
 
-def _o(name, **kw) -> Option:
-    return Option(name, **kw)
+def _o(name, **kw) -> WorkerFlag:
+    return WorkerFlag(name, **kw)
 
 
-def _switch(name, off=None, **kw) -> Option:
-    return Option(name, switch=True, off=off, **kw)
+def _switch(name, off=None, **kw) -> WorkerFlag:
+    return WorkerFlag(name, switch=True, off=off, **kw)
 
 
 # `dask cuda worker`, from dask_cuda/cli.py of rapidsai/dask-cuda, tag v26.08.00
 # (commit 2339d7d84a0e7cac57555b6d225027392191aaae), with the differences of the
 # releases 24.08.02 ... 26.08.00 and main (26.10a, 63a1ea9) recorded in since/until.
 DASK_CUDA_VERSION = "26.08.00"
-DASK_CUDA_OPTIONS: dict[str, Option] = {
+DASK_CUDA_OPTIONS: dict[str, WorkerFlag] = {
     o.name: o
     for o in [
         _o("host"),
@@ -141,11 +141,11 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def _from_click(command) -> dict[str, Option]:
+def _from_click(command) -> dict[str, WorkerFlag]:
     """The options of a click command, by name (``--rmm-pool-size`` -> ``rmm_pool_size``)."""
     import click
 
-    out: dict[str, Option] = {}
+    out: dict[str, WorkerFlag] = {}
     for p in command.params:
         if not isinstance(p, click.Option) or not p.opts[0].startswith("--"):
             continue
@@ -153,11 +153,11 @@ def _from_click(command) -> dict[str, Option]:
         off = p.secondary_opts[0][2:].replace("-", "_") if p.secondary_opts else None
         choices = tuple(p.type.choices) if isinstance(p.type, click.Choice) else ()
         kind = "int" if isinstance(p.type, click.types.IntParamType) else "str"
-        out[name] = Option(name, switch=bool(p.is_flag), off=off, multiple=bool(p.multiple), kind=kind, choices=choices)
+        out[name] = WorkerFlag(name, switch=bool(p.is_flag), off=off, multiple=bool(p.multiple), kind=kind, choices=choices)
     return out
 
 
-def program_options(kind: str) -> tuple[dict[str, Option], str]:
+def program_options(kind: str) -> tuple[dict[str, WorkerFlag], str]:
     """The options of the worker program for ``kind`` ("cpu" or "cuda"), and its name
     for messages (with the version the options were read from)."""
     if kind == "cuda":
@@ -177,7 +177,7 @@ def program_options(kind: str) -> tuple[dict[str, Option], str]:
     return _from_click(main), f"`python -m distributed.cli.dask_worker` (distributed {_version('distributed')})"
 
 
-def _lookup(table: dict[str, Option], key: str) -> tuple[Option, bool] | None:
+def _lookup(table: dict[str, WorkerFlag], key: str) -> tuple[WorkerFlag, bool] | None:
     """(option, polarity) for a key that names an option or its off-switch."""
     if key in table:
         return table[key], True
@@ -187,11 +187,11 @@ def _lookup(table: dict[str, Option], key: str) -> tuple[Option, bool] | None:
     return None
 
 
-def _all_names(table: dict[str, Option]) -> list[str]:
+def _all_names(table: dict[str, WorkerFlag]) -> list[str]:
     return sorted(set(table) | {o.off for o in table.values() if o.off})
 
 
-def _unknown(key: str, kind: str, table: dict[str, Option], program: str) -> PlanError:
+def _unknown(key: str, kind: str, table: dict[str, WorkerFlag], program: str) -> PlanError:
     hint = ""
     other = "cpu" if kind == "cuda" else "cuda"
     other_names = set(DASK_CUDA_OPTIONS) | {o.off for o in DASK_CUDA_OPTIONS.values() if o.off}
@@ -213,7 +213,7 @@ def _unknown(key: str, kind: str, table: dict[str, Option], program: str) -> Pla
     return PlanError(f"spark-dask: worker_options[{key!r}]: {program} has no option --{key.replace('_', '-')}.{hint}")
 
 
-def _check_value(key: str, option: Option, value, program: str) -> None:
+def _check_value(key: str, option: WorkerFlag, value, program: str) -> None:
     flag = "--" + key.replace("_", "-")
 
     def bad(what: str) -> PlanError:
@@ -327,4 +327,4 @@ class TaskWarnings(SchedulerPlugin):
                 self.report(msg)
 
 
-__all__ = ["DASK_CUDA_OPTIONS", "Option", "TaskWarnings", "check_worker_options", "program_options"]
+__all__ = ["DASK_CUDA_OPTIONS", "TaskWarnings", "WorkerFlag", "check_worker_options", "program_options"]

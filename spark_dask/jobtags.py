@@ -1,0 +1,68 @@
+"""Tag the Spark jobs a thread submits, so they can be told apart and cancelled.
+
+Classic sessions: a job tag (Spark >= 3.5) and the job description, or the job group
+(interrupting on cancel) for a thread that only submits that one job (the gangs');
+Spark Connect: a session tag. Job groups and tags are thread-local (PySpark's pinned
+threads), so the thread that submits the job sets them. :class:`spark_dask.launcher.GangLauncher`
+and the hand-off's jobs use it.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import contextmanager
+
+from spark_dask.sparkconf import is_connect
+
+logger = logging.getLogger(__name__)
+
+
+@contextmanager
+def tagged(spark, tag: str, description: str, *, job_group: bool = False):
+    """The Spark jobs this thread submits inside carry ``tag`` (cancellable by
+    :func:`cancel`) and ``description``.
+
+    ``job_group=True`` (classic): the thread's job group is set to ``tag`` (interrupt on
+    cancel) and left set (a thread of its own); otherwise the thread's job description
+    is set and restored after.
+    """
+    if is_connect(spark):
+        spark.addTag(tag)
+        try:
+            yield
+        finally:
+            spark.removeTag(tag)
+        return
+    sc = spark.sparkContext
+    if job_group:
+        sc.setJobGroup(tag, description, interruptOnCancel=True)
+    else:
+        previous = sc.getLocalProperty("spark.job.description")
+        sc.setJobDescription(description)
+    if hasattr(sc, "addJobTag"):
+        sc.addJobTag(tag)
+    try:
+        yield
+    finally:
+        if hasattr(sc, "removeJobTag"):
+            sc.removeJobTag(tag)
+        if not job_group:
+            sc.setLocalProperty("spark.job.description", previous)
+
+
+def cancel(spark, tag: str) -> None:
+    """Cancel the Spark jobs of ``tag`` (job group and job tag, or session tag); tasks
+    are interrupted, then killed by Spark. Quiet when nothing is left to cancel."""
+    try:
+        if is_connect(spark):
+            spark.interruptTag(tag)
+            return
+        sc = spark.sparkContext
+        sc.cancelJobGroup(tag)
+        if hasattr(sc, "cancelJobsWithTag"):
+            sc.cancelJobsWithTag(tag)
+    except Exception as e:  # stopped context, gone gateway: nothing left to cancel
+        logger.debug("spark-dask: cancel of %s failed: %s", tag, e)
+
+
+__all__ = ["cancel", "tagged"]
