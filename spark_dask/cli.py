@@ -393,10 +393,10 @@ def describe(
     if mem != "auto":
         out["memory per worker"] = format_bytes(parse_bytes(mem) if isinstance(mem, str) else int(mem))
     elif facts.master.startswith("local"):
-        from spark_dask.task import _host_memory
+        from spark_dask.task import host_memory
 
         # Every executor runs on this host.
-        size = worker_memory("auto", _host_memory(), facts.executor_memory, facts.executors, plan.n_workers)
+        size = worker_memory("auto", host_memory(), facts.executor_memory, facts.executors, plan.n_workers)
         out["memory per worker"] = format_bytes(size) + " (auto)"
     else:
         out["memory per worker"] = (

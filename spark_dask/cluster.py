@@ -1014,9 +1014,9 @@ class SparkCluster(Cluster):
         limit = self.options["memory_limit"]
         if limit == "auto" or not self.facts.master.startswith("local"):
             return
-        from spark_dask.task import _host_memory
+        from spark_dask.task import host_memory
 
-        problem = memory_problem(int(limit), _host_memory())
+        problem = memory_problem(int(limit), host_memory())
         if problem:
             raise PlanError("spark-dask: " + problem)
 

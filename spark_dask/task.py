@@ -145,8 +145,8 @@ def _executor_id() -> str | None:
     return os.environ.get("CONTAINER_ID")  # YARN
 
 
-def _host_memory() -> int:
-    """Physical memory of the host, capped by a cgroup (container) limit."""
+def host_memory() -> int:
+    """Physical memory of the host, capped by a cgroup (container) limit (bytes)."""
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
         try:
@@ -756,10 +756,10 @@ def run_task(spec: dict) -> dict:
     cores = 0 if spec.get("gpu_mode") == "shared" or not (barrier or spec.get("own_executor")) else spec["executor_cores"]
     nthreads = worker_threads(spec["threads_per_worker"], me["cpus"], cores, same_executor, len(mine), spec["kind"])
     memory = worker_memory(
-        spec["memory_limit"], _host_memory(), spec["executor_memory"], executors_on_host, workers_on_host
+        spec["memory_limit"], host_memory(), spec["executor_memory"], executors_on_host, workers_on_host
     )
 
-    problem = memory_problem(memory, _host_memory())
+    problem = memory_problem(memory, host_memory())
     if problem:
         raise WorkerStartError(f"spark-dask: on {where}: {problem}")
 
