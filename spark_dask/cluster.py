@@ -727,11 +727,11 @@ class SparkCluster(Cluster):
             # Later gangs' workers take the size the first workers got (each task sizes
             # its workers from its own gang only), unless the user chose one.
             threads, memory = self._worker_size
-            spec = {
-                **spec,
-                "threads_per_worker": spec["threads_per_worker"] or threads,
-                "memory_limit": memory if spec["memory_limit"] == "auto" else spec["memory_limit"],
-            }
+            spec = replace(
+                spec,
+                threads_per_worker=spec.threads_per_worker or threads,
+                memory_limit=memory if spec.memory_limit == "auto" else spec.memory_limit,
+            )
         gang = Gang(
             self.spark,
             plan,
@@ -1250,7 +1250,7 @@ class SparkCluster(Cluster):
         except Exception:
             return self.facts
         if self._spec is not None and facts.gpu_addresses:
-            self._spec["executor_gpus"] = by_host(facts.gpu_addresses)
+            self._spec = replace(self._spec, executor_gpus=by_host(facts.gpu_addresses))
         return facts
 
     def _bound_reason(self) -> str:

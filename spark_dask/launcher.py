@@ -21,10 +21,12 @@ from spark_dask import databricks
 from spark_dask import errors as errors_module
 from spark_dask import plan as plan_module
 from spark_dask import rapids as rapids_module
+from spark_dask import spec as spec_module
 from spark_dask import task as task_module
 from spark_dask.errors import TaskFailed
 from spark_dask.plan import GangPlan
 from spark_dask.session import is_connect
+from spark_dask.spec import TaskSpec
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +41,7 @@ def _ship_task_code_by_value() -> None:
         return
     from pyspark import cloudpickle
 
-    for module in (errors_module, plan_module, rapids_module, task_module):
+    for module in (errors_module, plan_module, rapids_module, spec_module, task_module):
         cloudpickle.register_pickle_by_value(module)
     _by_value_registered = True
 
@@ -117,7 +119,7 @@ class GangLauncher:
         Classic or Spark Connect session.
     plan : GangPlan
         How many tasks, with which resource request.
-    spec : dict
+    spec : TaskSpec
         What each task needs (scheduler address, credentials, sizing overrides).
     tag : str
         Unique job group / tag of this stage, for the Spark UI and cancellation.
@@ -131,7 +133,7 @@ class GangLauncher:
         self,
         spark,
         plan: GangPlan,
-        spec: dict,
+        spec: TaskSpec,
         tag: str,
         description: str,
         on_done: Callable[[GangLauncher], None] | None = None,
