@@ -80,8 +80,9 @@ class TaskSpec:
         Memory of each executor in bytes (0: unknown).
     worker_options : dict
         Extra options of the worker command.
-    worker_command : list of str or None
-        A user's worker command template; None: the default command.
+    worker_command : str, list of str or None
+        A user's worker command template (:func:`spark_dask.plan.worker_command`);
+        None: the default command.
     death_timeout : float
         Seconds a worker waits for the scheduler before it exits.
     kill_grace : float
@@ -128,7 +129,7 @@ class TaskSpec:
     own_executor: bool
     executor_memory: int
     worker_options: dict
-    worker_command: list[str] | None
+    worker_command: str | list[str] | None
     death_timeout: float
     kill_grace: float
     connect_timeout: float
