@@ -34,7 +34,7 @@ from spark_dask.plan import PlanError, hog_warning, plan_gang, spare_slots, work
 from spark_dask.session import cluster_facts, require_pyspark
 from spark_dask.session import conf as spark_conf
 from spark_dask.task import PRELOAD_MODULE
-from spark_dask.task import _host_memory as host_memory
+from spark_dask.task import host_memory
 
 # --------------------------------------------------------------------------------------
 # Options. Those of spark_dask.start() come from the option table (spark_dask/options.py),

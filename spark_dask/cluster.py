@@ -21,6 +21,7 @@ import time
 import uuid
 import warnings
 from contextlib import ExitStack, suppress
+from dataclasses import replace
 from functools import partial
 
 from dask.utils import parse_bytes
@@ -51,8 +52,8 @@ from spark_dask.pool import GangPool, adapt_bounds, size_per_worker
 from spark_dask.scheduler import DriverScheduler, task_group
 from spark_dask.session import active_session, cluster_facts, connect_session_problem, is_connect
 from spark_dask.session import conf as spark_conf
-from spark_dask.spec import by_host, rmm_spec, task_spec
-from spark_dask.task import _host_memory as host_memory  # renamed on the taskside branch
+from spark_dask.spec import TaskSpec, by_host, rmm_spec, task_spec
+from spark_dask.task import host_memory
 from spark_dask.watch import StartWait, watch_session_stop, watch_starved_stages
 from spark_dask.worker_flags import TaskWarnings, check_worker_options
 
@@ -145,7 +146,7 @@ class GangMaker:
         self.on_done = on_done
         self.plan: GangPlan | None = None  # the starting gang's plan, and the facts read at start
         self.facts = None
-        self.spec: dict | None = None
+        self.spec: TaskSpec | None = None
         self.worker_size: tuple[int, int] | None = None  # (threads, memory) of the first workers
 
     def make(self, plan, reason: str, index: int, first: int) -> Gang:
@@ -155,15 +156,15 @@ class GangMaker:
         spec = self.spec
         if reason != "start" and self.plan.barrier and self.worker_size is not None:
             threads, memory = self.worker_size  # unless the user chose a size
-            spec = {
-                **spec,
-                "threads_per_worker": spec["threads_per_worker"] or threads,
-                "memory_limit": memory if spec["memory_limit"] == "auto" else spec["memory_limit"],
-            }
+            spec = replace(
+                spec,
+                threads_per_worker=spec.threads_per_worker or threads,
+                memory_limit=memory if spec.memory_limit == "auto" else spec.memory_limit,
+            )
         return Gang(self.spark, plan, spec, cluster_tag=self.tag, index=index, first=first, reason=reason,
                     on_done=self.on_done)  # fmt: skip
 
-    def task_spec(self) -> dict:
+    def task_spec(self) -> TaskSpec:
         """What every task of the cluster is handed (:func:`spark_dask.spec.task_spec`)."""
         opts, sec, scheduler = self.options, self.side.security, self.side.scheduler
         tls = {"ca": sec.tls_ca_file, "cert": sec.tls_worker_cert, "key": sec.tls_worker_key} if opts["tls"] else None
@@ -184,7 +185,7 @@ class GangMaker:
         except Exception:  # noqa: BLE001 - the start's facts serve
             return self.facts
         if self.spec is not None and facts.gpu_addresses:
-            self.spec["executor_gpus"] = by_host(facts.gpu_addresses)
+            self.spec = replace(self.spec, executor_gpus=by_host(facts.gpu_addresses))
         return facts
 
 

@@ -28,9 +28,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 from spark_dask.launcher import GangLauncher, summarize_spark_error
 from spark_dask.plan import GangPlan, tasks_for
+from spark_dask.spec import TaskSpec
 
 logger = logging.getLogger("spark_dask")
 
@@ -45,9 +47,9 @@ class Gang:
     spark : SparkSession
     plan : GangPlan
         This gang's tasks (``n_tasks``, ``n_workers``, resource request, barrier or not).
-    spec : dict
+    spec : TaskSpec
         What every task of the cluster needs (scheduler address, credentials, sizing);
-        the gang adds its own number, its first task number and its size.
+        the gang sets its own number, its first task number and its size.
     cluster_tag : str
         The cluster's tag; gang 0 uses it as its Spark job group, gang ``i`` ``<tag>-g<i>``.
     index : int
@@ -64,7 +66,7 @@ class Gang:
         self,
         spark,
         plan: GangPlan,
-        spec: dict,
+        spec: TaskSpec,
         *,
         cluster_tag: str,
         index: int,
@@ -90,14 +92,14 @@ class Gang:
         self.ended_at: float | None = None
         self._on_done = on_done
         kind = "barrier stage" if plan.barrier else "Spark job"
-        spec = {
-            **spec,
-            "gang": index,
-            "name_base": first,
-            "barrier": plan.barrier,
-            "n_workers": plan.n_workers,
-            "workers_per_task": plan.workers_per_task,
-        }
+        spec = replace(
+            spec,
+            gang=index,
+            name_base=first,
+            barrier=plan.barrier,
+            n_workers=plan.n_workers,
+            workers_per_task=plan.workers_per_task,
+        )
         self.launcher = GangLauncher(
             spark,
             plan,
@@ -105,7 +107,7 @@ class Gang:
             tag=self.tag,
             description=(
                 f"spark-dask: {kind} {self.tag} ({reason}): {plan.n_workers} Dask workers for "
-                f"{spec.get('scheduler_address')}"
+                f"{spec.scheduler_address}"
             ),
             on_done=self._ended,
         )

@@ -22,6 +22,7 @@ from spark_dask import task as task_module
 from spark_dask.errors import TaskFailed
 from spark_dask.plan import GangPlan
 from spark_dask.shipping import ship_task_code
+from spark_dask.spec import TaskSpec
 from spark_dask.sparkconf import is_connect
 
 logger = logging.getLogger(__name__)
@@ -101,7 +102,7 @@ class GangLauncher:
         Classic or Spark Connect session.
     plan : GangPlan
         How many tasks, with which resource request.
-    spec : dict
+    spec : TaskSpec
         What each task needs (scheduler address, credentials, sizing overrides).
     tag : str
         Unique job group / tag of this stage, for the Spark UI and cancellation.
@@ -115,7 +116,7 @@ class GangLauncher:
         self,
         spark,
         plan: GangPlan,
-        spec: dict,
+        spec: TaskSpec,
         tag: str,
         description: str,
         on_done: Callable[[GangLauncher], None] | None = None,

@@ -1,10 +1,12 @@
 """What runs inside each Spark barrier task: start this task's Dask workers, keep them
 alive while the cluster runs, and make sure they cannot outlive the task.
 
-This module imports only the standard library (and pyspark inside the task). The
-driver ships it to the executors by value together with :mod:`spark_dask.plan`, so the
-executors need ``distributed`` (and ``dask-cuda`` for GPU workers) but not
-``spark_dask`` itself, and driver and executors never disagree on its version.
+The driver ships this module to the executors by value together with what it uses of
+the package (:mod:`spark_dask.errors`, :mod:`spark_dask.plan`, :mod:`spark_dask.rapids`,
+and the task specification, :class:`spark_dask.spec.TaskSpec`, which carries the
+workers' preload, :mod:`spark_dask.preload`, as text), so the executors need
+``distributed`` (and ``dask-cuda`` for GPU workers) but not ``spark_dask`` itself, and
+driver and executors never disagree on its version.
 
 The same :func:`run_task` serves classic sessions (``rdd.barrier().mapPartitions``)
 and Spark Connect sessions (``mapInArrow(..., barrier=True)``).
@@ -49,88 +51,11 @@ from spark_dask.plan import (
     worker_threads,
 )
 from spark_dask.rapids import rmm_installed, rmm_option, rmm_problem
-
-# Loaded by every Dask worker process we start (``--preload <file>``).
-# 1. Tags the worker with Spark facts: they appear in ``client.scheduler_info()``.
-# 2. A watchdog: when the Spark task process is gone (killed, cancelled, executor lost)
-#    the worker's whole process group is terminated, then killed. This backs up the
-#    parent-death signal (Linux only) set on the worker's top process.
-PRELOAD = '''\
-"""spark-dask worker preload (written by the Spark task that started this worker)."""
-import json
-import logging
-import os
-import signal
-import threading
-import time
-
-
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _watch(task_pid, grace):
-    while _alive(task_pid):
-        time.sleep(1.0)
-    pgid = os.getpgid(0)
-    try:
-        os.killpg(pgid, signal.SIGTERM)
-        time.sleep(grace)
-        os.killpg(pgid, signal.SIGKILL)
-    finally:
-        os._exit(1)
-
-
-def _close_and_exit(nanny):
-    async def spark_dask_close(reason="spark-dask cluster closed"):
-        # The cluster is closing: stop the worker process, then leave at once. An
-        # interpreter shutdown after `dask worker` ends costs 0.1-0.5 s that the Spark
-        # task (and so the end of the Spark job) would wait for.
-        try:
-            await nanny.close(reason=reason)
-        finally:
-            logging.shutdown()  # flush the log the Spark task reads
-            os._exit(0)
-
-    return spark_dask_close
-
-
-def _title(name):
-    # what ps -e, top and psutil call this process (a forked nanny's command line is
-    # the Spark task's, python -m pyspark.daemon)
-    try:
-        with open("/proc/self/comm", "w") as f:
-            f.write(name)
-    except OSError:
-        pass
-
-
-def dask_setup(worker):
-    facts = json.loads(os.environ.get("SPARK_DASK_FACTS", "{}"))
-    if hasattr(worker, "startup_information"):
-        worker.startup_information["spark"] = lambda _worker: facts
-        _title("dask-worker")
-    else:
-        from distributed import Nanny
-
-        if isinstance(worker, Nanny):  # --preload-nanny: the driver's fast close
-            worker.handlers["spark_dask_close"] = _close_and_exit(worker)
-            _title("dask-nanny")
-    task_pid = int(os.environ.get("SPARK_DASK_TASK_PID", "0"))
-    if task_pid:
-        grace = float(os.environ.get("SPARK_DASK_KILL_GRACE", "5"))
-        threading.Thread(
-            target=_watch, args=(task_pid, grace), name="spark-dask-watchdog", daemon=True
-        ).start()
-'''
+from spark_dask.spec import TaskSpec
 
 PR_SET_PDEATHSIG = 1
+# The module name under which each task writes the workers' preload (the text of
+# spark_dask.preload, carried in TaskSpec.preload) into its workers' directory.
 PRELOAD_MODULE = "spark_dask_preload"
 
 
@@ -145,8 +70,8 @@ def _executor_id() -> str | None:
     return os.environ.get("CONTAINER_ID")  # YARN
 
 
-def _host_memory() -> int:
-    """Physical memory of the host, capped by a cgroup (container) limit."""
+def host_memory() -> int:
+    """Physical memory of the host, capped by a cgroup (container) limit (bytes)."""
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
         try:
@@ -416,15 +341,15 @@ def reach_error(address: str, timeout: float, tls: dict | None = None) -> str | 
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def executor_gpus(spec: dict, executor: str, own: list[str] | None = None) -> list[str]:
+def executor_gpus(spec: TaskSpec, executor: str, own: list[str] | None = None) -> list[str]:
     """The physical GPUs of an executor (``host:port``), for a gang sharing them with Spark.
 
     See :func:`spark_dask.plan.executor_gpu_list`; addresses are mapped through this
     task's ``CUDA_VISIBLE_DEVICES``.
     """
     host = executor.rsplit(":", 1)[0]
-    candidates = (spec.get("executor_gpus") or {}).get(host) or []
-    addresses = executor_gpu_list(candidates, own or [], int(spec.get("gpus_per_executor") or 0))
+    candidates = spec.executor_gpus.get(host) or []
+    addresses = executor_gpu_list(candidates, own or [], spec.gpus_per_executor)
     cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
     return [physical_gpu(a, cvd) for a in addresses]
 
@@ -515,7 +440,7 @@ def _fallback_host() -> str:
         return name
 
 
-def task_facts(ctx, spec: dict) -> dict:
+def task_facts(ctx, spec: TaskSpec) -> dict:
     """What this task tells the rest of the gang (through ``allGather``)."""
     partition = ctx.partitionId()
     context_note = None
@@ -525,16 +450,16 @@ def task_facts(ctx, spec: dict) -> dict:
         # "host:executor": unique per executor like the host:port of getTaskInfos; the
         # parent of a PySpark worker is its executor's daemon.
         address = f"{_fallback_host()}:{_executor_id() or os.getppid()}"
-        if spec.get("barrier", True):
+        if spec.barrier:
             context_note = f"no barrier task infos ({e}); executor address from this host"
         try:  # how many tasks the gang has, for _gang_from_task_infos
-            ctx.n_tasks = int(spec["n_workers"]) // max(int(spec.get("workers_per_task", 1)), 1)
-        except (AttributeError, KeyError, TypeError, ValueError):
+            ctx.n_tasks = int(spec.n_workers) // max(int(spec.workers_per_task), 1)
+        except (AttributeError, TypeError, ValueError):
             pass
     resources = ctx.resources()
     gpus = list(resources["gpu"].addresses) if "gpu" in resources else []
     cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
-    missing = [m for m in spec["requires"] if importlib.util.find_spec(m) is None]
+    missing = [m for m in spec.requires if importlib.util.find_spec(m) is None]
     try:
         dist_version = importlib.metadata.version("distributed")
     except importlib.metadata.PackageNotFoundError:
@@ -545,8 +470,8 @@ def task_facts(ctx, spec: dict) -> dict:
         attempt = 0
     facts = {
         "partition": partition,
-        "gang": int(spec.get("gang", 0)),
-        "task": int(spec.get("name_base", 0)) + partition,  # the task's number in the cluster
+        "gang": int(spec.gang),
+        "task": int(spec.name_base) + partition,  # the task's number in the cluster
         "attempt": attempt,
         "executor": address,
         "host": address.rsplit(":", 1)[0],
@@ -652,269 +577,394 @@ def claim_gpus(cluster_id: str, mine: list[dict], spare: list[str], wait: float,
         time.sleep(0.2)
 
 
-def run_task(spec: dict) -> dict:
+def run_task(spec: TaskSpec) -> dict:
     """Body of one barrier task. Returns a status row; raises only when the gang must stop.
 
     A failed task aborts a barrier result stage for good, so the task raises only for
     errors the driver must report at once (a worker that could not start, an executor
     without ``distributed``). When the cluster closes normally it returns a row with
     the exit codes and log tails of its workers.
+
+    The phases: meet the gang (:func:`_meet`), check this executor's Python
+    (:func:`_check_python`) and the other tasks (:func:`_peers_skip`), place the
+    workers (:func:`_place`, :func:`_placement_skip`, :func:`_my_workers`), size them
+    (:func:`_size`), claim their GPUs (:func:`_claim_workers`), start them
+    (:func:`_spawn`) and wait for them (:func:`_supervise`); :func:`_finish` stops what
+    is left and fills the row. A task that starts no worker returns its row with a
+    ``skipped: ...`` status.
     """
     started = time.time()
-    barrier = bool(spec.get("barrier", True))
-    ctx = _context(barrier)
+    ctx = _context(spec.barrier)
+    me, gang, row = _meet(ctx, spec, started)
+    where = _where(me)
+    task_warnings, has_rmm = _check_python(spec, me, where, row)
+    skipped = _peers_skip(spec, me, gang)
+    if skipped is None:
+        assignment, spare = _place(ctx, spec, me, gang)
+        skipped = _placement_skip(spec, me, gang, assignment)
+    if skipped:
+        row["status"] = skipped
+        return row
+    mine = _my_workers(spec, me, assignment)
+    nthreads, memory = _size(spec, me, gang, assignment, mine, where)
+    claims: list = []
+    # Each GPU worker holds a host-wide claim on its GPU while the task runs, so that
+    # gangs started later (scale-ups, relaunches, plain jobs) never put a second worker
+    # of this cluster on it.
+    if spec.pinned:
+        mine, claims = _claim_workers(spec, me, mine, spare, where)
+    local_dirs = (os.environ.get("SPARK_LOCAL_DIRS") or "").split(",")[0]
+    # mode 0700; named after the cluster: a forked nanny's cwd says whose it is
+    workdir = tempfile.mkdtemp(prefix=f"{spec.cluster_id}-", dir=local_dirs or None)
+    procs: list[subprocess.Popen] = []
+    logs: list[str] = []
+    try:
+        fields = _worker_fields(spec, workdir, nthreads, memory)
+        for w in mine:
+            _spawn(spec, me, w, fields, workdir, where, row, task_warnings, has_rmm, procs, logs)
+        row["t"]["spawned"] = time.time()
+        row["forked"] = [isinstance(p, ForkedNanny) for p in procs]
+        _supervise(spec, procs, logs, mine, where)
+        row["t"]["exited"] = time.time()
+    finally:
+        _finish(spec, procs, claims, mine, logs, row, workdir)
+    return row
+
+
+def _meet(ctx, spec: TaskSpec, started: float) -> tuple[dict, list[dict], dict]:
+    """This task's facts (:func:`task_facts`, with its test connection to the scheduler)
+    and the gang's (``allGather``, or ``getTaskInfos()`` where no GPU is to be agreed).
+
+    Returns
+    -------
+    tuple
+        (this task's facts, every task's facts by partition, the task's status row with
+        the wall-clock marks, epoch seconds, of its start-up, for diagnosing slow starts).
+    """
     me = task_facts(ctx, spec)
-    base = int(spec.get("name_base", 0))
-    me["unreachable"] = reach_error(
-        spec["scheduler_address"], float(spec.get("connect_timeout", 5)), spec.get("tls")
-    )
+    me["unreachable"] = reach_error(spec.scheduler_address, float(spec.connect_timeout), spec.tls)
     checked = time.time()
-    if spec.get("gather", True):
+    if spec.gather:
         gang = [json.loads(m) for m in ctx.allGather(json.dumps(me))]
     else:
         gang = _gang_from_task_infos(ctx, me)
-    where = _where(me)
-    # wall-clock marks (epoch seconds) of the task's start-up, for diagnosing slow starts
     row = {**me, "workers": [], "status": "ok", "t": {"start": started, "checked": checked, "gathered": time.time()}}
+    return me, gang, row
 
-    # Environment problems are raised by the task that has them (its executor is named
-    # in the message); one failed task ends the barrier stage at once.
+
+def _check_python(spec: TaskSpec, me: dict, where: str, row: dict) -> tuple[list[str], bool]:
+    """Checks of this executor's Python, before any worker starts: missing packages, a
+    distributed release other than the driver's, RMM options without rmm.
+
+    Environment problems are raised by the task that has them (its executor is named in
+    the message); one failed task ends the barrier stage at once. Warnings reach the
+    driver through each worker's Spark facts (``SPARK_DASK_FACTS``, published by the
+    preload); they are noted in ``row`` too.
+
+    Returns
+    -------
+    tuple
+        (the warnings for every worker of the task, whether ``rmm`` is installed: only
+        looked up for dask-cuda's default command).
+    """
     if me["missing"]:
         raise WorkerStartError(
             f"spark-dask: the Python on {where} ({me['python']}) cannot import "
             f"{', '.join(me['missing'])}. Install them on every executor (Databricks: "
             f"%pip install in the notebook, or a cluster library)."
         )
-    # Checks of this executor's Python, before any worker starts: a distributed release
-    # other than the driver's, RMM options without rmm. Warnings reach the driver
-    # through each worker's Spark facts (SPARK_DASK_FACTS, published by the preload).
     task_warnings: list[str] = []
-    if spec.get("requires") and spec.get("distributed_version"):
-        version = version_problem(spec["distributed_version"], me["distributed"], where)
+    if spec.requires and spec.distributed_version:
+        version = version_problem(spec.distributed_version, me["distributed"], where)
         if version and version[0] == "error":
             raise WorkerStartError(f"spark-dask: {version[1]}")
         if version:
             task_warnings.append(f"spark-dask: {version[1]}")
             row.setdefault("notes", []).append(version[1])
-    cuda_default = spec["kind"] == "cuda" and not spec.get("worker_command")
-    has_rmm = rmm_installed() if cuda_default else False
-    if cuda_default:
-        problem = rmm_problem(spec.get("worker_options"), has_rmm, me["python"])
+    has_rmm = rmm_installed() if _cuda_default(spec) else False
+    if _cuda_default(spec):
+        problem = rmm_problem(spec.worker_options, has_rmm, me["python"])
         if problem:
             raise WorkerStartError(f"spark-dask: on {where}: {problem}")
-    if any(t["missing"] for t in gang):
-        row["status"] = "skipped: another task lacks packages"
-        return row
+    return task_warnings, has_rmm
 
+
+def _cuda_default(spec: TaskSpec) -> bool:
+    """dask-cuda workers started by the default command (RMM options are ours to set)."""
+    return spec.kind == "cuda" and not spec.worker_command
+
+
+def _peers_skip(spec: TaskSpec, me: dict, gang: list[dict]) -> str | None:
+    """The other tasks' problems: a task that lacks packages raised already (this one
+    skips); a task that cannot reach the scheduler raises it, every other task skips.
+
+    Returns
+    -------
+    str or None
+        This task's ``skipped: ...`` status, or None.
+    """
+    if any(t["missing"] for t in gang):
+        return "skipped: another task lacks packages"
     cut_off = [t for t in gang if t.get("unreachable")]
     if cut_off:
         t = cut_off[0]
         if t["partition"] == me["partition"]:
-            raise WorkerStartError(unreachable_message(_where(t), spec["scheduler_address"], t["unreachable"]))
-        row["status"] = "skipped: another task cannot reach the scheduler"
-        return row
+            raise WorkerStartError(unreachable_message(_where(t), spec.scheduler_address, t["unreachable"]))
+        return "skipped: another task cannot reach the scheduler"
+    return None
 
-    spare: list[str] = []  # other GPUs of this executor a worker may take if its own is in use
-    if spec.get("gpu_mode") == "shared":
+
+def _place(ctx, spec: TaskSpec, me: dict, gang: list[dict]) -> tuple[dict, list[str]]:
+    """Which workers (names, GPUs) each task of the gang starts.
+
+    Returns
+    -------
+    tuple
+        (every task's workers by partition, the other GPUs of this task's executor a
+        worker may take if its own is in use).
+    """
+    base = spec.name_base
+    spare: list[str] = []
+    if spec.gpu_mode == "shared":
         if any(t["executor"] is None for t in gang):  # _PlainContext: peers unknown
             ctx.allGather()  # raises: the tasks cannot agree which task takes which GPU
         own = {me["executor"]: me["spark_gpus"]}
         lists = {t["executor"]: executor_gpus(spec, t["executor"], own.get(t["executor"])) for t in gang}
         assignment = assign_shared(gang, lists, base)
         spare = lists[me["executor"]]
-    elif spec.get("gather", True):
-        assignment = assign_workers(gang, spec["pinned"], base)
+    elif spec.gather:
+        assignment = assign_workers(gang, spec.pinned, base)
     else:  # every task owns its GPUs: only this task's assignment needs working out
-        per_task = int(spec.get("workers_per_task", 1))
-        assignment = {t["partition"]: [None] * per_task for t in gang}
-        assignment.update(assign_workers([me], spec["pinned"], base))
-    problem = gang_shortfall(assignment, spec["n_workers"], spec["pinned"], spec.get("gpu_mode") == "shared")
+        assignment = {t["partition"]: [None] * spec.workers_per_task for t in gang}
+        assignment.update(assign_workers([me], spec.pinned, base))
+    return assignment, spare
+
+
+def _placement_skip(spec: TaskSpec, me: dict, gang: list[dict], assignment: dict) -> str | None:
+    """Too few workers placed: the gang's first task raises, the others skip; a task
+    left without a worker skips.
+
+    Returns
+    -------
+    str or None
+        This task's ``skipped: ...`` status, or None.
+    """
+    problem = gang_shortfall(assignment, spec.n_workers, spec.pinned, spec.gpu_mode == "shared")
     if problem:
         if me["partition"] == min(t["partition"] for t in gang):
             raise WorkerStartError("spark-dask: " + problem)
-        row["status"] = "skipped: gang cannot start"
-        return row
-    mine = assignment[me["partition"]]
-    if not mine:
-        row["status"] = "skipped: no worker for this task"
-        return row
-    if me["attempt"]:  # Spark runs this task again: the earlier worker may still be known
-        mine = [{**w, "name": worker_name(base + me["partition"], w["gpu"], me["attempt"])} for w in mine]
+        return "skipped: gang cannot start"
+    if not assignment[me["partition"]]:
+        return "skipped: no worker for this task"
+    return None
 
+
+def _my_workers(spec: TaskSpec, me: dict, assignment: dict) -> list[dict]:
+    """This task's workers (``name``, ``gpu``); renamed when Spark runs the task again
+    (an attempt > 0: the earlier attempt's worker may still be known to the scheduler)."""
+    mine = assignment[me["partition"]]
+    if me["attempt"]:
+        mine = [{**w, "name": worker_name(spec.name_base + me["partition"], w["gpu"], me["attempt"])} for w in mine]
+    return mine
+
+
+def _size(spec: TaskSpec, me: dict, gang: list[dict], assignment: dict, mine: list[dict], where: str):
+    """Threads and memory limit of each of this task's workers; raises where the limit
+    exceeds the host's memory.
+
+    Returns
+    -------
+    tuple
+        (threads per worker, memory limit per worker in bytes).
+    """
     same_executor = sum(t["executor"] == me["executor"] for t in gang)
     on_host = [t for t in gang if t["host"] == me["host"]]
     executors_on_host = len({t["executor"] for t in on_host})
     workers_on_host = sum(len(assignment[t["partition"]]) for t in on_host)
-    if not barrier:
+    if not spec.barrier:
         # A plain job's task does not know which other workers share its executor:
         # count the executor's task slots as workers on the host (one executor per host).
         executors_on_host = 1
-        workers_on_host = max(int(spec["executor_cores"]) // max(int(me["cpus"]), 1), 1) * len(mine)
+        workers_on_host = max(int(spec.executor_cores) // max(int(me["cpus"]), 1), 1) * len(mine)
     # Sharing GPUs with Spark's tasks: the worker gets its task's CPUs, never the
     # executor's other cores (Spark's tasks use them). A plain job's task likewise (other
     # workers' tasks may run on the same executor), unless its CPUs keep it alone there.
-    cores = 0 if spec.get("gpu_mode") == "shared" or not (barrier or spec.get("own_executor")) else spec["executor_cores"]
-    nthreads = worker_threads(spec["threads_per_worker"], me["cpus"], cores, same_executor, len(mine), spec["kind"])
-    memory = worker_memory(
-        spec["memory_limit"], _host_memory(), spec["executor_memory"], executors_on_host, workers_on_host
-    )
-
-    problem = memory_problem(memory, _host_memory())
+    shares = spec.gpu_mode == "shared" or not (spec.barrier or spec.own_executor)
+    cores = 0 if shares else spec.executor_cores
+    nthreads = worker_threads(spec.threads_per_worker, me["cpus"], cores, same_executor, len(mine), spec.kind)
+    memory = worker_memory(spec.memory_limit, host_memory(), spec.executor_memory, executors_on_host, workers_on_host)
+    problem = memory_problem(memory, host_memory())
     if problem:
         raise WorkerStartError(f"spark-dask: on {where}: {problem}")
+    return nthreads, memory
 
-    # Each GPU worker holds a host-wide claim on its GPU while the task runs, so that
-    # gangs started later (scale-ups, relaunches, plain jobs) never put a second worker
-    # of this cluster on it.
-    claims: list = []
-    if spec.get("pinned") and spec.get("claim_gpus", True):
-        mine, claims = claim_gpus(
-            spec["cluster_id"], mine, spare, float(spec.get("claim_wait", 10)),
-            lambda gpu: worker_name(base + me["partition"], gpu, me["attempt"]), where,
-        )  # fmt: skip
 
-    local_dirs = spec.get("local_directory") or (os.environ.get("SPARK_LOCAL_DIRS") or "").split(",")[0]
-    # mode 0700; named after the cluster: a forked nanny's cwd says whose it is
-    workdir = tempfile.mkdtemp(prefix=f"{spec['cluster_id']}-", dir=local_dirs or None)
-    procs: list[subprocess.Popen] = []
-    logs: list[str] = []
-    try:
-        fields = {
-            "python": sys.executable,
-            "scheduler_address": spec["scheduler_address"],
-            "nthreads": nthreads,
-            "memory_limit": memory,
-            "death_timeout": spec["death_timeout"],
-            "preload": write_private(os.path.join(workdir, PRELOAD_MODULE + ".py"), PRELOAD),
-            "preload_module": PRELOAD_MODULE,  # importable: workdir is on the worker's PYTHONPATH
-            "tls_ca_file": "",
-            "tls_cert": "",
-            "tls_key": "",
-        }
-        if spec.get("tls"):
-            fields["tls_ca_file"] = write_private(os.path.join(workdir, "ca.pem"), spec["tls"]["ca"])
-            fields["tls_cert"] = write_private(os.path.join(workdir, "cert.pem"), spec["tls"]["cert"])
-            fields["tls_key"] = write_private(os.path.join(workdir, "key.pem"), spec["tls"]["key"])
-        for w in mine:
-            local = os.path.join(workdir, w["name"])
-            os.mkdir(local)
-            options = spec.get("worker_options")
-            worker_warnings = list(task_warnings)
-            if cuda_default:
-                options, note, warning = rmm_option(spec.get("rmm"), w["gpu"], options, has_rmm)
-                row.setdefault("notes", []).append(f"{w['name']}: {note}")
-                if warning:
-                    worker_warnings.append(f"spark-dask: on {where}, worker {w['name']}: {warning}")
-            cmd = worker_command(
-                {**fields, "name": w["name"], "local_directory": local},
-                spec["kind"],
-                spec.get("worker_command"),
-                options,
-            )
-            env = dict(os.environ)
-            env.update(spec.get("env") or {})
-            if not spec.get("worker_command"):  # the default command loads PRELOAD_MODULE
-                env["PYTHONPATH"] = os.pathsep.join(p for p in (workdir, env.get("PYTHONPATH")) if p)
-            if spec.get("multiprocessing_method") and spec["kind"] == "cpu":
-                # how the nanny starts its worker process: "fork" saves a Python start-up
-                # and an import of distributed (about 1.5 s per start and per restart)
-                env.setdefault("DASK_DISTRIBUTED__WORKER__MULTIPROCESSING_METHOD", spec["multiprocessing_method"])
-            env["SPARK_DASK_TASK_PID"] = str(os.getpid())
-            env["SPARK_DASK_KILL_GRACE"] = str(spec["kill_grace"])
-            env["SPARK_DASK_FACTS"] = json.dumps(
-                {
-                    "executor_id": me["executor_id"],
-                    "executor": me["executor"],
-                    "host": me["host"],
-                    "partition": me["partition"],
-                    "gang": me["gang"],
-                    "task": me["task"],
-                    "gpu": w["gpu"],
-                    "cluster": spec["cluster_id"],
-                    "warnings": worker_warnings,
-                    # the nanny runs the preload: the driver may close it with spark_dask_close
-                    "fast_close": "--preload-nanny" in cmd,
-                }
-            )
-            env.update(gpu_env(w["gpu"], spec.get("env")))  # the GPU, numbered in PCI order
-            log = os.path.join(workdir, w["name"] + ".log")
-            fork = forks_nanny(
-                spec["kind"], spec.get("worker_command"), cmd, env, spec.get("fork_nanny", True)
-            ) and _can_fork()
-            if fork:
-                try:  # in the task's process: a Python worker Spark reuses has it already
-                    import distributed.cli.dask_worker  # noqa: F401
-                except Exception:  # noqa: BLE001  (the command below fails with its log)
-                    fork = False
-                fork = fork and _can_fork()  # the import started no Python thread
-            with open(log, "wb") as out:
-                if fork:
-                    procs.append(ForkedNanny(cmd, env, local, out.fileno()))
-                else:
-                    procs.append(
-                        subprocess.Popen(
-                            cmd,
-                            stdin=subprocess.DEVNULL,
-                            stdout=out,
-                            stderr=subprocess.STDOUT,
-                            env=env,
-                            cwd=local,
-                            start_new_session=True,  # its own process group, killed in finally
-                            preexec_fn=_make_death_signal(os.getpid()),
-                        )
-                    )
-            logs.append(log)
+def _claim_workers(spec: TaskSpec, me: dict, mine: list[dict], spare: list[str], where: str):
+    """:func:`claim_gpus` for this task's workers (renamed after the GPU they get)."""
+    base = spec.name_base
+    return claim_gpus(
+        spec.cluster_id, mine, spare, float(spec.claim_wait),
+        lambda gpu: worker_name(base + me["partition"], gpu, me["attempt"]), where,
+    )  # fmt: skip
 
-        row["t"]["spawned"] = time.time()
-        row["forked"] = [isinstance(p, ForkedNanny) for p in procs]
-        # Stay alive while the workers run. They exit when the scheduler closes them;
-        # a thread per worker waits for its exit, so the task returns (and the Spark
-        # job ends) the moment the last one is gone, not at the next poll.
-        exits: queue.Queue = queue.Queue()
-        for i, p in enumerate(procs):
-            threading.Thread(target=lambda i=i, p=p: (p.wait(), exits.put(i)), daemon=True).start()
-        pending = len(procs)
-        while pending:
-            try:
-                i = exits.get(timeout=1.0)
-            except queue.Empty:
-                continue
-            pending -= 1
-            text = _read(logs[i])
-            if procs[i].returncode != 0 and REGISTERED_MARKER not in text:
-                raise WorkerStartError(
-                    f"spark-dask: Dask worker {mine[i]['name']} on {where} exited with "
-                    f"code {procs[i].returncode} before it connected to "
-                    f"{spec['scheduler_address']}.\ncommand: {' '.join(procs[i].args)}\n"
-                    f"--- worker log (last lines) ---\n{tail(text)}"
+
+def _worker_fields(spec: TaskSpec, workdir: str, nthreads, memory) -> dict:
+    """The fields of the worker command common to this task's workers; writes the
+    preload and the TLS credentials into ``workdir``."""
+    fields = {
+        "python": sys.executable,
+        "scheduler_address": spec.scheduler_address,
+        "nthreads": nthreads,
+        "memory_limit": memory,
+        "death_timeout": spec.death_timeout,
+        "preload": write_private(os.path.join(workdir, PRELOAD_MODULE + ".py"), spec.preload),
+        "preload_module": PRELOAD_MODULE,  # importable: workdir is on the worker's PYTHONPATH
+        "tls_ca_file": "",
+        "tls_cert": "",
+        "tls_key": "",
+    }
+    if spec.tls:
+        fields["tls_ca_file"] = write_private(os.path.join(workdir, "ca.pem"), spec.tls["ca"])
+        fields["tls_cert"] = write_private(os.path.join(workdir, "cert.pem"), spec.tls["cert"])
+        fields["tls_key"] = write_private(os.path.join(workdir, "key.pem"), spec.tls["key"])
+    return fields
+
+
+def _spawn(spec: TaskSpec, me, w, fields, workdir, where, row, task_warnings, has_rmm, procs, logs) -> None:
+    """Start worker ``w`` (a forked nanny or a new process); appends it to ``procs`` and
+    its log file to ``logs``."""
+    local = os.path.join(workdir, w["name"])
+    os.mkdir(local)
+    options = spec.worker_options
+    worker_warnings = list(task_warnings)
+    if _cuda_default(spec):
+        options, note, warning = rmm_option(spec.rmm, w["gpu"], options, has_rmm)
+        row.setdefault("notes", []).append(f"{w['name']}: {note}")
+        if warning:
+            worker_warnings.append(f"spark-dask: on {where}, worker {w['name']}: {warning}")
+    cmd = worker_command({**fields, "name": w["name"], "local_directory": local}, spec.kind, spec.worker_command,
+                         options)  # fmt: skip
+    env = _worker_env(spec, me, w, workdir, cmd, worker_warnings)
+    log = os.path.join(workdir, w["name"] + ".log")
+    fork = _forks(spec, cmd, env)
+    with open(log, "wb") as out:
+        if fork:
+            procs.append(ForkedNanny(cmd, env, local, out.fileno()))
+        else:
+            procs.append(
+                subprocess.Popen(
+                    cmd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    cwd=local,
+                    start_new_session=True,  # its own process group, killed in finally
+                    preexec_fn=_make_death_signal(os.getpid()),
                 )
-        row["t"]["exited"] = time.time()
-    finally:
-        _stop(procs, float(spec["kill_grace"]))
-        for claim in claims:
-            claim.close()
-        for w, p, log in zip(mine, procs, logs):
-            row["workers"].append(
-                {
-                    "name": w["name"],
-                    "gpu": w["gpu"],
-                    "exit_code": p.returncode,
-                    "log_tail": tail(_read(log), spec.get("log_lines", 30)),
-                }
             )
-        shutil.rmtree(workdir, ignore_errors=True)  # key material and spill files
-        row["t"]["done"] = time.time()
-    return row
+    logs.append(log)
 
 
-def _run_or_row(spec: dict) -> dict:
+def _worker_env(spec: TaskSpec, me: dict, w: dict, workdir: str, cmd: list[str], warnings: list[str]) -> dict:
+    """The environment of worker ``w``: the task's, the cluster's ``env``, the preload's
+    inputs (task pid, kill grace, Spark facts) and the worker's GPU."""
+    env = dict(os.environ)
+    env.update(spec.env)
+    if not spec.worker_command:  # the default command loads PRELOAD_MODULE
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (workdir, env.get("PYTHONPATH")) if p)
+    if spec.multiprocessing_method and spec.kind == "cpu":
+        # how the nanny starts its worker process: "fork" saves a Python start-up
+        # and an import of distributed (about 1.5 s per start and per restart)
+        env.setdefault("DASK_DISTRIBUTED__WORKER__MULTIPROCESSING_METHOD", spec.multiprocessing_method)
+    env["SPARK_DASK_TASK_PID"] = str(os.getpid())
+    env["SPARK_DASK_KILL_GRACE"] = str(spec.kill_grace)
+    env["SPARK_DASK_FACTS"] = json.dumps(
+        {
+            "executor_id": me["executor_id"],
+            "executor": me["executor"],
+            "host": me["host"],
+            "partition": me["partition"],
+            "gang": me["gang"],
+            "task": me["task"],
+            "gpu": w["gpu"],
+            "cluster": spec.cluster_id,
+            "warnings": warnings,
+            # the nanny runs the preload: the driver may close it with spark_dask_close
+            "fast_close": "--preload-nanny" in cmd,
+        }
+    )
+    env.update(gpu_env(w["gpu"], spec.env))  # the GPU, numbered in PCI order
+    return env
+
+
+def _forks(spec: TaskSpec, cmd: list[str], env: dict) -> bool:
+    """Whether this worker's nanny is forked from the task's process (:class:`ForkedNanny`)."""
+    fork = forks_nanny(spec.kind, spec.worker_command, cmd, env, spec.fork_nanny) and _can_fork()
+    if fork:
+        try:  # in the task's process: a Python worker Spark reuses has it already
+            import distributed.cli.dask_worker  # noqa: F401
+        except Exception:  # noqa: BLE001  (the command below fails with its log)
+            fork = False
+        fork = fork and _can_fork()  # the import started no Python thread
+    return fork
+
+
+def _supervise(spec: TaskSpec, procs: list, logs: list[str], mine: list[dict], where: str) -> None:
+    """Stay alive while the workers run; raise for one that exited before it connected.
+
+    They exit when the scheduler closes them; a thread per worker waits for its exit, so
+    the task returns (and the Spark job ends) the moment the last one is gone, not at
+    the next poll.
+    """
+    exits: queue.Queue = queue.Queue()
+    for i, p in enumerate(procs):
+        threading.Thread(target=lambda i=i, p=p: (p.wait(), exits.put(i)), daemon=True).start()
+    pending = len(procs)
+    while pending:
+        try:
+            i = exits.get(timeout=1.0)
+        except queue.Empty:
+            continue
+        pending -= 1
+        text = _read(logs[i])
+        if procs[i].returncode != 0 and REGISTERED_MARKER not in text:
+            raise WorkerStartError(
+                f"spark-dask: Dask worker {mine[i]['name']} on {where} exited with "
+                f"code {procs[i].returncode} before it connected to "
+                f"{spec.scheduler_address}.\ncommand: {' '.join(procs[i].args)}\n"
+                f"--- worker log (last lines) ---\n{tail(text)}"
+            )
+
+
+def _finish(spec: TaskSpec, procs: list, claims: list, mine: list[dict], logs: list[str], row: dict,
+            workdir: str) -> None:  # fmt: skip
+    """Stop what is left of the workers, free their GPU claims, put their exit codes and
+    log tails in ``row`` and remove the task's directory (key material, spill files)."""
+    _stop(procs, float(spec.kill_grace))
+    for claim in claims:
+        claim.close()
+    for w, p, log in zip(mine, procs, logs):
+        row["workers"].append(
+            {
+                "name": w["name"],
+                "gpu": w["gpu"],
+                "exit_code": p.returncode,
+                "log_tail": tail(_read(log), spec.log_lines),
+            }
+        )
+    shutil.rmtree(workdir, ignore_errors=True)  # key material and spill files
+    row["t"]["done"] = time.time()
+
+
+def _run_or_row(spec: TaskSpec) -> dict:
     """:func:`run_task`; in a plain Spark job a start failure becomes a ``failed`` row.
 
     A failed task of a plain job is retried by Spark (``spark.task.maxFailures``, 4):
     for a worker that cannot start that only delays the error. A barrier task raises:
     the stage fails at once and is never retried task by task.
     """
-    if spec.get("barrier", True):
+    if spec.barrier:
         return run_task(spec)
     try:
         return run_task(spec)
@@ -922,7 +972,7 @@ def _run_or_row(spec: dict) -> dict:
         return {"partition": 0, "status": "failed", "error": f"WorkerStartError: {e}", "workers": []}
 
 
-def classic_partition(spec: dict):
+def classic_partition(spec: TaskSpec):
     """``mapPartitions`` function for classic sessions: one JSON row per task."""
 
     def fn(rows):
@@ -953,7 +1003,7 @@ def probe_partition(pause: float):
     return fn
 
 
-def arrow_partition(spec: dict):
+def arrow_partition(spec: TaskSpec):
     """``mapInArrow`` function for Spark Connect sessions: one JSON row per task."""
 
     def fn(batches):

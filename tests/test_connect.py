@@ -13,6 +13,7 @@ import os
 import socket
 import sys
 import time
+from dataclasses import replace
 
 import dask.array as da
 import dask.dataframe as dd
@@ -232,7 +233,7 @@ def test_unreachable_scheduler_is_reported_quickly(spark, monkeypatch):
 
     def spec_with_dead_address(self):
         tags.append(self.tag)
-        return {**original(self), "scheduler_address": dead}
+        return replace(original(self), scheduler_address=dead)
 
     monkeypatch.setattr(SparkCluster, "_task_spec", spec_with_dead_address)
     t0 = time.monotonic()

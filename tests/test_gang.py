@@ -10,6 +10,8 @@ from spark_dask import gang as gang_module
 from spark_dask.gang import Gang, end_gangs, gang_of_placeholder
 from spark_dask.plan import GangPlan
 
+from .task_specs import make_spec
+
 pytestmark = pytest.mark.core
 
 
@@ -51,7 +53,7 @@ def fake_launcher(monkeypatch):
 
 def make(index=1, n=2, per_task=1, ended=None) -> Gang:
     plan = GangPlan("cpu", False, n, n // per_task, per_task)
-    return Gang(None, plan, {"scheduler_address": "tls://x:1"}, cluster_tag="spark-dask-t", index=index,
+    return Gang(None, plan, make_spec(scheduler_address="tls://x:1"), cluster_tag="spark-dask-t", index=index,
                 first=4, reason="scale", on_done=ended).submit()  # fmt: skip
 
 
@@ -59,7 +61,7 @@ def test_tag_spec_and_names():
     g = make()
     assert g.tag == "spark-dask-t-g1" and make(index=0).tag == "spark-dask-t"
     spec = g.launcher.spec
-    assert (spec["gang"], spec["name_base"], spec["n_workers"], spec["barrier"]) == (1, 4, 2, True)
+    assert (spec.gang, spec.name_base, spec.n_workers, spec.barrier) == (1, 4, 2, True)
     assert "(scale): 2 Dask workers" in g.launcher.description
     assert g.status == "starting" and g.pending
     assert g.planned_names() == ["spark-dask-t-g1/pending-0", "spark-dask-t-g1/pending-1"]

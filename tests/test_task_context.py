@@ -12,11 +12,15 @@ import json
 import socket
 import sys
 import textwrap
+from dataclasses import replace
 
 import pytest
 
 from spark_dask import task
+from spark_dask.spec import TaskSpec
 from spark_dask.task import WorkerStartError
+
+from .task_specs import make_spec
 
 pytestmark = [pytest.mark.core, pytest.mark.timeout(60)]
 
@@ -76,7 +80,7 @@ def test_facts_and_gang_without_task_infos(monkeypatch):
     monkeypatch.setenv("SPARK_EXECUTOR_ID", "7")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")
     ctx = task._PlainContext(FakePlainContext(1, gpus=["1"], cpus=2), "plain TaskContext")
-    spec = {"requires": [], "n_workers": 3, "workers_per_task": 1}
+    spec = make_spec(requires=[], n_workers=3, workers_per_task=1)
     me = task.task_facts(ctx, spec)
     assert (me["partition"], me["executor"], me["host"], me["executor_id"]) == (1, "10.1.2.3:7", "10.1.2.3", "7")
     assert me["gpus"] == ["6"] and me["cpus"] == 2  # address 1 through CUDA_VISIBLE_DEVICES
@@ -107,14 +111,14 @@ def test_barrier_context_still_gives_addresses_from_task_infos():
             return [message]
 
     ctx = FakeBarrier(1)
-    me = task.task_facts(ctx, {"requires": []})
+    me = task.task_facts(ctx, make_spec(requires=[]))
     assert (me["executor"], me["host"]) == ("10.0.0.2:4040", "10.0.0.2") and "context" not in me
     me["unreachable"] = None
     gang = task._gang_from_task_infos(ctx, me)
     assert [t["host"] for t in gang] == ["10.0.0.1", "10.0.0.2"]
 
 
-def _spec(tmp_path, listener, gather: bool) -> dict:
+def _spec(tmp_path, listener, gather: bool) -> TaskSpec:
     script = tmp_path / "fake_worker.py"
     script.write_text(
         textwrap.dedent(
@@ -125,29 +129,29 @@ def _spec(tmp_path, listener, gather: bool) -> dict:
         )
     )
     host, port = listener.getsockname()
-    return {
-        "cluster_id": "spark-dask-test",
-        "scheduler_address": f"tcp://{host}:{port}",
-        "tls": None,
-        "kind": "cpu",
-        "pinned": gather,
-        "gather": gather,
-        "workers_per_task": 1,
-        "n_workers": 2,
-        "requires": [],
-        "threads_per_worker": None,
-        "memory_limit": "auto",
-        "executor_cores": 2,
-        "executor_memory": 2**28,
-        "worker_options": {},
-        "worker_command": [sys.executable, str(script), "{name}", "{nthreads}", "{memory_limit}"],
-        "death_timeout": 5,
-        "kill_grace": 1,
-        "connect_timeout": 2,
-        "env": {},
-        "log_lines": 5,
-        "rmm": None,
-    }
+    return make_spec(
+        cluster_id="spark-dask-test",
+        scheduler_address=f"tcp://{host}:{port}",
+        tls=None,
+        kind="cpu",
+        pinned=gather,
+        gather=gather,
+        workers_per_task=1,
+        n_workers=2,
+        requires=[],
+        threads_per_worker=None,
+        memory_limit="auto",
+        executor_cores=2,
+        executor_memory=2**28,
+        worker_options={},
+        worker_command=[sys.executable, str(script), "{name}", "{nthreads}", "{memory_limit}"],
+        death_timeout=5,
+        kill_grace=1,
+        connect_timeout=2,
+        env={},
+        log_lines=5,
+        rmm=None,
+    )
 
 
 @pytest.fixture
@@ -183,7 +187,7 @@ def test_run_task_sharing_gpus_without_task_infos_says_why(tmp_path, listener, m
     # a plain TaskContext does not tell: a clear error, not two workers on one GPU
     ctx = task._PlainContext(FakePlainContext(0, gpus=["0"]), "plain TaskContext")
     monkeypatch.setattr(task, "_context", lambda *barrier: ctx)
-    spec = {**_spec(tmp_path, listener, gather=False), "pinned": True, "gpu_mode": "shared", "gpus_per_executor": 2}
+    spec = replace(_spec(tmp_path, listener, gather=False), pinned=True, gpu_mode="shared", gpus_per_executor=2)
     with pytest.raises(WorkerStartError, match="no BarrierTaskContext"):
         task.run_task(spec)
 
@@ -196,7 +200,7 @@ def test_plain_job_task_sizes_its_worker_from_its_own_cpus(tmp_path, listener, m
     # gets the task's CPUs (not the executor's 2 cores) and is named from the gang's base.
     ctx = task._PlainContext(FakePlainContext(0, cpus=1), task.PLAIN_JOB)
     monkeypatch.setattr(task, "_context", lambda *barrier: ctx)
-    spec = {**_spec(tmp_path, listener, gather=False), "barrier": False, "n_workers": 1, "gang": 3, "name_base": 7}
+    spec = replace(_spec(tmp_path, listener, gather=False), barrier=False, n_workers=1, gang=3, name_base=7)
     row = task.run_task(spec)
     [worker] = row["workers"]
     assert worker["name"] == "spark-7" and worker["log_tail"].startswith("fake worker spark-7 1 ")
@@ -207,12 +211,12 @@ def test_plain_job_task_reports_a_start_failure_as_a_row(tmp_path, listener, mon
     # raising would make Spark retry the task (spark.task.maxFailures) before the error
     ctx = task._PlainContext(FakePlainContext(0, cpus=1), task.PLAIN_JOB)
     monkeypatch.setattr(task, "_context", lambda *barrier: ctx)
-    spec = {**_spec(tmp_path, listener, gather=False), "barrier": False, "n_workers": 1, "requires": ["no_such_mod"]}
+    spec = replace(_spec(tmp_path, listener, gather=False), barrier=False, n_workers=1, requires=["no_such_mod"])
     row = task._run_or_row(spec)
     assert row["status"] == "failed" and "WorkerStartError: spark-dask:" in row["error"]
     assert "cannot import no_such_mod" in row["error"]
     with pytest.raises(WorkerStartError):  # a barrier task raises: the stage fails at once
-        task._run_or_row({**spec, "barrier": True})
+        task._run_or_row(replace(spec, barrier=True))
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="GPU claims are abstract sockets (Linux)")
