@@ -95,14 +95,14 @@ async def _first_failure(facts_job, scheduler_job) -> None:
         raise
 
 
-def plan_start(facts, opts: dict, quiet: bool) -> tuple[GangPlan, list[str]]:
+def plan_start(facts, opts: dict, quiet: bool) -> tuple[GangPlan, list[str], dict]:
     """The plan of a cluster's starting gang from the Spark facts and its options, after
     the checks that refuse it (a :class:`~spark_dask.errors.PlanError` before anything
-    is submitted); and the start-up warnings. ``opts["worker_options"]`` is replaced by
-    its checked form."""
+    is submitted); the start-up warnings; and the worker options checked (each flag
+    spelled as the worker program spells it)."""
     plan = plan_gang(facts, *(opts[k] for k in ("n_workers", "worker", "task_profile", "gpu_mode", "barrier")))
     check_request(facts, opts["threads_per_worker"])
-    opts["worker_options"] = check_worker_options(opts["worker_options"], plan.kind, opts["worker_command"])
+    worker_options = check_worker_options(opts["worker_options"], plan.kind, opts["worker_command"])
     limit = opts["memory_limit"]
     if limit != "auto" and facts.master.startswith("local"):
         # the executors run on this host (local and local-cluster masters); elsewhere
@@ -111,7 +111,7 @@ def plan_start(facts, opts: dict, quiet: bool) -> tuple[GangPlan, list[str]]:
         if problem:
             raise PlanError("spark-dask: " + problem)
     hog = None if quiet else hog_warning(facts, plan)
-    return plan, [n for n in (*plan.notes, hog) if n]
+    return plan, [n for n in (*plan.notes, hog) if n], worker_options
 
 
 class GangMaker:
@@ -147,6 +147,7 @@ class GangMaker:
         self.plan: GangPlan | None = None  # the starting gang's plan, and the facts read at start
         self.facts = None
         self.spec: TaskSpec | None = None
+        self.worker_options: dict = {}  # checked (plan_start)
         self.worker_size: tuple[int, int] | None = None  # (threads, memory) of the first workers
 
     def make(self, plan, reason: str, index: int, first: int) -> Gang:
@@ -172,9 +173,10 @@ class GangMaker:
         scheduler.add_plugin(TaskWarnings(self.events.warn))
         rmm = None
         if self.plan.kind == "cuda":
-            rmm, notes = rmm_spec(lambda key: spark_conf(self.spark, key), self.plan.gpu_mode)
+            rmm, notes = rmm_spec(lambda key: spark_conf(self.spark, key), self.plan.gpu_mode, opts)
             for msg in notes:
                 self.events.warn(msg)
+        opts = {**opts, "worker_options": self.worker_options}
         return task_spec(self.tag, scheduler.address, tls, opts, self.plan, self.facts, self.env, rmm)
 
     def fresh_facts(self):
@@ -517,7 +519,7 @@ class SparkCluster(Cluster):
 
     def _plan(self) -> None:
         """The plan of the starting gang, its warnings, and the pool for the gangs."""
-        plan, notes = plan_start(self.facts, self.options, self.quiet)
+        plan, notes, self.maker.worker_options = plan_start(self.facts, self.options, self.quiet)
         for note in notes:
             self.events.warn(note)
         self.gang_plan = self.maker.plan = plan

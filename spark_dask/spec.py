@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import distributed
 from dask.utils import parse_bytes
 
-from spark_dask import config, preload, rapids
+from spark_dask import preload, rapids
 from spark_dask.plan import ClusterFacts, GangPlan
 
 
@@ -155,22 +155,23 @@ def by_host(entries) -> dict[str, list[list[str]]]:
     return out
 
 
-def rmm_spec(spark_conf, gpu_mode: str | None) -> tuple[dict, list[str]]:
-    """RMM pool sizing for dask-cuda workers (``spark-dask.rapids.*``), and the warnings
-    when the Spark RAPIDS plugin's own pool would leave too little GPU memory for them
-    (``spark_conf(key)`` reads the application's Spark conf)."""
-    share = float(config.get("rapids.dask-fraction"))
+def rmm_spec(spark_conf, gpu_mode: str | None, opts: dict) -> tuple[dict, list[str]]:
+    """RMM pool sizing for dask-cuda workers (the ``rapids_*`` options,
+    ``spark-dask.rapids.*``), and the warnings when the Spark RAPIDS plugin's own pool
+    would leave too little GPU memory for them (``spark_conf(key)`` reads the
+    application's Spark conf)."""
+    share = float(opts["rapids_dask_fraction"])
     warnings = rapids.check_rapids(spark_conf, share)
-    pool = config.get("rapids.rmm-pool-size")
+    pool = opts["rapids_rmm_pool_size"]
     if pool is False:
         pool = None
     elif pool not in (None, "auto"):
         pool = parse_bytes(pool) if isinstance(pool, str) else int(pool)
-    spill = config.get("rapids.spill-fraction")
+    spill = opts["rapids_spill_fraction"]
     return {
         "pool": pool,
-        "reserve": parse_bytes(str(config.get("rapids.rmm-reserve"))),
-        "fraction": float(config.get("rapids.rmm-fraction")),
+        "reserve": parse_bytes(str(opts["rapids_rmm_reserve"])),
+        "fraction": float(opts["rapids_rmm_fraction"]),
         "spill_fraction": None if spill in (None, False) else float(spill),
         # beside Spark's own GPU tasks an auto-sized pool leaves them the rest
         "share": share if gpu_mode == "shared" else None,
@@ -236,8 +237,8 @@ def task_spec(
         executor_gpus=by_host(facts.gpu_addresses),
         gpus_per_executor=int(facts.executor_gpus),
         workers_per_task=plan.workers_per_task,
-        multiprocessing_method=config.get("multiprocessing-method"),
-        fork_nanny=bool(config.get("fork-nanny")),
+        multiprocessing_method=opts["multiprocessing_method"],
+        fork_nanny=bool(opts["fork_nanny"]),
         n_workers=plan.n_workers,
         requires=requires,
         threads_per_worker=opts["threads_per_worker"],

@@ -17,6 +17,7 @@ from spark_dask.events import Events
 from spark_dask.gang import Gang
 from spark_dask.plan import ClusterFacts, GangPlan
 from spark_dask.pool import GangPool, adapt_bounds, size_per_worker
+from tests.task_specs import make_spec
 from tests.test_gang import FakeLauncher
 
 pytestmark = pytest.mark.core
@@ -75,7 +76,7 @@ def make_pool(n=2, options=OPTIONS, slots=4, adaptive=None):
     events = Events([], quiet=True)
 
     def make_gang(plan, reason, index, first):
-        return Gang(None, plan, {"scheduler_address": "tls://s:1"}, cluster_tag=TAG, index=index, first=first,
+        return Gang(None, plan, make_spec(scheduler_address="tls://s:1"), cluster_tag=TAG, index=index, first=first,
                     reason=reason)  # fmt: skip
 
     pool = GangPool(shape, facts(slots), dict(options), events, side, make_gang, lambda: facts(slots),

@@ -15,7 +15,7 @@ import threading
 import pytest
 from distributed import Nanny
 
-from spark_dask import launcher, preload, spec, task
+from spark_dask import options, preload, shipping, spec, task
 from spark_dask.plan import ClusterFacts, GangPlan
 
 from .task_specs import make_spec
@@ -118,8 +118,7 @@ def test_task_spec_is_frozen_and_gangs_replace_fields():
 
 
 def test_task_spec_from_options_plan_and_facts():
-    opts = {"worker_command": None, "threads_per_worker": None, "memory_limit": "auto", "worker_options": None,
-            "death_timeout": 60.0, "kill_grace": 5.0, "connect_timeout": 5.0}  # fmt: skip
+    opts = options.resolve(**{o.name: None for o in options.keyword_options() if o.config})
     facts = ClusterFacts(executors=2, executor_cores=4, executor_memory=2**30, executor_gpus=1, task_gpus=1,
                          slots=8, gpu_addresses=[("h1", ["0"]), ("h1", ["1"])])  # fmt: skip
     plan = GangPlan("cuda", True, 2, 2, 1, gpu_mode="exclusive")
@@ -136,7 +135,7 @@ def test_spec_and_task_code_unpickle_where_spark_dask_is_missing(tmp_path):
     """The executors may lack spark_dask: the spec travels by value with the task code."""
     from pyspark import cloudpickle
 
-    launcher._ship_task_code_by_value()
+    shipping.ship_task_code()
     data = cloudpickle.dumps((make_spec(n_workers=3), task.classic_partition(make_spec())))
     (tmp_path / "payload").write_bytes(data)
     script = (
