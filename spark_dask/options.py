@@ -529,7 +529,11 @@ def resolve(**given) -> dict:
     """The options of one cluster: each keyword argument (None: not given) or its
     ``spark-dask.*`` config value, durations in seconds, sizes in bytes, every value
     checked (:class:`~spark_dask.errors.PlanError` says what is wrong). The one place an
-    option is resolved: ``SparkCluster`` and ``spark-dask info`` both call it."""
+    option is resolved: ``SparkCluster`` and ``spark-dask info`` both call it.
+
+    A ``spark-dask.*`` config key that is no option (a misspelling) is warned about
+    once per process, with the closest option's key (:func:`unknown_keys`)."""
+    warn_unknown_keys()
     opts = {k: config.get(k.replace("_", "-"), v) for k, v in given.items()}
     for o in config_options():  # the keys without a keyword argument; durations in seconds
         if not o.keyword:
@@ -562,6 +566,49 @@ def resolve(**given) -> dict:
     check_gpu_mode(opts["gpu_mode"])
     check_barrier(opts["barrier"], False)
     return opts
+
+
+_WARNED: set[str] = set()
+
+
+def unknown_keys(node: dict | None = None, prefix: str = "") -> list[str]:
+    """The ``spark-dask.*`` keys set in ``dask.config`` (or in ``node``, the
+    ``spark-dask`` section) that are no option, spelled with ``-`` as the table does;
+    nested sections such as ``rapids.*`` included."""
+    import dask.config
+
+    known = {o.key for o in config_options()}
+    if node is None:
+        node = dask.config.get("spark-dask", {}) or {}
+    out = []
+    for raw, value in node.items():
+        key = prefix + str(raw).replace("_", "-")
+        if key in known:
+            continue
+        if isinstance(value, dict) and any(k.startswith(key + ".") for k in known):
+            out += unknown_keys(value, key + ".")
+        else:
+            out.append(key)
+    return out
+
+
+def unknown_key_message(key: str) -> str:
+    """The warning for a config key that is no option, with the closest option's key."""
+    import difflib
+
+    close = difflib.get_close_matches(key, [o.key for o in config_options()], n=1)
+    hint = f" (did you mean spark-dask.{close[0]}?)" if close else ""
+    return f"spark-dask: unknown config key spark-dask.{key}{hint}; it is ignored"
+
+
+def warn_unknown_keys() -> None:
+    """Warn (``UserWarning``) about each :func:`unknown_keys` key, once per process."""
+    import warnings
+
+    for key in unknown_keys():
+        if key not in _WARNED:
+            _WARNED.add(key)
+            warnings.warn(unknown_key_message(key), UserWarning, stacklevel=3)
 
 
 def _plain(text: str) -> str:
