@@ -886,6 +886,44 @@ def worker_threads(
     return max(1, int(cpus) // max(workers_in_task, 1))
 
 
+def alone_on_executor(plan: GangPlan, facts: ClusterFacts) -> bool:
+    """Whether each of the plan's tasks asks for more than half of an executor's cores,
+    so no other task (of the gang or of Spark) runs next to it."""
+    return bool(plan.task_cpus and 2 * plan.task_cpus > facts.executor_cores)
+
+
+def thread_cores(executor_cores: int, gpu_mode: str | None, barrier: bool, own_executor: bool) -> int:
+    """The executor cores a task that is alone on its executor gives its workers
+    (:func:`worker_threads`' ``executor_cores``); 0: only the task's own CPUs.
+
+    Sharing GPUs with Spark's tasks, the worker gets its task's CPUs, never the
+    executor's other cores (Spark's tasks use them). A plain job's task likewise (other
+    workers' tasks may run on the same executor), unless its CPUs keep it alone there.
+    """
+    shares = gpu_mode == "shared" or not (barrier or own_executor)
+    return 0 if shares else int(executor_cores)
+
+
+def gang_threads(facts: ClusterFacts, plan: GangPlan, override: int | None) -> tuple[int, int]:
+    """(fewest, most) threads per worker that the plan's tasks will give their workers:
+    :func:`worker_threads` as each task calls it (``spark_dask.task``), for each number
+    of the gang's tasks that an executor gets.
+
+    Spark hands a stage's tasks to idle executors round-robin (one task per executor and
+    pass, over a shuffled list), so each executor gets ``n_tasks // executors`` tasks or
+    one more; which executors get one more is decided at run time. Where the counts
+    differ and the rule gives different threads, the two differ too: 3 tasks on
+    ``local-cluster[2,4,1024]`` are two sharing an executor (1 thread each) and one
+    alone (its executor's 4 cores). Other jobs' tasks on the executors can change it.
+    """
+    task_cpus = int(plan.task_cpus or facts.task_cpus or 1)
+    cores = thread_cores(facts.executor_cores, plan.gpu_mode, plan.barrier, alone_on_executor(plan, facts))
+    base, extra = divmod(plan.n_tasks, max(facts.executors, 1))
+    counts = ([base] if base else []) + ([base + 1] if extra else [])
+    values = [worker_threads(override, task_cpus, cores, k, plan.workers_per_task, plan.kind) for k in counts]
+    return min(values), max(values)
+
+
 def worker_memory(
     override: int | str | None,
     host_memory: int,
@@ -1137,4 +1175,7 @@ __all__ = [
     "task_number",
     "worker_name",
     "worker_threads",
+    "alone_on_executor",
+    "gang_threads",
+    "thread_cores",
 ]

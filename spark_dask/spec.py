@@ -18,7 +18,7 @@ import distributed
 from dask.utils import parse_bytes
 
 from spark_dask import preload, rapids
-from spark_dask.plan import ClusterFacts, GangPlan
+from spark_dask.plan import ClusterFacts, GangPlan, alone_on_executor
 
 
 @dataclass(frozen=True)
@@ -246,7 +246,7 @@ def task_spec(
         executor_cores=facts.executor_cores,
         # a plain job's task alone on its executor (its CPUs more than half the
         # cores): its worker may use all of them, as a barrier gang's lone task does
-        own_executor=bool(plan.task_cpus and 2 * plan.task_cpus > facts.executor_cores),
+        own_executor=alone_on_executor(plan, facts),
         executor_memory=facts.executor_memory,
         worker_options=opts["worker_options"] or {},
         worker_command=opts["worker_command"],

@@ -43,6 +43,7 @@ from spark_dask.plan import (
     physical_gpu,
     scheduler_endpoint,
     tail,
+    thread_cores,
     unreachable_message,
     version_problem,
     worker_command,
@@ -670,8 +671,9 @@ def _check_python(spec: TaskSpec, me: dict, where: str, row: dict) -> tuple[list
     if me["missing"]:
         raise WorkerStartError(
             f"spark-dask: the Python on {where} ({me['python']}) cannot import "
-            f"{', '.join(me['missing'])}. Install them on every executor (Databricks: "
-            f"%pip install in the notebook, or a cluster library)."
+            f"{', '.join(me['missing'])}. Install them on every executor, or point PYSPARK_PYTHON "
+            f"(spark.pyspark.python) at a Python that has them (Databricks: %pip install in the "
+            f"notebook, or a cluster library)."
         )
     task_warnings: list[str] = []
     if spec.requires and spec.distributed_version:
@@ -786,11 +788,8 @@ def _size(spec: TaskSpec, me: dict, gang: list[dict], assignment: dict, mine: li
         # count the executor's task slots as workers on the host (one executor per host).
         executors_on_host = 1
         workers_on_host = max(int(spec.executor_cores) // max(int(me["cpus"]), 1), 1) * len(mine)
-    # Sharing GPUs with Spark's tasks: the worker gets its task's CPUs, never the
-    # executor's other cores (Spark's tasks use them). A plain job's task likewise (other
-    # workers' tasks may run on the same executor), unless its CPUs keep it alone there.
-    shares = spec.gpu_mode == "shared" or not (spec.barrier or spec.own_executor)
-    cores = 0 if shares else spec.executor_cores
+    # the same rule as spark-dask info's (plan.gang_threads)
+    cores = thread_cores(spec.executor_cores, spec.gpu_mode, spec.barrier, spec.own_executor)
     nthreads = worker_threads(spec.threads_per_worker, me["cpus"], cores, same_executor, len(mine), spec.kind)
     memory = worker_memory(spec.memory_limit, host_memory(), spec.executor_memory, executors_on_host, workers_on_host)
     problem = memory_problem(memory, host_memory())
