@@ -26,11 +26,11 @@ from contextlib import contextmanager, suppress
 import click
 from dask.utils import format_bytes, parse_timedelta
 
-from spark_dask import config, databricks, options, rapids
+from spark_dask import __version__, config, databricks, options, rapids
 from spark_dask.cluster import SparkCluster
 from spark_dask.connection import ENV_SCHEDULER_FILE, proxied_dashboard_link
 from spark_dask.connection import client_config as connection_config
-from spark_dask.plan import PlanError, hog_warning, plan_gang, spare_slots, worker_command, worker_memory, worker_threads
+from spark_dask.plan import PlanError, gang_threads, hog_warning, plan_gang, spare_slots, worker_command, worker_memory
 from spark_dask.session import cluster_facts, require_pyspark
 from spark_dask.session import conf as spark_conf
 from spark_dask.task import PRELOAD_MODULE
@@ -96,6 +96,23 @@ def _conf_given(key: str) -> bool:
         return False
 
 
+def _executors_python_unset(master: str | None, conf: dict | None) -> bool:
+    """Whether a new session would be local (``local``, ``local-cluster`` masters) and
+    the user named no Python for its executors (``PYSPARK_PYTHON``,
+    ``spark.pyspark.python``)."""
+    from pyspark import SparkConf
+
+    conf = conf or {}
+    if os.environ.get("PYSPARK_PYTHON") or "spark.pyspark.python" in conf or _conf_given("spark.pyspark.python"):
+        return False
+    if not master:
+        try:
+            master = SparkConf().get("spark.master", None)
+        except Exception:  # noqa: BLE001 - no readable defaults: leave the executors' Python alone
+            return False
+    return (master or "local[*]").startswith("local")
+
+
 def get_or_create_session(master: str | None = None, conf: dict | None = None, app_name: str | None = None):
     """(session, created): the active SparkSession, or a new one from the options.
 
@@ -123,6 +140,12 @@ def get_or_create_session(master: str | None = None, conf: dict | None = None, a
         builder = builder.config("spark.ui.showConsoleProgress", "false")
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
+    if not had_context and _executors_python_unset(master, conf):
+        # A local master's executors run on this machine: give them this interpreter
+        # (a venv's spark-dask run without the venv activated would give them the
+        # system python3 from PATH, which lacks distributed). PySpark reads the
+        # variable (not the conf) when the SparkContext starts.
+        os.environ["PYSPARK_PYTHON"] = sys.executable
     spark = builder.getOrCreate()
     return spark, not had_context and existing is None
 
@@ -230,6 +253,39 @@ def _sigterm_as_exit():
         signal.signal(signal.SIGTERM, previous)
 
 
+# The loggers of a failed task's Java stack trace on the driver: TaskSetManager's "Lost
+# task", and with local[N] masters the executor's (the same JVM).
+TASK_FAILURE_LOGGERS = ("org.apache.spark.scheduler.TaskSetManager", "org.apache.spark.executor.Executor")
+
+
+@contextmanager
+def _quiet_task_failures(spark):
+    """No Spark log of the gang's failed tasks (a Java stack trace around the task's
+    Python traceback) while the cluster starts: a task's error reaches the user as
+    spark-dask's one message. Classic sessions with log4j 2 only; afterwards each
+    logger is as before (the script's own jobs log as usual)."""
+    try:
+        log4j = spark.sparkContext._jvm.org.apache.logging.log4j
+        context = log4j.LogManager.getContext(False)
+        loggers = context.getConfiguration().getLoggers()
+        before = {n: (loggers.containsKey(n), log4j.LogManager.getLogger(n).getLevel()) for n in TASK_FAILURE_LOGGERS}
+        for n in TASK_FAILURE_LOGGERS:
+            log4j.core.config.Configurator.setLevel(n, log4j.Level.OFF)
+    except Exception:  # noqa: BLE001 - Spark Connect, another logging backend: leave it
+        before = {}
+    try:
+        yield
+    finally:
+        with suppress(Exception):
+            for n, (had, level) in before.items():
+                if had:
+                    log4j.core.config.Configurator.setLevel(n, level)
+                else:  # no logger config of its own, as before (Spark's shell filter applies)
+                    context.getConfiguration().removeLogger(n)
+            if before:
+                context.updateLoggers()
+
+
 def run_script(
     target: str,
     args=(),
@@ -278,7 +334,8 @@ def run_script(
     with _sigterm_as_exit():
         try:
             try:
-                cluster = SparkCluster(spark, **start_kwargs)
+                with _quiet_task_failures(spark):
+                    cluster = SparkCluster(spark, **start_kwargs)
             except Exception as e:  # noqa: BLE001 - reported, exit status 1
                 print(f"spark-dask: the Dask cluster did not start: {e}", file=sys.stderr)
                 return 1
@@ -357,12 +414,11 @@ def describe(
         out["error"] = str(e)
         return out
     out.update(_plan_rows(facts, plan))
-    tasks_per_executor = max(1, plan.n_tasks // max(facts.executors, 1))
-    threads = worker_threads(
-        opts["threads_per_worker"], plan.task_cpus or facts.task_cpus, facts.executor_cores, tasks_per_executor,
-        plan.workers_per_task, plan.kind,
-    )  # fmt: skip
-    out["threads per worker"] = threads
+    fewest, most = gang_threads(facts, plan, opts["threads_per_worker"])
+    threads = fewest if fewest == most else "<nthreads>"
+    out["threads per worker"] = (
+        fewest if fewest == most else f"{fewest}-{most} (depends on how Spark places the tasks on the executors)"
+    )
     memory, out["memory per worker"] = _worker_memory(facts, plan, opts["memory_limit"])
     out["worker command"] = _shell_line(info_worker_command(plan, opts, threads, memory))
     db = databricks.detect(spark)
@@ -440,7 +496,7 @@ def _shell_line(cmd: list[str]) -> str:
     return " ".join(p if p.startswith("<") and p.endswith(">") else shlex.quote(p) for p in cmd)
 
 
-def info_worker_command(plan, opts: dict, threads: int, memory: int | None) -> list[str]:
+def info_worker_command(plan, opts: dict, threads: int | str, memory: int | None) -> list[str]:
     """The command line of one Dask worker of ``plan`` (:func:`spark_dask.plan.worker_command`,
     what each Spark task runs), with ``<...>`` where only the task knows the value
     (its interpreter, the scheduler's address, the worker's name and directory, the
@@ -471,15 +527,50 @@ def _require_pyspark_or_exit() -> None:
         raise click.ClickException(str(e)) from None
 
 
+def check_options(given: dict) -> dict:
+    """The options resolved (:func:`spark_dask.options.resolve`) before anything starts:
+    a bad value (``--memory-limit lots``, ``DASK_SPARK_DASK__MEMORY_LIMIT=lots``) is a
+    usage error now, not after a SparkSession was made; a misspelled ``spark-dask.*``
+    config key is said on stderr, one line each."""
+    import warnings
+
+    names = {o.name for o in options.keyword_options() if o.config}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            return options.resolve(**{**dict.fromkeys(names), **{k: v for k, v in given.items() if k in names}})
+        except PlanError as e:
+            raise click.UsageError(str(e)) from None
+        finally:
+            for w in caught:
+                click.echo(str(w.message), err=True)
+
+
+def _check_target(target: str, module: bool) -> None:
+    """A missing script (or module) is a usage error before anything starts."""
+    import importlib.util
+
+    if not module:
+        if not os.path.isfile(target):
+            raise click.UsageError(f"no such script: {target}")
+        return
+    try:
+        found = importlib.util.find_spec(target) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise click.UsageError(f"no such module: {target}")
+
+
 @click.group(name="spark", context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="spark-dask", message="%(prog)s %(version)s")
 def main():
-    """Dask clusters inside a Spark application: scheduler on the driver, workers in
-    one Spark barrier stage (spark-dask). Also available as ``dask spark``."""
+    """Dask clusters inside a Spark application: the scheduler on the Spark driver, the
+    workers in Spark tasks on the executors (a barrier stage, or under dynamic allocation
+    one plain one-task Spark job per worker). Also available as 'dask spark'."""
 
 
-@main.command(
-    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
-)
+@main.command(context_settings={"allow_interspersed_args": False})
 @session_options
 @run_options
 @click.option(
@@ -505,8 +596,11 @@ def run(target, args, as_module, master, spark_conf, app_name, **options):
     after TARGET belong to the script.
 
     Exit status: the script's; 1 when the cluster cannot start or the script raises;
-    143 on SIGTERM (after teardown).
+    143 on SIGTERM (after teardown); 2 for a usage error (an unknown option, a bad
+    value, a missing script), said before anything starts.
     """
+    _check_target(target, as_module)
+    check_options(options)
     _require_pyspark_or_exit()
     code = run_script(
         target,
@@ -530,8 +624,9 @@ def info(master, spark_conf, app_name, as_json, **options):
     Executors, task slots, GPUs, planned workers, threads and memory per worker, the
     command line each worker would run, and on Databricks the dashboard URL pattern.
     Starts no Spark job and no Dask process. Exit status 1 when no cluster could start
-    with these options.
+    with these options; 2 for a usage error (said before anything starts).
     """
+    check_options(options)
     _require_pyspark_or_exit()
     spark, created = get_or_create_session(master, spark_conf, app_name)
     try:

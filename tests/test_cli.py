@@ -150,7 +150,7 @@ def test_info_shows_the_worker_command(spark):
     line = next(ln for ln in text.output.splitlines() if ln.startswith("worker command"))
     assert "<python> -m distributed.cli.dask_worker <scheduler-address> --name <name>" in line
     bad = CliRunner().invoke(cli.main, ["info", "--memory-limit", "lots"])
-    assert bad.exit_code == 1 and "memory_limit must be" in bad.output
+    assert bad.exit_code == 2 and "Error: memory_limit must be" in bad.output
 
 
 @pytest.mark.spark
@@ -237,3 +237,217 @@ def test_client_config_keys_for_the_script():
             "dashboard": {"link": "https://x/{{p}}"},
         },
     }
+
+
+# ------------------------------------------------ the real entry point, in a subprocess
+
+
+def _entry_point() -> list[str]:
+    """The installed ``spark-dask`` console script (by absolute path, as a user runs
+    ``.venv/bin/spark-dask``), else ``python -m spark_dask.cli``."""
+    script = os.path.join(os.path.dirname(sys.executable), "spark-dask")
+    return [script] if os.path.exists(script) else [sys.executable, "-m", "spark_dask.cli"]
+
+
+def _cli(args, env=None, timeout=60, cwd=None) -> subprocess.CompletedProcess:
+    """The CLI in a subprocess, this checkout's code first on ``sys.path``."""
+    env = dict(os.environ if env is None else env)
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.run([*_entry_point(), *args], capture_output=True, text=True, timeout=timeout,
+                          env=env, cwd=cwd or ROOT, check=False)  # fmt: skip
+
+
+# Output that only a started Spark (or a traceback) prints.
+SPARK_NOISE = ("Traceback", "SparkContext", "log4j", "WARN", "jdk.incubator", "spark-dask: 0/")
+
+
+def test_version():
+    import spark_dask
+
+    out = _cli(["--version"])
+    assert out.returncode == 0 and out.stdout.strip() == f"spark-dask {spark_dask.__version__}", out
+
+
+def test_top_level_help_wording():
+    out = _cli(["--help"]).stdout
+    assert "``" not in out and "'dask spark'" in out, out
+    assert "dynamic allocation" in out and "one Spark barrier stage" not in out, out
+
+
+@pytest.mark.parametrize(
+    "args, env, message",
+    [
+        (["run", "--master", "local[2]", "--n-worker", "2", "examples/job_task.py"], {},
+         "No such option '--n-worker'. (Did you mean one of: '--n-workers'"),
+        (["run", "--master", "local[2]", "no-such-job.py", "--rows", "1"], {}, "Error: no such script: no-such-job.py"),
+        (["run", "-m", "no_such_module_xyz"], {}, "Error: no such module: no_such_module_xyz"),
+        (["run", "--memory-limit", "lots", "examples/job_task.py"], {}, "Error: memory_limit must be 'auto'"),
+        (["info", "--memory-limit", "lots"], {}, "Error: memory_limit must be 'auto'"),
+        (["info"], {"DASK_SPARK_DASK__MEMORY_LIMIT": "lots"}, "Error: memory_limit must be 'auto'"),
+        (["run", "examples/job_task.py"], {"DASK_SPARK_DASK__TIMEOUT": "soon"}, "Error: timeout must be seconds"),
+    ],
+)  # fmt: skip
+def test_usage_errors_before_anything_starts(args, env, message):
+    """A mistyped option, a missing script, a bad value (flag or config): click's
+    "Error: ..." with exit status 2, before a SparkSession exists (no Spark output)."""
+    t0 = time.monotonic()
+    out = _cli(args, env=dict(os.environ, **env))
+    took = time.monotonic() - t0
+    assert out.returncode == 2, out
+    assert message in out.stderr, out.stderr
+    for noise in SPARK_NOISE:
+        assert noise not in out.stdout + out.stderr, (noise, out.stderr, took)
+    assert out.stderr.count("\n") <= 4, out.stderr
+
+
+def test_misspelled_config_keys_are_named():
+    """``DASK_SPARK_DASK__N_WORKER`` (a typo of n-workers) and a nested ``rapids.*``
+    typo are said with the close match; the command still goes on (here to a usage
+    error, so nothing starts)."""
+    env = dict(os.environ, DASK_SPARK_DASK__N_WORKER="1", DASK_SPARK_DASK__RAPIDS__DASK_FRACTON="0.5")
+    out = _cli(["info", "--memory-limit", "lots"], env=env)
+    assert out.returncode == 2, out
+    assert (
+        "spark-dask: unknown config key spark-dask.n-worker (did you mean spark-dask.n-workers?); it is ignored"
+        in out.stderr
+    ), out.stderr
+    assert "spark-dask.rapids.dask-fracton (did you mean spark-dask.rapids.dask-fraction?)" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_unknown_config_keys_warn_once_per_key(monkeypatch):
+    import warnings
+
+    import dask.config
+
+    from spark_dask import options
+
+    monkeypatch.setattr(options, "_WARNED", set())
+    given = {o.name: None for o in options.keyword_options() if o.config}
+    with dask.config.set({"spark-dask.n-worker": 1, "spark-dask.rapids.rmm-pool": "1GB", "spark-dask.zzqqxx": 1}):
+        with warnings.catch_warnings(record=True) as first:
+            warnings.simplefilter("always")
+            options.resolve(**given)
+        with warnings.catch_warnings(record=True) as again:
+            warnings.simplefilter("always")
+            options.resolve(**given)
+    said = sorted(str(w.message) for w in first)
+    assert said == [
+        "spark-dask: unknown config key spark-dask.n-worker (did you mean spark-dask.n-workers?); it is ignored",
+        (
+            "spark-dask: unknown config key spark-dask.rapids.rmm-pool (did you mean "
+            "spark-dask.rapids.rmm-pool-size?); it is ignored"
+        ),
+        "spark-dask: unknown config key spark-dask.zzqqxx; it is ignored",
+    ], said
+    assert not again
+    # the table's own keys, however spelled in the config (n_workers), are no typo
+    with dask.config.set({"spark-dask.n_workers": 2, "spark-dask.worker-options": {"nanny": False}}):
+        assert options.unknown_keys() == []
+
+
+def _python_without_distributed(tmp_path) -> str:
+    """A directory whose ``python3`` is the system Python, which lacks distributed."""
+    system = "/usr/bin/python3"
+    if not os.path.exists(system):
+        pytest.skip("no /usr/bin/python3 here")
+    if subprocess.run([system, "-c", "import distributed"], capture_output=True, check=False).returncode == 0:
+        pytest.skip("/usr/bin/python3 has distributed: it cannot stand for a bare system Python")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "python3").symlink_to(system)
+    (bindir / "python").symlink_to(system)
+    return str(bindir)
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(300)
+def test_documented_run_without_an_activated_venv(tmp_path):
+    """docs/getting-started/local.md's command with the venv's spark-dask by absolute
+    path, no venv activated: ``python3`` on PATH lacks distributed, and the local
+    session's executors must get the command's own interpreter."""
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
+    env["PATH"] = _python_without_distributed(tmp_path) + os.pathsep + "/usr/bin:/bin"
+    args = ["run", "--master", "local-cluster[2,1,1024]", "--n-workers", "1", "--no-progress",
+            "examples/job_task.py", "--rows", "2000"]  # fmt: skip
+    out = _cli(args, env=env, timeout=280)
+    output = out.stdout + out.stderr
+    assert out.returncode == 0, output[-3000:]
+    assert "Spark barrier job ended: yes); exit status 0" in output, output[-3000:]
+    assert "cannot import" not in output and "Traceback" not in output, output[-3000:]
+    assert no_workers_left(output)
+
+
+THREADS_SCRIPT = textwrap.dedent(
+    """
+    import json
+    from distributed import Client
+    from pyspark.sql import SparkSession
+    from spark_dask import cli
+
+    workers = Client().scheduler_info()["workers"].values()
+    print("THREADS", json.dumps(sorted(w["nthreads"] for w in workers)), flush=True)
+    info = cli.describe(SparkSession.builder.getOrCreate(), n_workers=3)  # what `info --json` prints
+    print("INFO", json.dumps(info["threads per worker"]), flush=True)
+    """
+)
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(300)
+def test_info_threads_agree_with_the_started_cluster(tmp_path):
+    """3 workers on local-cluster[2,4,1024]: Spark puts two tasks on one executor (1
+    thread each) and one alone (all 4 cores); info cannot know which executor gets
+    which, so it gives the range and says why, instead of "4"."""
+    script = tmp_path / "threads.py"
+    script.write_text(THREADS_SCRIPT)
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
+    args = ["run", "--master", "local-cluster[2,4,1024]", "--n-workers", "3", "--no-progress", str(script)]
+    out = _cli(args, env=env, timeout=280)
+    output = out.stdout + out.stderr
+    assert out.returncode == 0, output[-3000:]
+    started = json.loads(re.search(r"^THREADS (.*)$", out.stdout, re.MULTILINE).group(1))
+    said = json.loads(re.search(r"^INFO (.*)$", out.stdout, re.MULTILINE).group(1))
+    assert started == [1, 1, 4], started
+    assert said == "1-4 (depends on how Spark places the tasks on the executors)", said
+    low, high = (int(x) for x in said.split(" ")[0].split("-"))
+    assert low == min(started) and high == max(started)
+    assert no_workers_left(output)
+
+
+def test_gang_threads_follow_the_task_rule():
+    """plan.gang_threads (info) against worker_threads per placement (the tasks)."""
+    from spark_dask.plan import ClusterFacts, gang_threads, plan_gang
+
+    def facts(executors, cores, **kw):
+        return ClusterFacts(master="local-cluster", executors=executors, executor_cores=cores,
+                            executor_memory=2**30, executor_gpus=0, task_cpus=1, task_gpus=0.0, **kw)  # fmt: skip
+
+    two_by_four = facts(2, 4, slots=8)
+    assert gang_threads(two_by_four, plan_gang(two_by_four, 3), None) == (1, 4)
+    assert gang_threads(two_by_four, plan_gang(two_by_four, 3), 2) == (2, 2)  # threads_per_worker wins
+    assert gang_threads(two_by_four, plan_gang(two_by_four, 8), None) == (1, 1)  # every slot taken
+    # one task per executor: each alone, with all its executor's cores
+    assert gang_threads(two_by_four, plan_gang(two_by_four, 2), None) == (4, 4)
+    profiles = facts(2, 4, slots=8, task_profiles=True)  # the default: tasks of 3 CPUs, one per executor
+    assert plan_gang(profiles).task_cpus == 3 and gang_threads(profiles, plan_gang(profiles), None) == (4, 4)
+    one_core = facts(2, 1, slots=2)
+    assert gang_threads(one_core, plan_gang(one_core, 2), None) == (1, 1)
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(300)
+def test_executor_python_the_user_named_is_kept(tmp_path):
+    """PYSPARK_PYTHON set by the user wins over the command's interpreter; when it lacks
+    distributed the one message names PYSPARK_PYTHON, with no Java/Python traceback."""
+    python = os.path.join(_python_without_distributed(tmp_path), "python3")
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    env["PYSPARK_PYTHON"] = python
+    args = ["run", "--master", "local[2]", "--n-workers", "1", "--no-progress", "--timeout", "120",
+            "examples/job_task.py", "--rows", "10"]  # fmt: skip
+    out = _cli(args, env=env, timeout=280)
+    assert out.returncode == 1, out.stderr[-3000:]
+    assert f"({python}) cannot import distributed" in out.stderr, out.stderr[-3000:]
+    assert "point PYSPARK_PYTHON (spark.pyspark.python) at a Python that has them" in out.stderr
+    for noise in ("Traceback", "\tat org.apache", "PythonException"):
+        assert noise not in out.stderr, (noise, out.stderr[-3000:])
