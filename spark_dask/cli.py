@@ -599,9 +599,9 @@ def run(target, args, as_module, master, spark_conf, app_name, **options):
     143 on SIGTERM (after teardown); 2 for a usage error (an unknown option, a bad
     value, a missing script), said before anything starts.
     """
+    _require_pyspark_or_exit()
     _check_target(target, as_module)
     check_options(options)
-    _require_pyspark_or_exit()
     code = run_script(
         target,
         args,
@@ -626,8 +626,8 @@ def info(master, spark_conf, app_name, as_json, **options):
     Starts no Spark job and no Dask process. Exit status 1 when no cluster could start
     with these options; 2 for a usage error (said before anything starts).
     """
-    check_options(options)
     _require_pyspark_or_exit()
+    check_options(options)
     spark, created = get_or_create_session(master, spark_conf, app_name)
     try:
         out = describe(spark, **options)
