@@ -25,9 +25,10 @@ import logging
 import os
 import threading
 import time
-import weakref
 import uuid
+import weakref
 from contextlib import contextmanager, nullcontext, suppress
+from dataclasses import replace
 
 from spark_dask import arrow_types, handoff_plan, handoff_task
 from spark_dask.arrow_types import HandoffTypeError
@@ -47,8 +48,15 @@ from spark_dask.handoff_plan import (
 from spark_dask.handoff_task import HandoffError
 from spark_dask.jobtags import tagged
 from spark_dask.plan import PlanError
-from spark_dask.session import application_id, conf, is_connect, is_stopped, spark_version
+from spark_dask.session import (
+    application_id,
+    conf,
+    is_connect,
+    is_stopped,
+    spark_version,
+)
 from spark_dask.shipping import ship_task_code
+from spark_dask.slots import held_by, other_clusters
 
 logger = logging.getLogger("spark_dask")
 
@@ -237,11 +245,12 @@ _cpu_profiles: dict = {}
 def _check_slots(cluster, direction: str) -> bool:
     """Raise at once when the gang leaves the transfer no task slot; the transfer's
     tasks need a CPU-only profile (returned) when Spark's tasks ask for GPUs."""
-    facts, plan = cluster.facts, cluster.gang_plan
+    facts, others = cluster.facts, other_clusters(cluster)
+    plan = replace(cluster.gang_plan, n_tasks=held_by(cluster)[0] or cluster.gang_plan.n_tasks)  # after scale()
     cpu_only = needs_cpu_profile(facts, profiles_available(cluster.spark))
-    slots = transfer_slots(facts, plan, cpu_only)
+    slots = transfer_slots(facts, plan, cpu_only, others)
     if slots is not None and slots < 1:
-        raise HandoffError(no_slot_message(facts, plan, direction, cpu_only))
+        raise HandoffError(no_slot_message(facts, plan, direction, cpu_only, others))
     return cpu_only
 
 
