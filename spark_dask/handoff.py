@@ -26,6 +26,7 @@ import os
 import threading
 import time
 import uuid
+import warnings
 import weakref
 from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import replace
@@ -373,6 +374,17 @@ def _no_redundant_byte_limit(spark, schema):
                             spark.conf.set(_MAX_BYTES, entry[1])
 
 
+@contextmanager
+def _pandas3_warning_off():
+    """pyspark (4.x) warns "PySpark does not yet fully support pandas >= 3.0.0" (a
+    FutureWarning) where ``mapInArrow`` builds its UDF (``pandas_udf`` ->
+    ``require_minimum_pandas_version``, pyspark/sql/pandas/functions.py); a transfer's
+    ``mapInArrow`` uses Arrow batches, not pandas, so that one warning is off around it."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
+        yield
+
+
 def map_collect(df, schema: str, fn, cpu_only: bool, tag: str, description: str, arrow_schema=None) -> list[dict]:
     """Run ``df.mapInArrow(fn, schema)`` as a tagged Spark job (a CPU-only profile when
     asked; without Spark's per-row batch size estimate where it is redundant, see
@@ -381,7 +393,8 @@ def map_collect(df, schema: str, fn, cpu_only: bool, tag: str, description: str,
     profile = _cpu_profile(spark) if cpu_only else None
     new_api = spark_version(spark) >= (4, 0)
     kwargs = {"profile": profile} if profile is not None and new_api else {}
-    out = df.mapInArrow(fn, schema, **kwargs)
+    with _pandas3_warning_off():
+        out = df.mapInArrow(fn, schema, **kwargs)
     lifted = _no_redundant_byte_limit(spark, arrow_schema) if arrow_schema is not None else nullcontext()
     with tagged(spark, tag, description), lifted:
         if profile is not None and not new_api:  # Spark 3.x: the profile on the RDD of the stage
@@ -626,7 +639,8 @@ def _read_job(spark, n: int, struct, fn, cpu_only: bool, tag: str, description: 
     new_api = spark_version(spark) >= (4, 0)
     ids = spark.range(0, n, 1, n)
     kwargs = {"profile": profile} if profile is not None and new_api else {}
-    out = ids.mapInArrow(fn, struct, **kwargs)
+    with _pandas3_warning_off():
+        out = ids.mapInArrow(fn, struct, **kwargs)
     if profile is not None and not new_api:
         # Spark 3.x: the profile goes on the RDD; the rows come back as a DataFrame
         out = spark.createDataFrame(out.rdd.withResources(profile), struct)
