@@ -35,9 +35,8 @@ class Held:
     def __init__(self, events: Events):
         self.events = events
 
-    def __enter__(self) -> Held:
+    def __enter__(self) -> None:
         self.events.held = []
-        return self
 
     def __exit__(self, *exc) -> None:
         held, self.events.held = self.events.held or [], None

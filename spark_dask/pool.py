@@ -423,7 +423,7 @@ class GangPool:
         self.status = f"failed: {rec.reason}" if not left else "running"
         self.events.error(
             f"spark-dask: a Spark {'barrier stage' if self.shape.barrier else 'job'} failed and "
-            f"{self.relaunches} relaunches are used up: its {plural(lost, 'Dask worker')} are not "
+            f"{self.relaunches} relaunches are used up: its {plural(lost, 'Dask worker')} {'is' if lost == 1 else 'are'} not "
             f"relaunched; the cluster has {plural(left, 'worker')}. "
             + (
                 "Close it and start a new one. "
