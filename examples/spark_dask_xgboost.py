@@ -69,6 +69,9 @@ def main() -> None:
     spark = SparkSession.getActiveSession() or (
         SparkSession.builder.master(args.master)
         .appName("spark-dask + XGBoost")
+        # Spark's console progress bar (spark.ui.showConsoleProgress) would show the Dask
+        # cluster's barrier stage, which runs as long as the cluster, as "[Stage 0:> (0 + 2) / 2]"
+        # in front of every later line: Spark cannot leave one stage out of it, so it is off.
         .config("spark.ui.showConsoleProgress", "false")
         .getOrCreate()
     )

@@ -36,7 +36,7 @@ from spark_dask import connection, options, registry, report, signals, widget
 from spark_dask.aio import CloseHooks, blocking
 from spark_dask.databricks import DashboardSettings
 from spark_dask.errors import PlanError, SparkDaskError
-from spark_dask.events import Events
+from spark_dask.events import Events, outside_package
 from spark_dask.gang import Gang
 from spark_dask.plan import (
     GangPlan,
@@ -52,6 +52,8 @@ from spark_dask.pool import GangPool, adapt_bounds, size_per_worker
 from spark_dask.scheduler import DriverScheduler, task_group
 from spark_dask.session import active_session, cluster_facts, connect_session_problem, is_connect
 from spark_dask.session import conf as spark_conf
+from spark_dask.sizes import plural
+from spark_dask.slots import other_clusters
 from spark_dask.spec import TaskSpec, by_host, rmm_spec, task_spec
 from spark_dask.task import host_memory
 from spark_dask.watch import StartWait, watch_session_stop, watch_starved_stages
@@ -95,11 +97,12 @@ async def _first_failure(facts_job, scheduler_job) -> None:
         raise
 
 
-def plan_start(facts, opts: dict, quiet: bool) -> tuple[GangPlan, list[str], dict]:
+def plan_start(facts, opts: dict, quiet: bool, others: tuple = ()) -> tuple[GangPlan, list[str], dict]:
     """The plan of a cluster's starting gang from the Spark facts and its options, after
     the checks that refuse it (a :class:`~spark_dask.errors.PlanError` before anything
-    is submitted); the start-up warnings; and the worker options checked (each flag
-    spelled as the worker program spells it)."""
+    is submitted); the start-up warnings (``others``: the slots the application's other
+    spark-dask clusters hold, :func:`spark_dask.slots.other_clusters`); and the worker
+    options checked (each flag spelled as the worker program spells it)."""
     plan = plan_gang(facts, *(opts[k] for k in ("n_workers", "worker", "task_profile", "gpu_mode", "barrier")))
     check_request(facts, opts["threads_per_worker"])
     worker_options = check_worker_options(opts["worker_options"], plan.kind, opts["worker_command"])
@@ -110,7 +113,7 @@ def plan_start(facts, opts: dict, quiet: bool) -> tuple[GangPlan, list[str], dic
         problem = memory_problem(int(limit), host_memory())
         if problem:
             raise PlanError("spark-dask: " + problem)
-    hog = None if quiet else hog_warning(facts, plan)
+    hog = None if quiet else hog_warning(facts, plan, others)
     return plan, [n for n in (*plan.notes, hog) if n], worker_options
 
 
@@ -359,7 +362,7 @@ class SparkCluster(Cluster):
             warnings.warn(
                 "spark-dask: TLS is off (tls=False): anyone who can reach the driver's "
                 "scheduler port can run code on this cluster",
-                stacklevel=3 if type(self) is SparkCluster else 2,
+                **outside_package(),
             )
         self.env = dict(env or {})
         self.id = uuid.uuid4().hex[:10]
@@ -371,7 +374,8 @@ class SparkCluster(Cluster):
         if not self.asynchronous:
             self._loop_runner.start()
             try:
-                self.sync(self._start)
+                with self.events.hold():  # the start's warnings point at the caller's line
+                    self.sync(self._start)
             except BaseException:
                 # Also on KeyboardInterrupt: the start coroutine runs on in the loop
                 # thread until close() cancels it and tears down what it made.
@@ -519,14 +523,16 @@ class SparkCluster(Cluster):
 
     def _plan(self) -> None:
         """The plan of the starting gang, its warnings, and the pool for the gangs."""
-        plan, notes, self.maker.worker_options = plan_start(self.facts, self.options, self.quiet)
+        others = other_clusters(self)
+        plan, notes, self.maker.worker_options = plan_start(self.facts, self.options, self.quiet, others)
         for note in notes:
             self.events.warn(note)
         self.gang_plan = self.maker.plan = plan
         self.maker.facts = self.facts
         self.pool = GangPool(plan, self.facts, self.options, self.events, self.side, self.maker.make,
                              self.maker.fresh_facts, lambda: self._adaptive)  # fmt: skip
-        self.pool.hogging = hog_warning(self.facts, plan) is not None
+        self.pool.others = lambda: other_clusters(self)
+        self.pool.hogging = hog_warning(self.facts, plan, others) is not None
         if not plan.barrier and self.facts.dynamic_allocation:
             self.events.log(
                 "spark-dask: dynamic allocation is on, where Spark runs no barrier stages: each "
@@ -553,7 +559,7 @@ class SparkCluster(Cluster):
         self._watchers = [asyncio.ensure_future(self.pool.watch_faults(self._fail)), asyncio.ensure_future(watch)]
         self._register_signals()  # a no-op outside the main thread (sync start: __init__)
         self._log(
-            f"spark-dask: {self.gang_plan.n_workers} {self.gang_plan.kind} workers connected to "
+            f"spark-dask: {plural(self.gang_plan.n_workers, self.gang_plan.kind + ' worker')} connected to "
             f"{self.scheduler.address} in {self.timings['start']:.1f}s (Spark job tag {self.tag})"
         )
 
@@ -615,7 +621,8 @@ class SparkCluster(Cluster):
         if isinstance(memory, str):
             memory = parse_bytes(memory)
         n = workers_for(n, cores, memory, threads, per_memory)
-        return self.sync(self._scale, n)
+        with self.events.hold():
+            return self.sync(self._scale, n)
 
     def scale_up(self, n: int):
         """Scale up to ``n`` workers (what ``Adaptive`` calls)."""

@@ -21,6 +21,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from spark_dask.sizes import plural
+
 # The worker state in which a worker leaves on purpose: Dask retires it
 # (``retire_workers`` moved its data away first). A worker that closes by itself
 # (``closing``: its nanny got the Spark task's death signal, it lost its scheduler) or
@@ -140,7 +142,7 @@ def no_workers_message(target: int, waited: float, timeout: float, reason: str) 
     """
     cause = f" The last loss: {reason}." if reason else ""
     return (
-        f"spark-dask: the Dask cluster had 0 of its {target} workers for {waited:.0f} s "
+        f"spark-dask: the Dask cluster had 0 of its {plural(target, 'worker')} for {waited:.0f} s "
         f"(no-workers-timeout {timeout:g} s): Spark had no free task slot for any of them.{cause} "
         "The cluster is closed; start a new one when the Spark cluster has executors again "
         "(raise spark-dask.no-workers-timeout to wait longer for replaced hosts)."
@@ -156,14 +158,14 @@ def worker_lost_message(worker: str, connected: int, target: int, barrier: bool,
     then = "the barrier stage's other workers run on" if barrier else "Spark runs its task again where it has a free slot"
     return (
         f"spark-dask: Dask worker {worker} was lost (its connection broke); the cluster has {connected} of "
-        f"{target} workers; {then}; it is replaced if not back within {grace:g} s"
+        f"{plural(target, 'worker')}; {then}; it is replaced if not back within {grace:g} s"
     )
 
 
 def no_workers_warning(target: int, status: str, timeout: float) -> str:
     """The line said once when a running cluster has no worker at all."""
     return (
-        f"spark-dask: the Dask cluster has 0 of its {target} workers: they wait for Spark task slots "
+        f"spark-dask: the Dask cluster has 0 of its {plural(target, 'worker')}: they wait for Spark task slots "
         f"({status}); it fails if none is back within {timeout:g} s (spark-dask.no-workers-timeout)"
     )
 

@@ -32,6 +32,7 @@ from dataclasses import replace
 
 from spark_dask.launcher import GangLauncher, summarize_spark_error
 from spark_dask.plan import GangPlan, tasks_for
+from spark_dask.sizes import plural
 from spark_dask.spec import TaskSpec
 
 logger = logging.getLogger("spark_dask")
@@ -106,7 +107,7 @@ class Gang:
             spec,
             tag=self.tag,
             description=(
-                f"spark-dask: {kind} {self.tag} ({reason}): {plan.n_workers} Dask workers for "
+                f"spark-dask: {kind} {self.tag} ({reason}): {plural(plan.n_workers, 'Dask worker')} for "
                 f"{spec.scheduler_address}"
             ),
             on_done=self._ended,

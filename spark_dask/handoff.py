@@ -25,9 +25,11 @@ import logging
 import os
 import threading
 import time
-import weakref
 import uuid
+import warnings
+import weakref
 from contextlib import contextmanager, nullcontext, suppress
+from dataclasses import replace
 
 from spark_dask import arrow_types, handoff_plan, handoff_task
 from spark_dask.arrow_types import HandoffTypeError
@@ -47,8 +49,15 @@ from spark_dask.handoff_plan import (
 from spark_dask.handoff_task import HandoffError
 from spark_dask.jobtags import tagged
 from spark_dask.plan import PlanError
-from spark_dask.session import application_id, conf, is_connect, is_stopped, spark_version
+from spark_dask.session import (
+    application_id,
+    conf,
+    is_connect,
+    is_stopped,
+    spark_version,
+)
 from spark_dask.shipping import ship_task_code
+from spark_dask.slots import held_by, other_clusters
 
 logger = logging.getLogger("spark_dask")
 
@@ -237,11 +246,12 @@ _cpu_profiles: dict = {}
 def _check_slots(cluster, direction: str) -> bool:
     """Raise at once when the gang leaves the transfer no task slot; the transfer's
     tasks need a CPU-only profile (returned) when Spark's tasks ask for GPUs."""
-    facts, plan = cluster.facts, cluster.gang_plan
+    facts, others = cluster.facts, other_clusters(cluster)
+    plan = replace(cluster.gang_plan, n_tasks=held_by(cluster)[0] or cluster.gang_plan.n_tasks)  # after scale()
     cpu_only = needs_cpu_profile(facts, profiles_available(cluster.spark))
-    slots = transfer_slots(facts, plan, cpu_only)
+    slots = transfer_slots(facts, plan, cpu_only, others)
     if slots is not None and slots < 1:
-        raise HandoffError(no_slot_message(facts, plan, direction, cpu_only))
+        raise HandoffError(no_slot_message(facts, plan, direction, cpu_only, others))
     return cpu_only
 
 
@@ -364,6 +374,17 @@ def _no_redundant_byte_limit(spark, schema):
                             spark.conf.set(_MAX_BYTES, entry[1])
 
 
+@contextmanager
+def _pandas3_warning_off():
+    """pyspark (4.x) warns "PySpark does not yet fully support pandas >= 3.0.0" (a
+    FutureWarning) where ``mapInArrow`` builds its UDF (``pandas_udf`` ->
+    ``require_minimum_pandas_version``, pyspark/sql/pandas/functions.py); a transfer's
+    ``mapInArrow`` uses Arrow batches, not pandas, so that one warning is off around it."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
+        yield
+
+
 def map_collect(df, schema: str, fn, cpu_only: bool, tag: str, description: str, arrow_schema=None) -> list[dict]:
     """Run ``df.mapInArrow(fn, schema)`` as a tagged Spark job (a CPU-only profile when
     asked; without Spark's per-row batch size estimate where it is redundant, see
@@ -372,7 +393,8 @@ def map_collect(df, schema: str, fn, cpu_only: bool, tag: str, description: str,
     profile = _cpu_profile(spark) if cpu_only else None
     new_api = spark_version(spark) >= (4, 0)
     kwargs = {"profile": profile} if profile is not None and new_api else {}
-    out = df.mapInArrow(fn, schema, **kwargs)
+    with _pandas3_warning_off():
+        out = df.mapInArrow(fn, schema, **kwargs)
     lifted = _no_redundant_byte_limit(spark, arrow_schema) if arrow_schema is not None else nullcontext()
     with tagged(spark, tag, description), lifted:
         if profile is not None and not new_api:  # Spark 3.x: the profile on the RDD of the stage
@@ -617,7 +639,8 @@ def _read_job(spark, n: int, struct, fn, cpu_only: bool, tag: str, description: 
     new_api = spark_version(spark) >= (4, 0)
     ids = spark.range(0, n, 1, n)
     kwargs = {"profile": profile} if profile is not None and new_api else {}
-    out = ids.mapInArrow(fn, struct, **kwargs)
+    with _pandas3_warning_off():
+        out = ids.mapInArrow(fn, struct, **kwargs)
     if profile is not None and not new_api:
         # Spark 3.x: the profile goes on the RDD; the rows come back as a DataFrame
         out = spark.createDataFrame(out.rdd.withResources(profile), struct)

@@ -15,7 +15,7 @@ import shlex
 from dataclasses import dataclass, replace
 
 from spark_dask.errors import PlanError
-from spark_dask.sizes import human_bytes
+from spark_dask.sizes import human_bytes, plural
 
 KINDS = ("auto", "cuda", "cpu")
 GPU_MODES = ("auto", "shared", "exclusive")
@@ -537,8 +537,8 @@ def scale_step(
     if tasks < want:
         note = (
             f"spark-dask: scale({requested}): the Spark application has task slots for "
-            f"{tasks * per} more Dask workers ({capacity} slots of this kind, {held_tasks} held by "
-            f"the cluster{why_bounded}); growing to {target} workers. Add executors (or free "
+            f"{plural(tasks * per, 'more Dask worker')} ({plural(capacity, 'slot')} of this kind, {held_tasks} held by "
+            f"the cluster{why_bounded}); growing to {plural(target, 'worker')}. Add executors (or free "
             "their slots) and scale again."
         )
     elif tasks * per + current != requested:
@@ -616,11 +616,31 @@ def check_slots(plan: GangPlan, facts: ClusterFacts, slots: int | None = None) -
     )
 
 
-def spare_slots(facts: ClusterFacts, plan: GangPlan) -> int | None:
-    """Task slots that Spark jobs (default resource profile) still have beside the gang.
+def others_cpus(executors: int, others: tuple[tuple[int, int], ...], n_tasks: int) -> tuple[list[int], list[int]]:
+    """Per executor: the CPUs other clusters' tasks take, and the gang's task count
+    (round robin, the others' tasks first).
 
-    The gang's tasks are spread over the executors as Spark places a barrier stage
-    (round robin: one task per executor per pass). On each executor the slots left are
+    >>> others_cpus(2, ((1, 2),), 1)
+    ([2, 0], [0, 1])
+    """
+    taken, ks, pos = [0] * executors, [0] * executors, 0
+    for n, cpus in others:
+        for _ in range(n):
+            taken[pos % executors] += cpus
+            pos += 1
+    for j in range(n_tasks):
+        ks[(pos + j) % executors] += 1
+    return taken, ks
+
+
+def spare_slots(facts: ClusterFacts, plan: GangPlan, others: tuple[tuple[int, int], ...] = ()) -> int | None:
+    """Task slots that Spark jobs (default resource profile) still have beside the gang
+    and beside ``others``: the ``(tasks, CPUs per task)`` that the application's other
+    spark-dask clusters hold (their CPUs only: their GPUs are not counted).
+
+    The tasks are spread over the executors as Spark places a barrier stage
+    (round robin: one task per executor per pass; the other clusters' tasks first,
+    the gang's continuing where they ended). On each executor the slots left are
     limited by the cores the gang leaves and, when Spark's tasks use GPUs, by the GPU
     capacity it leaves (``floor(1/amount)`` tasks per GPU for fractional amounts; a GPU
     holding any share of the gang cannot take a whole-GPU task). None when unknown.
@@ -628,6 +648,8 @@ def spare_slots(facts: ClusterFacts, plan: GangPlan) -> int | None:
     >>> f = ClusterFacts(executors=2, executor_cores=4, executor_memory=0, slots=8)
     >>> spare_slots(f, GangPlan("cpu", False, 2, 2, 1, task_cpus=3))
     2
+    >>> spare_slots(f, GangPlan("cpu", False, 2, 2, 1, task_cpus=3), others=((2, 1),))
+    0
     """
     if facts.slots is None or facts.executors < 1 or facts.executor_cores < 1:
         return None
@@ -638,11 +660,10 @@ def spare_slots(facts: ClusterFacts, plan: GangPlan) -> int | None:
     else:
         gang_gpus = facts.task_gpus * plan.workers_per_task if plan.workers_per_task > 1 else facts.task_gpus
     t, gpus = facts.task_gpus, int(facts.executor_gpus)
-    base, extra = divmod(plan.n_tasks, facts.executors)
+    taken, ks = others_cpus(facts.executors, others, plan.n_tasks)
     total = 0
-    for i in range(facts.executors):
-        k = base + (1 if i < extra else 0)
-        free = max(facts.executor_cores - k * gang_cpus, 0) // task_cpus
+    for i, k in enumerate(ks):
+        free = max(facts.executor_cores - taken[i] - k * gang_cpus, 0) // task_cpus
         if t > 0 and gpus:
             if t < 1:
                 per_gpu = int(1 / t + 1e-9)
@@ -658,25 +679,35 @@ def spare_slots(facts: ClusterFacts, plan: GangPlan) -> int | None:
     return total
 
 
-def hog_warning(facts: ClusterFacts, plan: GangPlan) -> str | None:
+def hog_warning(facts: ClusterFacts, plan: GangPlan, others: tuple[tuple[str, int, int], ...] = ()) -> str | None:
     """The warning given at start (and on a scale-up) when the gangs leave Spark jobs no
     task slot at all. Under dynamic allocation Spark adds executors for waiting jobs: only
-    when the gangs hold every slot the most executors allowed would have."""
+    when the gangs hold every slot the most executors allowed would have. ``others``: the
+    ``(job tag, tasks, CPUs per task)`` of the application's other spark-dask clusters,
+    whose slots count too (and are named).
+
+    >>> f = ClusterFacts(executors=2, executor_cores=2, executor_memory=0, slots=4)
+    >>> one = GangPlan("cpu", False, 1, 1, 1, task_cpus=2)
+    >>> hog_warning(f, one) is None, "spark-dask-a (1 task of 2 CPUs)" in hog_warning(f, one, (("spark-dask-a", 1, 2),))
+    (True, True)
+    """
     if facts.dynamic_allocation:
         capacity = gang_capacity(facts, plan)
         if capacity is None or plan.n_tasks < capacity:
             return None
         return (
-            f"spark-dask: the Dask cluster's {plan.n_tasks} tasks take every task slot of the "
+            f"spark-dask: the Dask cluster's {plural(plan.n_tasks, 'task')} take every task slot of the "
             f"{facts.max_executors} executors dynamic allocation may add "
             f"(spark.dynamicAllocation.maxExecutors). A Spark job started while it runs waits "
             "until the cluster closes or shrinks (cluster.scale(n)). To leave room: fewer "
             "workers, or a higher maxExecutors."
         )
-    spare = spare_slots(facts, plan)
+    spare = spare_slots(facts, plan, tuple((n, cpus) for _, n, cpus in others))
     if spare is None or spare > 0:
         return None
     advice = []
+    if others:
+        advice.append("close the other spark-dask cluster" + ("s" if len(others) > 1 else ""))
     if plan.n_workers > 1:
         advice.append(f"fewer workers (n_workers={plan.n_workers - 1})")
     if plan.gpu_mode == "exclusive" and facts.task_gpus > 0:
@@ -685,12 +716,17 @@ def hog_warning(facts: ClusterFacts, plan: GangPlan) -> str | None:
                       " with a fractional spark.task.resource.gpu.amount"))
     advice.append("executors with more cores (spark.executor.cores)")
     advice.append("or run the Spark work before starting the Dask cluster")
-    shape = f"{facts.executors} executor(s) x {facts.executor_cores} cores"
+    shape = f"{facts.executors} executor(s) x {plural(facts.executor_cores, 'core')}"
     if facts.executor_gpus:
         shape += f", {facts.executor_gpus:g} GPUs, spark.task.resource.gpu.amount={facts.task_gpus:g}"
+    beside = ""
+    if others:
+        beside = " and the application's other spark-dask cluster" + ("s " if len(others) > 1 else " ") + ", ".join(
+            f"{tag} ({plural(n, 'task')} of {plural(cpus, 'CPU')})" for tag, n, cpus in others
+        )
     return (
-        f"spark-dask: the Dask cluster's {plan.n_tasks} {'barrier ' if plan.barrier else ''}tasks take every task slot Spark "
-        f"jobs can use ({shape}). A Spark job started while it runs (spark.read.parquet, "
+        f"spark-dask: the Dask cluster's {plural(plan.n_tasks, ('barrier ' if plan.barrier else '') + 'task')}{beside} "
+        f"{'takes' if plan.n_tasks == 1 and not others else 'take'} every task slot Spark jobs can use ({shape}). A Spark job started while it runs (spark.read.parquet, "
         f"df.collect(), ...) waits until the cluster closes or shrinks (cluster.scale(n)). To leave room: "
         + ", ".join(advice)
         + "."
@@ -1151,6 +1187,7 @@ def tail(text: str, lines: int = 30) -> str:
 
 
 __all__ = [
+    "others_cpus",
     "ClusterFacts",
     "GangPlan",
     "PlanError",

@@ -50,6 +50,7 @@ from spark_dask.plan import (
 from spark_dask.plan import tasks_for as tasks_for_workers
 from spark_dask.scheduler import DriverScheduler, task_group
 from spark_dask.session import is_stopped
+from spark_dask.sizes import plural
 
 logger = logging.getLogger("spark_dask")
 
@@ -103,6 +104,7 @@ class GangPool:
         )
         self.next_task = 0  # the cluster-wide number of the next gang's first task
         self.hogging = False  # the slot warning was given
+        self.others = tuple  # () or the other spark-dask clusters' slots (slots.other_clusters)
         self._by_address: dict[str, Gang] = {}
         self._lock = asyncio.Lock()
         self._reconcile: asyncio.Task | None = None
@@ -200,11 +202,11 @@ class GangPool:
             if not starting and not self.recovery.owed:  # back to full size
                 self.status = "running"
             self.events.log(
-                f"spark-dask: all {gang.wanted} Dask workers are back ({gang.tag})"
+                f"spark-dask: all {plural(gang.wanted, 'Dask worker')} are back ({gang.tag})"
             )
         elif gang.reason == "scale":
             self.events.note(
-                f"spark-dask: {gang.tag}: {gang.wanted} more Dask workers connected"
+                f"spark-dask: {gang.tag}: {plural(gang.wanted, 'more Dask worker')} connected"
             )
 
     def worker_removed(self, address: str) -> None:
@@ -293,7 +295,7 @@ class GangPool:
         self.target = max(self.target - gang.wanted, 0)
         gang.wanted = 0
         self.recovery.start_failures += 1
-        msg = f"spark-dask: the {what} {gang.tag} for {gang.plan.n_workers} more Dask workers failed: {reason}"
+        msg = f"spark-dask: the {what} {gang.tag} for {plural(gang.plan.n_workers, 'more Dask worker')} failed: {reason}"
         adaptive = self.adaptive()
         if self.recovery.start_failures >= 3 and adaptive is not None:
             adaptive.stop(reason="spark-dask: gangs fail to start")
@@ -399,7 +401,7 @@ class GangPool:
                 ) as e:  # pragma: no cover - reported, the next call retries
                     logger.exception("spark-dask: scaling failed")
                     self.events.warn(
-                        f"spark-dask: scaling to {self.target} workers failed: {e}",
+                        f"spark-dask: scaling to {plural(self.target, 'worker')} failed: {e}",
                         python_warning=False,
                     )
                     return
@@ -421,8 +423,8 @@ class GangPool:
         self.status = f"failed: {rec.reason}" if not left else "running"
         self.events.error(
             f"spark-dask: a Spark {'barrier stage' if self.shape.barrier else 'job'} failed and "
-            f"{self.relaunches} relaunches are used up: its {lost} Dask workers are not "
-            f"relaunched; the cluster has {left} workers. "
+            f"{self.relaunches} relaunches are used up: its {plural(lost, 'Dask worker')} {'is' if lost == 1 else 'are'} not "
+            f"relaunched; the cluster has {plural(left, 'worker')}. "
             + (
                 "Close it and start a new one. "
                 if not left
@@ -516,8 +518,12 @@ class GangPool:
             if any(str(ws.name) == n for ws in scheduler.workers.values())
         ]
         if present:
+            # remove=False: the scheduler forgets each worker when its connection closes
+            # (the worker closes on the scheduler's request, its heartbeats stopped
+            # first), not before: removed at once, a heartbeat already on its way got
+            # "Received heartbeat from unregistered worker" logged at WARNING.
             retired = await scheduler.retire_workers(
-                names=present, close_workers=True, remove=True
+                names=present, close_workers=True, remove=False
             )
             kept = sorted(
                 set(present) - {str(info.get("name")) for info in retired.values()}
@@ -583,7 +589,7 @@ class GangPool:
             total = replace(
                 self.shape, n_tasks=held + step.new_tasks, n_workers=step.target
             )
-            warning = hog_warning(facts, total)
+            warning = hog_warning(facts, total, self.others())
             if warning and not self.hogging and not self.events.quiet:
                 self.events.warn(warning)
                 self.hogging = True  # said once (at start or at the first scale-up)

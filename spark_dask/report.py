@@ -58,7 +58,7 @@ def gang_tasks(
                 if not t["workers"] and any(
                     task_number(n) == t["partition"] for n in g.retiring
                 ):
-                    t["status"] = "returned: its workers were retired"
+                    t["status"] = "ended: its Dask workers were retired (scale-down)"
                 elif not t["workers"] and g.pending:
                     t["status"] = "waiting for a task slot"
         else:

@@ -1,4 +1,5 @@
-"""Sizes in bytes: the one parser (Dask's and the JVM's conventions) and the formatter.
+"""Sizes in bytes: the one parser (Dask's and the JVM's conventions) and the formatter; and
+`plural`, a count in words (the user-facing texts say "1 worker", "2 workers").
 
 Shipped by value with the task code (:mod:`spark_dask.shipping`): it imports nothing
 from the package.
@@ -69,4 +70,13 @@ def human_bytes(n: int) -> str:
     return f"{value:.0f} {unit}" if value >= 100 else f"{value:.3g} {unit}"
 
 
-__all__ = ["BYTES", "KIB", "MIB", "human_bytes", "parse_size"]
+def plural(n: int, noun: str) -> str:
+    """``1 worker``, ``2 workers``: a count and its noun (English plural in -s).
+
+    >>> plural(1, "worker"), plural(2, "Dask worker"), plural(0, "task")
+    ('1 worker', '2 Dask workers', '0 tasks')
+    """
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+__all__ = ["BYTES", "KIB", "MIB", "human_bytes", "parse_size", "plural"]

@@ -10,7 +10,38 @@ the cluster hands in the stages it read from Spark's status tracker).
 
 from __future__ import annotations
 
+from spark_dask import registry
 from spark_dask.plan import starved_stages
+from spark_dask.sizes import plural
+from spark_dask.sparkconf import application_id
+
+
+def held_by(cluster) -> tuple[int, int]:
+    """``(tasks, CPUs per task)`` a cluster's gangs hold (or wait for): the CPUs each
+    task really takes, its task profile's when it has one, else ``spark.task.cpus``."""
+    pool, plan, facts = getattr(cluster, "pool", None), getattr(cluster, "gang_plan", None), getattr(cluster, "facts", None)
+    if pool is None or plan is None or facts is None:
+        return 0, 0
+    return pool.held(), plan.task_cpus if plan.task_cpus is not None else facts.task_cpus
+
+
+def other_clusters(cluster) -> tuple[tuple[str, int, int], ...]:
+    """``(job tag, tasks, CPUs per task)`` of every other live spark-dask cluster of this
+    process in the same Spark application (same session object, or same application id)
+    that holds task slots: what the slot checks count beside the cluster's own gangs."""
+    mine, app = cluster.spark, None
+    out = []
+    for other in registry.live():
+        if other is cluster or getattr(other, "spark", None) is None:
+            continue
+        if other.spark is not mine:
+            app = app or application_id(mine)
+            if app is None or application_id(other.spark) != app:
+                continue
+        tasks, cpus = held_by(other)
+        if tasks:
+            out.append((other.tag, tasks, cpus))
+    return tuple(out)
 
 
 def busy_stages(stages: list[dict], ours: set[int]) -> list[str]:
@@ -20,7 +51,7 @@ def busy_stages(stages: list[dict], ours: set[int]) -> list[str]:
     ["stage 3 'collect' (2 running tasks)"]
     """
     return [
-        f"stage {st['stageId']} '{st['name']}' ({st['numActiveTasks']} running tasks)"
+        f"stage {st['stageId']} '{st['name']}' ({plural(st['numActiveTasks'], 'running task')})"
         for st in stages
         if st["stageId"] not in ours and st["numActiveTasks"] > 0
     ]
@@ -29,7 +60,7 @@ def busy_stages(stages: list[dict], ours: set[int]) -> list[str]:
 def no_slots_message(n_tasks: int, slot_wait: float, slots: int, others: list[str]) -> str:
     """A barrier stage whose slots exist but are busy: the start fails now, naming them."""
     return (
-        f"spark-dask: the Spark barrier stage of {n_tasks} tasks got no free task "
+        f"spark-dask: the Spark barrier stage of {plural(n_tasks, 'task')} got no free task "
         f"slots within {slot_wait:g}s: the application's {slots} slots are busy"
         + (f" with {', '.join(others)}" if others else "")
         + ". Close the other spark-dask cluster or wait for those jobs, start with fewer "
@@ -61,10 +92,28 @@ def start_timeout_message(
             f"slot: look at the jobs of group {tag} in the Spark UI and at the executors' logs"
         )
     return (
-        f"spark-dask: only {n} of {want} Dask workers connected to {address} within {timeout:g}s. "
+        f"spark-dask: only {n} of {plural(want, 'Dask worker')} connected to {address} within {timeout:g}s. "
         f"{where}; raise the limit with timeout=... if the executors are just slow. Everything "
         "was cancelled."
     )
+
+
+def holding(tag: str, held: int, capacity: int | None, barrier: bool, cpus: tuple[int, int] | None, others: tuple) -> str:
+    """What the gangs of a cluster (and of the application's other clusters) hold, in words.
+
+    >>> holding("spark-dask-b", 1, 4, True, (2, 4), (("spark-dask-a", 1, 2),))
+    "the Dask cluster spark-dask-b holds 1 barrier task (2 of the application's 4 cores), the other spark-dask cluster spark-dask-a 1 task of 2 CPUs"
+    """
+    kind = "barrier task" if barrier else "task"
+    if cpus is None:
+        text = f"the Dask cluster {tag} holds {plural(held, kind)} of {capacity} task slots"
+    else:
+        text = f"the Dask cluster {tag} holds {plural(held, kind)} ({held * cpus[0]} of the application's {cpus[1]} cores)"
+    if others:
+        text += ", the other spark-dask cluster" + ("s " if len(others) > 1 else " ") + ", ".join(
+            f"{t} {plural(n, 'task')} of {plural(c, 'CPU')}" for t, n, c in others
+        )
+    return text
 
 
 class SlotWatch:
@@ -89,10 +138,13 @@ class SlotWatch:
         self.warned: set[int] = set()
         self.warned_gangs: set[int] = set()
 
-    def notes(self, stages, ours, gangs, held: int, capacity: int | None, barrier: bool, now: float) -> list[str]:
+    def notes(self, stages, ours, gangs, held: int, capacity: int | None, barrier: bool, now: float,
+              cpus: tuple[int, int] | None = None, others: tuple = ()) -> list[str]:  # fmt: skip
         """Messages due now: Spark stages starved by the gangs' ``held`` slots (of the
         application's ``capacity``; under dynamic allocation only when the gangs hold
-        every slot it can ever have), then scale-up gangs waiting for slots."""
+        every slot it can ever have), then scale-up gangs waiting for slots. ``cpus``:
+        (CPUs per gang task, the application's cores), said instead of the capacity;
+        ``others``: the other spark-dask clusters' ``(tag, tasks, CPUs per task)``."""
         starved = {st["stageId"]: st for st in starved_stages(stages, ours)}
         if capacity is None or (not barrier and held < capacity) or not held:
             starved = {}
@@ -105,8 +157,7 @@ class SlotWatch:
                 self.warned.add(sid)
                 out.append(
                     f"spark-dask: Spark stage {sid} ({st['name']}) has waited {waited:.0f}s for a free "
-                    f"task slot: the Dask cluster {self.tag} holds {held} {'barrier ' if barrier else ''}task "
-                    f"slots of {capacity}. It will run once the cluster closes or shrinks "
+                    f"task slot: {holding(self.tag, held, capacity, barrier, cpus, others)}. It will run once the cluster closes or shrinks "
                     f"(cluster.scale(n)); Ctrl-C / interrupting the cell cancels it. To run Spark "
                     f"and Dask side by side, use fewer workers (cluster.scale(...), "
                     f"cluster.adapt(...)) or give the executors more cores."
@@ -118,8 +169,8 @@ class SlotWatch:
                 self.warned_gangs.add(g.index)
                 others = busy_stages(stages, ours)
                 out.append(
-                    f"spark-dask: {g.tag}, the barrier stage for {g.wanted} more Dask workers, has "
-                    f"waited {now - g.submitted_at:.0f}s for {g.plan.n_tasks} free task slots at once"
+                    f"spark-dask: {g.tag}, the barrier stage for {plural(g.wanted, 'more Dask worker')}, has "
+                    f"waited {now - g.submitted_at:.0f}s for {plural(g.plan.n_tasks, 'free task slot')} at once"
                     + (f"; busy: {', '.join(others)}" if others else "")
                     + ". It starts when they are free; cluster.scale(n) with fewer workers cancels it."
                 )

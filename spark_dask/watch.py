@@ -19,6 +19,7 @@ from spark_dask.gang import Gang
 from spark_dask.launcher import stage_snapshot, summarize_spark_error
 from spark_dask.plan import max_workers
 from spark_dask.session import is_stopped
+from spark_dask.sizes import plural
 from spark_dask.slots import (
     SlotWatch,
     busy_stages,
@@ -48,7 +49,7 @@ class Progress:
         if not self.enabled or n == self.last:
             return
         self.last = n
-        text = f"spark-dask: {n}/{self.total} Dask workers connected"
+        text = f"spark-dask: {n}/{plural(self.total, 'Dask worker')} connected"
         if in_notebook():
             from IPython.display import display
 
@@ -189,8 +190,10 @@ async def watch_starved_stages(
                 None if bound is None else bound // max(shape.workers_per_task, 1)
             )
         held = sum(g.tasks_held() for g in live)
+        cpus = shape.task_cpus if shape.task_cpus is not None else facts.task_cpus
+        cores = (cpus, facts.executors * facts.executor_cores) if shape.barrier and facts.executor_cores else None
         for msg in watch.notes(
-            stages, ours, live, held, capacity, shape.barrier, time.monotonic()
+            stages, ours, live, held, capacity, shape.barrier, time.monotonic(), cores, pool.others()
         ):
             pool.events.warn(msg, python_warning=False)
         await asyncio.sleep(every)

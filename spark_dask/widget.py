@@ -122,10 +122,11 @@ def ended_tasks(rows: Iterable[Mapping]) -> list[dict]:
 
 
 def task_line(task: Mapping) -> str:
-    """``task 0 on executor 1 (10.0.0.5), gpu 0: running``."""
-    where = f"executor {task.get('executor_id')} ({task.get('host')})" if task.get("host") else "no executor known"
+    """``task 0 on executor 1 (10.0.0.5), gpu 0: running``; without a known executor
+    (it has no worker, or waits for a slot) ``task 0: waiting for a task slot``."""
+    where = f" on executor {task.get('executor_id')} ({task.get('host')})" if task.get("host") else ""
     gpu = f", gpu {task['gpu']}" if task.get("gpu") else ""
-    return f"task {task.get('partition')} on {where}{gpu}: {task.get('status')}"
+    return f"task {task.get('partition')}{where}{gpu}: {task.get('status')}"
 
 
 def task_log(header: str, tasks: Iterable[Mapping]) -> str:

@@ -52,7 +52,7 @@ UNREAD_OK = {
     ("spark_dask/watch.py", "start_timeout_message(n, want, self.side.scheduler.address, timeout, tag, barrier, f.dynamic_allocation, f.max_executors)"),
     ("spark_dask/scheduler.py", "msg"),  # err_waiting_tasks(msg): faults.no_workers_message()'s text, read there
     ("spark_dask/gpu_check.py", "discovered"),  # caught on the next line, never shown
-    ("spark_dask/handoff.py", "no_slot_message(facts, plan, direction, cpu_only)"),  # a *_message function: its text is read
+    ("spark_dask/handoff.py", "no_slot_message(facts, plan, direction, cpu_only, others)"),  # a *_message function: its text is read
     ("spark_dask/task.py", "f'spark-dask: {version[1]}'"),  # version_problem()
     ("spark_dask/task.py", "f'spark-dask: on {where}: {problem}'"),  # *_problem() texts
     ("spark_dask/task.py", "'spark-dask: ' + problem"),  # *_problem() texts

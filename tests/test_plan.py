@@ -300,7 +300,7 @@ def test_scale_step_grows_into_free_slots_only():
     assert (step.target, step.new_workers, step.new_tasks, step.note) == (2, 1, 1, None)
     step = scale_step(5, current=1, held_tasks=1, capacity=2, why_bounded="; one Dask worker per GPU")
     assert (step.target, step.new_workers) == (2, 1)
-    assert "task slots for 1 more Dask workers (2 slots of this kind, 1 held by the cluster; one Dask worker " in step.note
+    assert "task slots for 1 more Dask worker (2 slots of this kind, 1 held by the cluster; one Dask worker " in step.note
     assert "growing to 2 workers" in step.note
     full = scale_step(3, current=2, held_tasks=2, capacity=2)
     assert (full.target, full.new_workers) == (2, 0) and "slots for 0 more" in full.note

@@ -3,6 +3,7 @@ free task slots, workers retired with their data moved, slots given back to Spar
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -14,6 +15,17 @@ from distributed import Client, wait
 from spark_dask import SparkCluster
 
 from .conftest import active_jobs, assert_no_leftovers, dask_processes, wait_until
+
+
+class _Records(logging.Handler):
+    """The messages of the log records it is handed."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.messages: list[str] = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(240)]
 
@@ -81,10 +93,20 @@ def test_scale_up_and_down_within_the_slots(spark):
         assert cluster.gangs[1].tag in page and "Gang" in page
 
         t0 = time.monotonic()
-        cluster.scale(1)
-        assert wait_until(lambda: len(cluster.scheduler_info["workers"]) == 1, 30)
-        (survivor,) = _names(cluster)
-        assert wait_until(lambda: sum(not g.done for g in cluster.gangs) == 1, 30)  # a task returned
+        heard = _Records()
+        logging.getLogger("distributed.scheduler").addHandler(heard)
+        try:
+            cluster.scale(1)
+            assert wait_until(lambda: len(cluster.scheduler_info["workers"]) == 1, 30)
+            (survivor,) = _names(cluster)
+            assert wait_until(lambda: sum(not g.done for g in cluster.gangs) == 1, 30)  # a task returned
+            time.sleep(2)  # a heartbeat of the retired worker would have come by now
+        finally:
+            logging.getLogger("distributed.scheduler").removeHandler(heard)
+        # the retired worker is forgotten when its connection closes, not before its
+        # last heartbeat (issue 24: "Received heartbeat from unregistered worker")
+        assert not [m for m in heard.messages if "unregistered worker" in m], heard.messages
+        assert "no executor known" not in cluster.get_logs(scheduler=False, workers=False)["Spark tasks"]
         down = time.monotonic() - t0
         t1 = time.monotonic()
         assert _spark_count(spark, 20) == 10  # the freed slot serves Spark jobs again
@@ -95,8 +117,10 @@ def test_scale_up_and_down_within_the_slots(spark):
         assert up < 30 and down < 30  # not Spark's ten minutes of slot retries
 
         # beyond the slots: grows as far as they allow, and says so
-        with pytest.warns(UserWarning, match=r"scale\(5\): the Spark application has task slots for 1 more"):
+        with pytest.warns(UserWarning, match=r"scale\(5\): the Spark application has task slots for 1 more") as said:
             cluster.scale(5)
+        # issued from this thread, pointing at the scale() line above (not into spark_dask)
+        assert [w.filename for w in said if "scale(5)" in str(w.message)] == [__file__]
         client.wait_for_workers(2, timeout=60)
         assert len(cluster.scheduler_info["workers"]) == 2
         assert _names(cluster) == sorted([survivor, "spark-2"])  # the next number: names never repeat

@@ -88,7 +88,7 @@ def test_live_tasks_one_per_barrier_task_with_placement_and_status():
     assert [ln for ln in lines if ln.startswith("task ")] == [
         "task 0 on executor 0 (10.0.0.5): running",
         "task 1 on executor 1 (10.0.0.6), gpu 1: spark-1-gpu1: paused",
-        "task 2 on no executor known: no Dask worker connected",
+        "task 2: no Dask worker connected",
     ]
     # The status falls back to the worker info when the scheduler does not know it.
     assert widget.live_tasks(1, {"a": WORKERS["tls://10.0.0.5:4001"]}, {})[0]["status"] == "spark-0: init"

@@ -30,6 +30,9 @@ from pyspark.sql import SparkSession
 spark = SparkSession.getActiveSession() or (
     SparkSession.builder.master(os.environ.get("SPARK_MASTER", "local-cluster[2,1,1024]"))
     .appName("spark-dask notebook quick start")
+    # Spark's console progress bar (spark.ui.showConsoleProgress) would show the Dask
+    # cluster's barrier stage, which runs as long as the cluster, as "[Stage 0:> (0 + 2) / 2]"
+    # in front of every later line: Spark cannot leave one stage out of it, so it is off.
     .config("spark.ui.showConsoleProgress", "false")
     .getOrCreate()
 )
