@@ -23,6 +23,7 @@ import pytest
 
 import spark_dask
 from spark_dask import PlanError, SparkCluster, SparkDaskError, handoff
+from spark_dask.cluster import GangMaker
 
 from .conftest import dask_processes, fresh_jvm, port_open, wait_until
 
@@ -228,14 +229,14 @@ def test_unreachable_scheduler_is_reported_quickly(spark, monkeypatch):
     # What the tasks see from a laptop behind NAT: an address where nothing listens.
     # A refused port on loopback: no traffic leaves this machine.
     dead = f"tls://127.0.0.1:{_free_port()}"
-    original = SparkCluster._task_spec
+    original = GangMaker.task_spec
     tags = []
 
     def spec_with_dead_address(self):
         tags.append(self.tag)
         return replace(original(self), scheduler_address=dead)
 
-    monkeypatch.setattr(SparkCluster, "_task_spec", spec_with_dead_address)
+    monkeypatch.setattr(GangMaker, "task_spec", spec_with_dead_address)
     t0 = time.monotonic()
     with pytest.raises(SparkDaskError) as e:
         spark_dask.start(spark, timeout=120)
