@@ -147,7 +147,11 @@ def test_isolated_workers_a_lost_executor_costs_only_its_own_worker(spark, two_e
     """barrier=False: each worker is a Spark job of its own; killing one executor JVM
     leaves the other worker (and its data) alone, and the lost one is replaced."""
     app_id = spark.sparkContext.applicationId
-    with spark_dask.start(spark, barrier=False, progress=False) as client:
+    # a grace that Spark's retry of the task fits in even on a loaded 2-CPU machine
+    # (under load it took longer than the default 20 s, and the worker was replaced)
+    with dask.config.set({"spark-dask.lost-worker-grace": "80s"}), spark_dask.start(
+        spark, barrier=False, progress=False
+    ) as client:
         cluster = client.cluster
         assert len(active_jobs(spark)) == 2  # one Spark job per worker
         assert not cluster.gang_plan.barrier
