@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import logging
 import math
 import time
 import uuid
@@ -58,8 +57,6 @@ from spark_dask.spec import TaskSpec, by_host, rmm_spec, task_spec
 from spark_dask.task import host_memory
 from spark_dask.watch import StartWait, watch_session_stop, watch_starved_stages
 from spark_dask.worker_flags import TaskWarnings, check_worker_options
-
-logger = logging.getLogger("spark_dask")
 
 _atexit_registered = False
 
