@@ -147,7 +147,7 @@ def needs_cpu_profile(facts: ClusterFacts, profiles_available: bool) -> bool:
 def no_slot_message(facts: ClusterFacts, plan: GangPlan, direction: str, cpu_only: bool, others: tuple = ()) -> str:
     """Why the transfer cannot run now, and what to change (``others``: as for
     :func:`transfer_slots`, named)."""
-    shape = f"{facts.executors} executor(s) x {plural(facts.executor_cores, 'core')}"
+    shape = f"{plural(facts.executors, 'executor')} x {plural(facts.executor_cores, 'core')}"
     if facts.executor_gpus:
         shape += f", {facts.executor_gpus:g} GPUs, spark.task.resource.gpu.amount={facts.task_gpus:g}"
     request = "1 CPU, no GPU (a CPU-only task profile)" if cpu_only else (

@@ -716,7 +716,7 @@ def hog_warning(facts: ClusterFacts, plan: GangPlan, others: tuple[tuple[str, in
                       " with a fractional spark.task.resource.gpu.amount"))
     advice.append("executors with more cores (spark.executor.cores)")
     advice.append("or run the Spark work before starting the Dask cluster")
-    shape = f"{facts.executors} executor(s) x {plural(facts.executor_cores, 'core')}"
+    shape = f"{plural(facts.executors, 'executor')} x {plural(facts.executor_cores, 'core')}"
     if facts.executor_gpus:
         shape += f", {facts.executor_gpus:g} GPUs, spark.task.resource.gpu.amount={facts.task_gpus:g}"
     beside = ""

@@ -106,6 +106,7 @@ class GangPool:
         self.hogging = False  # the slot warning was given
         self.others = tuple  # () or the other spark-dask clusters' slots (slots.other_clusters)
         self._by_address: dict[str, Gang] = {}
+        self._gone: dict[str, asyncio.Future] = {}  # address -> set when it leaves
         self._lock = asyncio.Lock()
         self._reconcile: asyncio.Task | None = None
         self._again = False
@@ -199,11 +200,10 @@ class GangPool:
             starting = any(
                 g.reason == "relaunch" and g.status == "starting" for g in self.live()
             )
-            if not starting and not self.recovery.owed:  # back to full size
+            whole = not starting and not self.recovery.owed
+            if whole:  # back to full size
                 self.status = "running"
-            self.events.log(
-                f"spark-dask: all {plural(gang.wanted, 'Dask worker')} are back ({gang.tag})"
-            )
+            self.events.log(relaunched_message(gang.wanted, self.connected(), self.target, whole, gang.tag))
         elif gang.reason == "scale":
             self.events.note(
                 f"spark-dask: {gang.tag}: {plural(gang.wanted, 'more Dask worker')} connected"
@@ -212,6 +212,9 @@ class GangPool:
     def worker_removed(self, address: str) -> None:
         """Scheduler plugin: a worker left; unless it was leaving on purpose, it is lost."""
         gang = self._by_address.pop(address, None)
+        gone = self._gone.pop(address, None)
+        if gone is not None and not gone.done():
+            gone.set_result(None)
         leaving = address in self.recovery.leaving
         self.recovery.leaving.discard(address)
         for name in [
@@ -518,23 +521,7 @@ class GangPool:
             if any(str(ws.name) == n for ws in scheduler.workers.values())
         ]
         if present:
-            # remove=False: the scheduler forgets each worker when its connection closes
-            # (the worker closes on the scheduler's request, its heartbeats stopped
-            # first), not before: removed at once, a heartbeat already on its way got
-            # "Received heartbeat from unregistered worker" logged at WARNING.
-            retired = await scheduler.retire_workers(
-                names=present, close_workers=True, remove=False
-            )
-            kept = sorted(
-                set(present) - {str(info.get("name")) for info in retired.values()}
-            )
-            if kept:
-                self.events.warn(
-                    f"spark-dask: Dask could not move the data of {', '.join(kept)} to another worker "
-                    "(no worker left to take it); closing them anyway: what only they held is "
-                    "recomputed or lost",
-                    python_warning=False,
-                )
+            await self._retire_in_dask(scheduler, present)
         await asyncio.gather(
             *(
                 self.side.terminate_nanny(gangs[n].nannies[n])
@@ -543,6 +530,34 @@ class GangPool:
             )
         )
         self.events.note(f"spark-dask: retired Dask workers {', '.join(names)}")
+
+    async def _retire_in_dask(self, scheduler, names: list[str]) -> None:
+        """Move the data of the workers ``names`` to the others and let each close
+        itself; return once they left (at most close-timeout), so that their nannies are
+        ended after the workers stopped their heartbeats: ended before, a worker killed
+        mid-close left a heartbeat on its way, which the scheduler reports as "Received
+        heartbeat from unregistered worker" (a WARNING a user sees)."""
+        addresses = [a for a, ws in scheduler.workers.items() if str(ws.name) in names]
+        loop = asyncio.get_running_loop()
+        gone = [self._gone.setdefault(a, loop.create_future()) for a in addresses]
+        # remove=False: the scheduler forgets each worker when its connection closes,
+        # after the worker's own close has stopped its heartbeats
+        retired = await scheduler.retire_workers(
+            names=names, close_workers=True, remove=False
+        )
+        kept = sorted(set(names) - {str(info.get("name")) for info in retired.values()})
+        if kept:
+            self.events.warn(
+                f"spark-dask: Dask could not move the data of {', '.join(kept)} to another worker "
+                "(no worker left to take it); closing them anyway: what only they held is "
+                "recomputed or lost",
+                python_warning=False,
+            )
+        closing = [f for a, f in zip(addresses, gone) if a in retired]  # the rest: ended by their nannies
+        if closing:
+            await asyncio.wait(closing, timeout=self.options["close_timeout"])
+        for a in addresses:
+            self._gone.pop(a, None)
 
     def bound_reason(self) -> str:
         """Why the cluster cannot have more workers than its bound (for the scale note)."""
@@ -604,6 +619,25 @@ class GangPool:
         async with self._lock:
             await self.retire([str(w) for w in workers])
             self.target = sum(g.wanted for g in self.live())
+
+
+def relaunched_message(started: int, connected: int, target: int, whole: bool, tag: str) -> str:
+    """What a user reads when a relaunched gang's workers all connected.
+
+    >>> relaunched_message(2, 2, 2, True, "g1")
+    'spark-dask: the cluster is back to full size: all 2 Dask workers are connected (relaunched: g1)'
+    >>> relaunched_message(1, 1, 2, False, "g1")
+    'spark-dask: 1 relaunched Dask worker connected (g1); the cluster has 1 of 2'
+    """
+    if whole:
+        return (
+            f"spark-dask: the cluster is back to full size: all {plural(target, 'Dask worker')} "
+            f"are connected (relaunched: {tag})"
+        )
+    return (
+        f"spark-dask: {plural(started, 'relaunched Dask worker')} connected ({tag}); "
+        f"the cluster has {connected} of {target}"
+    )
 
 
 def adapt_bounds(

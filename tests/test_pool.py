@@ -23,7 +23,7 @@ from tests.test_gang import FakeLauncher
 pytestmark = pytest.mark.core
 
 TAG = "spark-dask-t"
-OPTIONS = {"relaunch_attempts": 3, "lost_worker_grace": 0.0, "no_workers_timeout": 600.0}
+OPTIONS = {"relaunch_attempts": 3, "lost_worker_grace": 0.0, "no_workers_timeout": 600.0, "close_timeout": 5.0}
 
 
 @pytest.fixture(autouse=True)
@@ -33,11 +33,13 @@ def fake_launcher(monkeypatch):
 
 class FakeScheduler:
     """What the pool uses of distributed's Scheduler: workers, workers_to_close,
-    retire_workers."""
+    retire_workers. A worker asked to close (``close_workers=True, remove=False``) leaves
+    a moment later, when its connection closes (``on_leave``: the pool's plugin hook)."""
 
     def __init__(self):
         self.workers: dict = {}
         self.retired: list[list[str]] = []
+        self.on_leave = lambda address: None
 
     def workers_to_close(self, n, key, attribute):
         return [ws.name for ws in list(self.workers.values())[-n:]]
@@ -48,8 +50,13 @@ class FakeScheduler:
         for address, ws in list(self.workers.items()):
             if ws.name in names:
                 out[address] = {"name": ws.name}
-                del self.workers[address]
+                if close_workers:
+                    asyncio.get_running_loop().call_later(0.05, self.closed, address)
         return out
+
+    def closed(self, address):
+        if self.workers.pop(address, None) is not None:
+            self.on_leave(address)
 
 
 class FakeSide:
@@ -58,12 +65,14 @@ class FakeSide:
     def __init__(self):
         self.scheduler = FakeScheduler()
         self.terminated: list[str] = []
+        self.still_connected: list[str] = []  # nannies ended while their worker was connected
 
     def open_nanny_comms(self, nannies):
         pass
 
     async def terminate_nanny(self, address, fast=False):
         self.terminated.append(address)
+        self.still_connected += [address for ws in self.scheduler.workers.values() if ws.nanny == address]
 
 
 def facts(slots=4, executors=4):
@@ -81,6 +90,7 @@ def make_pool(n=2, options=OPTIONS, slots=4, adaptive=None):
 
     pool = GangPool(shape, facts(slots), dict(options), events, side, make_gang, lambda: facts(slots),
                     adaptive=lambda: adaptive)  # fmt: skip
+    side.scheduler.on_leave = pool.worker_removed
     return pool, side, events
 
 
@@ -181,8 +191,11 @@ def test_scale_down_retires_connected_workers_and_ends_them():
         await settle(pool)
         assert side.scheduler.retired == [["spark-1"]]
         assert side.terminated == ["tls://w1:2"]  # its nanny: the worker's Spark task returns
+        # ... once the worker's own close ended (a heartbeat of a worker killed mid-close
+        # reaches a scheduler that forgot it: "Received heartbeat from unregistered worker")
+        assert side.still_connected == []
+        assert addresses[1] not in side.scheduler.workers
         assert first.wanted == 1 and "spark-1" in first.retiring
-        leave(pool, side, addresses[1])
         assert not pool.recovery.missing  # a retired worker is no loss
         assert "retired Dask workers spark-1" in " ".join(texts(events))
 

@@ -77,7 +77,8 @@ def test_lost_executor_gang_is_relaunched_and_the_computation_completes(spark):
         recovered = time.monotonic() - t0
         assert len(client.scheduler_info()["workers"]) == 2
         log = cluster.get_logs()["Cluster"]
-        assert "2 Dask workers lost" in log and "(relaunch 1 of 3)" in log and "workers are back" in log
+        assert "2 Dask workers lost" in log and "(relaunch 1 of 3)" in log
+        assert "the cluster is back to full size: all 2 Dask workers are connected" in log, log
         print(f"executor lost: noticed in {noticed:.1f}s, full size again in {recovered:.1f}s")
     assert_no_leftovers(spark, cluster)
 
