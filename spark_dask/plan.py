@@ -696,7 +696,7 @@ def hog_warning(facts: ClusterFacts, plan: GangPlan, others: tuple[tuple[str, in
         if capacity is None or plan.n_tasks < capacity:
             return None
         return (
-            f"spark-dask: the Dask cluster's {plural(plan.n_tasks, 'task')} take every task slot of the "
+            f"spark-dask: the Dask cluster's {plural(plan.n_tasks, 'task')} {'takes' if plan.n_tasks == 1 else 'take'} every task slot of the "
             f"{facts.max_executors} executors dynamic allocation may add "
             f"(spark.dynamicAllocation.maxExecutors). A Spark job started while it runs waits "
             "until the cluster closes or shrinks (cluster.scale(n)). To leave room: fewer "

@@ -844,6 +844,8 @@ class Driver:
             "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
             "spark.sql.shuffle.partitions": "4",
             "spark.executor.memory": "1g",
+            "spark.driver.extraJavaOptions": QUICK_JVM,
+            "spark.executor.extraJavaOptions": QUICK_JVM,
             **{k: str(v) for k, v in conf.items()},
         }
         self.executors = executors if executors is not None else self._expected_executors()

@@ -296,7 +296,7 @@ def test_spark_job_waiting_for_slots_is_reported(spark, caplog, capsys):
     import logging
     import threading
 
-    with pytest.warns(UserWarning, match="take every task slot Spark jobs can use") as started:
+    with pytest.warns(UserWarning, match="every task slot Spark jobs can use") as started:
         client = spark_dask.start(spark)
     assert "n_workers=1" in str(next(w.message for w in started if "every task slot" in str(w.message)))
     with caplog.at_level(logging.WARNING, logger="spark_dask"), client:

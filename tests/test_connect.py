@@ -25,7 +25,7 @@ import spark_dask
 from spark_dask import PlanError, SparkCluster, SparkDaskError, handoff
 from spark_dask.cluster import GangMaker
 
-from .conftest import dask_processes, fresh_jvm, port_open, wait_until
+from .conftest import TEST_JVM_CONF, dask_processes, fresh_jvm, port_open, wait_until
 
 pytest.importorskip("grpc", reason="needs the connect extra (pyspark[connect])")
 
@@ -61,6 +61,7 @@ def spark():
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
             .config("spark.sql.shuffle.partitions", "4")
+            .config(map=TEST_JVM_CONF)
             .getOrCreate()
         )
         try:

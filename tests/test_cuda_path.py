@@ -152,7 +152,7 @@ def _spark_dask_warnings(record) -> list[str]:
     """spark-dask's warnings other than the one every start on this application gives:
     two whole-GPU workers on an executor with two GPUs leave Spark jobs no slot."""
     found = [str(w.message) for w in record if str(w.message).startswith("spark-dask:")]
-    hog = [m for m in found if "take every task slot Spark jobs can use" in m]
+    hog = [m for m in found if "every task slot Spark jobs can use" in m]
     assert len(hog) == 1, found
     return [m for m in found if m not in hog]
 

@@ -143,7 +143,7 @@ def test_exclusive_mode_holds_the_gpus_and_says_so(spark):
             spark_dask.start(spark, worker="cpu", gpu_mode="exclusive", progress=False)
         assert wait_until(lambda: not active_jobs(spark))
         return
-    with pytest.warns(UserWarning, match="take every task slot Spark jobs can use") as record:
+    with pytest.warns(UserWarning, match="every task slot Spark jobs can use") as record:
         client = spark_dask.start(spark, worker="cpu", gpu_mode="exclusive", progress=False)
     assert any("gpu_mode='shared'" in str(w.message) for w in record)
     with client:

@@ -44,11 +44,11 @@ def test_local_master_starts_at_once_and_computes(spark, capfd):
     assert_no_leftovers(spark, cluster)
     err = capfd.readouterr().err
     assert "Requesting executors is not supported" not in err
-    assert "take every task slot" not in err
+    assert "every task slot Spark jobs can use" not in err
 
 
 def test_local_one_slot_is_said_at_start(spark):
-    with pytest.warns(UserWarning, match="take every task slot"):
+    with pytest.warns(UserWarning, match="every task slot Spark jobs can use"):
         client = spark_dask.start(spark, n_workers=2, progress=False)
     cluster = client.cluster
     client.close()

@@ -40,7 +40,7 @@ def test_one_worker_leaves_an_executor_to_spark(spark, recwarn):
 def test_second_cluster_is_warned_and_to_dask_refused(spark, caplog):
     a = spark_dask.start(spark, n_workers=1)
     try:
-        with pytest.warns(UserWarning, match="take every task slot Spark jobs can use") as started:
+        with pytest.warns(UserWarning, match="every task slot Spark jobs can use") as started:
             b = spark_dask.start(spark, n_workers=1)
         hog = [w for w in started if "every task slot" in str(w.message)]
         assert len(hog) == 1

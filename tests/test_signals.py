@@ -121,7 +121,7 @@ while True:
 """
 
 
-@pytest.mark.parametrize("how", ["interactive", "configured"])
+@pytest.mark.parametrize("how", ["interactive", pytest.param("configured", marks=pytest.mark.newest)])
 def test_sigterm_closes_the_cluster_then_runs_the_previous_handler(tmp_path, how):
     # "interactive": python -i (auto-detected); "configured": close-on-sigterm: true
     if how == "interactive":

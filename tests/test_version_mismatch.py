@@ -106,7 +106,7 @@ def test_a_patch_level_difference_starts_and_warns_naming_the_executor(spark, fa
         fake_version(fake_dir, None)
     ours = [str(r.message) for r in record if str(r.message).startswith("spark-dask:")]
     # besides the version, the start says that one one-core executor leaves Spark no slot
-    hog = [m for m in ours if "take every task slot" in m]
+    hog = [m for m in ours if "every task slot Spark jobs can use" in m]
     ours = [m for m in ours if m not in hog]
     assert len(hog) == 1 and len(ours) == 1, [str(r.message) for r in record]
     assert f"has distributed {OTHER_PATCH}, the driver (Dask scheduler) has {DRIVER}" in ours[0]
