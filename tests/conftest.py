@@ -83,8 +83,8 @@ def fresh_jvm() -> None:
 
 
 # JVM options of the test sessions' driver and executors: C1 only and the serial GC start
-# a local-cluster application in about 10 s instead of 16 on a 2-CPU machine (the test
-# JVMs are short-lived and small); the product sets no JVM option.
+# a local-cluster application (and run its first job) in about 16 s instead of 25 on a
+# 2-CPU machine (the test JVMs are short-lived and small); the product sets no JVM option.
 TEST_JVM_CONF = {
     "spark.driver.extraJavaOptions": hostlib.QUICK_JVM,
     "spark.executor.extraJavaOptions": hostlib.QUICK_JVM,
