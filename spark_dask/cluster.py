@@ -403,7 +403,7 @@ class SparkCluster(Cluster):
         self._connected = False
         self._close_hooks = CloseHooks()  # add_close_hook
         self._exit_stack = ExitStack()
-        self.entry = named.Entry(self.name, self.tag, named.configured_root())  # from_name finds it there
+        self.entry = named.Entry(self.name, self.tag, named.configured_root(), self.events.warn)  # from_name finds it there
         if self.options["silence_logs"]:
             # Like LocalCluster: the scheduler runs in this process; keep its INFO lines
             # out of the notebook. get_logs() still has them.

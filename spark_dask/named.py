@@ -313,12 +313,16 @@ class Entry:
         Its Spark job tag.
     root : str or None
         The state directory (:func:`configured_root`); None: not listed.
+    warn : callable, optional
+        ``warn(text)``: how to say that the cluster could not be listed (a state
+        directory that cannot be written, or is not the user's); default a Python warning.
     """
 
-    def __init__(self, name: str, tag: str, root: str | None):
+    def __init__(self, name: str, tag: str, root: str | None, warn=None):
         self.name = check_name(name)
         self.tag = tag
         self.root = root
+        self.warn = warn or (lambda text: warnings.warn(text, UserWarning, **outside_package()))
         self.directory = os.path.join(root, name) if root is not None else None
         self.record: dict | None = None  # as written last; None until claimed
         self.on_close_request = None  # a handle asked to close: None closes in a thread
@@ -336,7 +340,10 @@ class Entry:
         write the record, status ``starting``; a live holder of the name is an error."""
         if self.directory is None:
             return
-        private_dir(self.root)
+        try:
+            private_dir(self.root)
+        except (OSError, SparkDaskError) as e:
+            return self.unlisted(e)
         pid = os.getpid()
         record = {"name": self.name, "tag": self.tag, "status": "starting", "pid": pid,
                   "pid_start": process_identity(pid) or "", "host": socket.gethostname(),
@@ -353,11 +360,21 @@ class Entry:
                         raise SparkDaskError(name_taken_message(self.name, other)) from None
                 shutil.rmtree(self.directory, ignore_errors=True)
                 continue
+            except OSError as e:
+                return self.unlisted(e)
             os.chmod(self.directory, 0o700)
             self.record = record
             self.update()
             return
         raise SparkDaskError(name_taken_message(self.name, None))
+
+    def unlisted(self, problem: Exception) -> None:
+        """Say that the cluster runs without an entry (it starts all the same)."""
+        self.record = None
+        self.warn(
+            f"spark-dask: the cluster {self.name!r} is not listed ({problem}): SparkCluster.from_name() "
+            "and spark-dask list will not find it"
+        )
 
     def update(self, **changes) -> None:
         """Rewrite the record with ``changes`` (atomically: readers see the old or the new)."""
@@ -380,7 +397,11 @@ class Entry:
         if self.record is None:
             return
         scheduler, security = cluster.scheduler, cluster.security
-        connection.write_connection(cluster, self.directory)
+        try:
+            connection.write_connection(cluster, self.directory)
+        except OSError as e:
+            self.remove()
+            return self.unlisted(e)
         self.update(status="running", address=scheduler.address, dashboard=cluster.dashboard_link or None,
                     workers=len(scheduler.workers), tls=bool(security is not None and security.require_encryption))  # fmt: skip
         scheduler.add_plugin(EntryWatch(self))
@@ -623,7 +644,8 @@ class NamedCluster(Cluster):
         ``memory`` bytes), as the owner's ``SparkCluster.scale`` does; its warnings (more
         than the free Spark task slots allow, ...) are issued here. Returns once the
         owner has taken the request; ``wait_for_workers(n)`` waits for the workers."""
-        self._carry_out(SCALE, n=n, memory=memory, cores=cores)
+        out = self._carry_out(SCALE, n=n, memory=memory, cores=cores)
+        return out if self.asynchronous else None
 
     def adapt(self, Adaptive=None, **kwargs):
         """Let the owner run distributed's ``Adaptive`` on the cluster (``minimum``,

@@ -214,6 +214,14 @@ def test_the_state_directory_must_be_the_users_own(tmp_path):
     with dask.config.set({"spark-dask.state-dir": str(link)}):
         with pytest.raises(SparkDaskError, match="is not a directory of this user"):
             spark_dask.list_clusters()
+    # a cluster starts all the same, unlisted, and says so
+    said = []
+    entry = named.Entry("etl", "spark-dask-8888888888", str(link), said.append)
+    with entry:
+        assert entry.record is None and os.listdir(target) == []
+    assert said == [f"spark-dask: the cluster 'etl' is not listed (spark-dask: the state directory {link} is not a "
+                    "directory of this user (another user's, a link or a file); set spark-dask.state-dir to a "
+                    "directory of your own): SparkCluster.from_name() and spark-dask list will not find it"]  # fmt: skip
     wide = tmp_path / "wide"
     wide.mkdir(mode=0o755)
     os.chmod(wide, 0o755)
@@ -331,6 +339,15 @@ def test_a_handle_joins_and_the_owner_scales_adapts_and_closes(state):
         assert owner.requests == [("scale", 3, None, None), ("scale", 0, None, 8), ("adapt", {"minimum": 1, "maximum": 6})]
         with pytest.raises(SparkDaskError, match="adapt.Adaptive=.... is not possible"):
             cluster.adapt(object)
+
+        async def asynchronous():
+            async with spark_dask.SparkCluster.from_name("shared", asynchronous=True) as handle:
+                with pytest.warns(UserWarning, match="only 1 free Spark task slot"):
+                    await handle.scale(1)
+                return await handle.adapt(maximum=2), handle.status
+
+        assert asyncio.run(asynchronous()) == ({"minimum": 0, "maximum": 4}, Status.running)
+        assert owner.requests[-2:] == [("scale", 1, None, None), ("adapt", {"maximum": 2})]
 
         # a plain Client() elsewhere: the entry's connection files
         env = dict(os.environ, DASK_CONFIG=owner.entry.directory, PYTHONPATH=ROOT)
