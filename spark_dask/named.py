@@ -14,8 +14,8 @@ the cluster closes. An entry whose owner process is gone (killed, crashed) is st
 
 Another process's :class:`NamedCluster` is a ``distributed.deploy.Cluster`` for it:
 clients connect with the cluster's TLS credentials; ``scale``, ``adapt`` and ``close``
-are carried out by the owner, through handlers on its scheduler (``spark_dask_scale``,
-``spark_dask_adapt``, ``spark_dask_close``), which only holders of the cluster's
+are carried out by the owner, through handlers on its scheduler
+(``spark_dask_cluster_scale``, ``_adapt``, ``_close``), which only holders of the cluster's
 credentials reach (TLS with client certificates). The decisions (which entries are
 alive, what ``list`` shows, the messages) are plain functions here, tested without Spark.
 """
@@ -59,7 +59,7 @@ CLAIM_GRACE = 10.0
 # cluster it asked to close to be gone (the owner's close-timeout is 10 s by default).
 CALL_TIMEOUT = 60.0
 CLOSE_WAIT = 60.0
-SCALE, ADAPT, CLOSE = "spark_dask_scale", "spark_dask_adapt", "spark_dask_close"
+SCALE, ADAPT, CLOSE = "spark_dask_cluster_scale", "spark_dask_cluster_adapt", "spark_dask_cluster_close"
 
 
 # ---------------------------------------------------------------------- pure decisions
