@@ -459,6 +459,9 @@ def subscribe_handler(scheduler):
     subscriber with a :class:`HandleWatch` of its own."""
 
     def subscribe_worker_status(comm) -> dict:
+        for name, plugin in list(scheduler.plugins.items()):  # those of handles that left
+            if isinstance(plugin, HandleWatch) and (plugin.bcomm.comm is None or plugin.bcomm.comm.closed()):
+                scheduler.remove_plugin(name=name)
         HandleWatch(scheduler, comm)
         identity = scheduler.identity()
         for worker in identity["workers"].values():
