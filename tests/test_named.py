@@ -246,6 +246,16 @@ def test_cli_list(state):
         assert [(r["name"], r["workers"], r["scheduler"]) for r in rows] == [("etl", 3, "tls://10.0.0.1:4000")]
 
 
+def test_cli_serve_refuses_a_bad_name_before_anything_starts():
+    from click.testing import CliRunner
+
+    from spark_dask import cli
+
+    out = CliRunner().invoke(cli.main, ["serve", "--name", "my cluster"])
+    assert out.exit_code == 2 and "Error: spark-dask: a cluster name is 1 to 64 letters" in out.output, out.output
+    assert "--name NAME" in CliRunner().invoke(cli.main, ["serve", "--help"]).output
+
+
 # ---------------------------------------------------------------------- owner and handle
 
 
