@@ -259,6 +259,16 @@ def test_cli_serve_refuses_a_bad_name_before_anything_starts():
 # ---------------------------------------------------------------------- owner and handle
 
 
+def test_events_keep_the_python_warnings_a_handle_hears():
+    events = Events([], quiet=True)
+    with pytest.warns(UserWarning, match="grow to 2"):
+        events.warn("spark-dask: grow to 2")
+    events.warn("spark-dask: worker lost", python_warning=False)  # a log record while running
+    with pytest.warns(UserWarning, match="held"), events.hold():
+        events.warn("spark-dask: held")
+        assert events.warned == ["spark-dask: grow to 2", "spark-dask: held"]
+
+
 class FakeOwner:
     """What an entry and the owner's handlers use of a SparkCluster, around a real
     in-process TLS scheduler on a loop of its own (no Spark, no worker)."""
