@@ -397,6 +397,10 @@ class Entry:
         if self.record is None:
             return
         scheduler, security = cluster.scheduler, cluster.security
+        # the handlers first: a handle may come as soon as the record says running
+        scheduler.handlers.update(owner_handlers(cluster, self))
+        scheduler.handlers["subscribe_worker_status"] = subscribe_handler(scheduler)
+        scheduler.add_plugin(EntryWatch(self))
         try:
             connection.write_connection(cluster, self.directory)
         except OSError as e:
@@ -404,9 +408,6 @@ class Entry:
             return self.unlisted(e)
         self.update(status="running", address=scheduler.address, dashboard=cluster.dashboard_link or None,
                     workers=len(scheduler.workers), tls=bool(security is not None and security.require_encryption))  # fmt: skip
-        scheduler.add_plugin(EntryWatch(self))
-        scheduler.handlers.update(owner_handlers(cluster, self))
-        scheduler.handlers["subscribe_worker_status"] = subscribe_handler(scheduler)
         cluster.add_close_hook(partial(self.update, status="closing"))
 
     def request_close(self, cluster) -> None:
