@@ -360,6 +360,9 @@ class Entry:
                         raise SparkDaskError(name_taken_message(self.name, other)) from None
                 shutil.rmtree(self.directory, ignore_errors=True)
                 continue
+            except FileNotFoundError:  # the last entry's close removed the empty root meanwhile
+                private_dir(self.root)
+                continue
             except OSError as e:
                 return self.unlisted(e)
             os.chmod(self.directory, 0o700)
@@ -425,6 +428,9 @@ class Entry:
         found = read_record(self.directory)
         if found is None or found.get("token") == self.record["token"]:
             shutil.rmtree(self.directory, ignore_errors=True)
+        if self.root == state_root("auto"):  # the default one (not a directory a user named)
+            with suppress(OSError):  # removed too when no other entry is left: nothing stays in /tmp
+                os.rmdir(self.root)
         self.record = None
 
 

@@ -161,7 +161,26 @@ def test_claim_publish_and_remove_an_entry(state):
         with pytest.raises(SparkDaskError, match="the cluster named 'etl' is starting"):
             spark_dask.SparkCluster.from_name("etl")
     assert not os.path.exists(entry.directory)
+    assert os.path.isdir(state)  # a state directory the user named stays
     assert spark_dask.list_clusters() == []
+
+
+def test_the_default_state_directory_goes_with_the_last_entry(tmp_path, monkeypatch):
+    """The default (``auto``) directory in the temporary directory: removed with its last
+    entry, so a closed cluster leaves nothing in /tmp; kept while another entry is in it."""
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    root = named.state_root("auto")
+    with dask.config.set({"spark-dask.state-dir": "auto"}):
+        first = named.Entry("a", "spark-dask-0000000000", named.configured_root())
+        second = named.Entry("b", "spark-dask-1111111111", named.configured_root())
+        with first:
+            with second:
+                pass
+            assert os.path.isdir(first.directory) and named.read_record(first.directory)["name"] == "a"
+        assert not os.path.exists(root)
+        with named.Entry("c", "spark-dask-2222222222", named.configured_root()) as again:  # made anew
+            assert os.path.isdir(again.directory)
+        assert not os.path.exists(root)
 
 
 def test_stale_entries_are_ignored_and_removed(state):
