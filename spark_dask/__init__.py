@@ -16,17 +16,20 @@ from spark_dask.errors import (
     WorkerStartError,
 )
 from spark_dask.handoff import to_dask, to_spark
+from spark_dask.named import NamedCluster, list_clusters
 
 __version__ = "0.1.0"
 
 __all__ = [
     "HandoffError",
     "HandoffTypeError",
+    "NamedCluster",
     "PlanError",
     "SparkCluster",
     "SparkDaskError",
     "TaskFailed",
     "WorkerStartError",
+    "list_clusters",
     "start",
     "to_dask",
     "to_spark",

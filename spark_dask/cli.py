@@ -4,6 +4,8 @@ inside the Spark application, or show what that cluster would look like.
 ::
 
     spark-dask run [OPTIONS] SCRIPT [ARGS]...     # or: spark-dask run -m MODULE [ARGS]...
+    spark-dask serve [OPTIONS]                    # a cluster other processes join by name
+    spark-dask list [--json]                      # the clusters running on this host
     spark-dask info [OPTIONS]
 
 Under ``spark-submit`` (which needs a ``.py`` file) submit this module's file::
@@ -19,6 +21,7 @@ import runpy
 import shlex
 import signal
 import sys
+import threading
 import time
 import traceback
 from contextlib import contextmanager, suppress
@@ -26,12 +29,14 @@ from contextlib import contextmanager, suppress
 import click
 from dask.utils import format_bytes, parse_timedelta
 
-from spark_dask import __version__, config, databricks, options, rapids
+from spark_dask import __version__, config, databricks, named, options, rapids
 from spark_dask.cluster import SparkCluster
 from spark_dask.connection import ENV_SCHEDULER_FILE, proxied_dashboard_link
+from spark_dask.errors import SparkDaskError
 from spark_dask.connection import client_config as connection_config
 from spark_dask.plan import PlanError, gang_threads, hog_warning, plan_gang, spare_slots, worker_command, worker_memory
 from spark_dask.session import cluster_facts, require_pyspark
+from spark_dask.sizes import plural
 from spark_dask.session import conf as spark_conf
 from spark_dask.task import PRELOAD_MODULE
 from spark_dask.task import host_memory
@@ -382,6 +387,93 @@ def _close(cluster, client, code: int) -> None:
 
 
 # --------------------------------------------------------------------------------------
+# serve, list
+# --------------------------------------------------------------------------------------
+
+
+def join_text(cluster) -> str:
+    """What ``spark-dask serve`` prints once the cluster runs: how other processes join."""
+    entry = cluster.entry
+    lines = [
+        f"spark-dask: serving cluster {cluster.name!r}: {plural(len(cluster.scheduler.workers), 'worker')} at "
+        f"{cluster.scheduler_address}; dashboard {cluster.dashboard_link or '(off)'}",
+        f"  join from Python (this user, this host): spark_dask.SparkCluster.from_name({cluster.name!r}).get_client()",
+    ]
+    if entry.directory is not None:
+        lines.append(f"  connection files: {entry.directory} (DASK_CONFIG={entry.directory} makes a plain Client() join)")
+    else:
+        lines.append("  not listed (spark-dask.state-dir is false): from_name() cannot find it")
+    lines.append(f"  stop: Ctrl-C, kill {os.getpid()} (SIGTERM), or .close() from any process that joined")
+    return "\n".join(lines)
+
+
+@contextmanager
+def _stop_on_signals(stop: threading.Event):
+    """SIGTERM and SIGINT set ``stop`` (main thread only); the handlers before come back."""
+    previous = {}
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        with suppress(ValueError):  # not the main thread
+            previous[signum] = signal.signal(signum, lambda *_: stop.set())
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def serve_cluster(*, spark=None, master=None, conf=None, app_name=None, ready=None, **start_kwargs) -> int:
+    """Start a cluster and keep it until SIGTERM, SIGINT, a ``close()`` from any process
+    that joined it (:meth:`spark_dask.SparkCluster.from_name`), or its own end (a failure,
+    the Spark application stopped); then tear it down. The exit status: 0, or 1 when the
+    cluster did not start.
+
+    Parameters
+    ----------
+    spark : SparkSession, optional
+        Use this session instead of getting or creating one.
+    master, conf, app_name
+        For a new SparkSession (see :func:`get_or_create_session`).
+    ready : callable, optional
+        ``ready(cluster)`` once it runs (tests); the join text is printed either way.
+    **start_kwargs
+        :class:`spark_dask.SparkCluster` keyword arguments (``name=`` above all).
+    """
+    created = False
+    if spark is None:
+        spark, created = get_or_create_session(master, conf, app_name)
+    stop_session = created and databricks.detect(spark) is None
+    stop = threading.Event()
+    cluster = None
+    try:
+        try:
+            with _quiet_task_failures(spark):
+                cluster = SparkCluster(spark, **start_kwargs)
+        except Exception as e:  # noqa: BLE001 - reported, exit status 1
+            print(f"spark-dask: the Dask cluster did not start: {e}", file=sys.stderr)
+            return 1
+        cluster.entry.on_close_request = stop.set  # a handle's close(): this thread closes it
+        with _stop_on_signals(stop):
+            print(join_text(cluster), flush=True)
+            if ready is not None:
+                ready(cluster)
+            # in slices: signal handlers run between them, and a cluster that ended by
+            # itself (failed, Spark stopped: its own teardown done) ends the wait too
+            while not stop.wait(1.0) and cluster.status.name not in ("closed", "failed"):
+                pass
+        return 0
+    except KeyboardInterrupt:  # during the start, before the handlers above
+        return 130
+    finally:
+        if cluster is not None:
+            t0 = time.monotonic()
+            cluster.close()
+            print(f"spark-dask: cluster {cluster.name!r} closed in {time.monotonic() - t0:.1f}s", file=sys.stderr, flush=True)
+        if stop_session:
+            with suppress(Exception):
+                spark.stop()
+
+
+# --------------------------------------------------------------------------------------
 # info
 # --------------------------------------------------------------------------------------
 
@@ -612,6 +704,47 @@ def run(target, args, as_module, master, spark_conf, app_name, **options):
         **_start_kwargs(options),
     )
     sys.exit(code)
+
+
+@main.command()
+@session_options
+@run_options
+def serve(master, spark_conf, app_name, **options):
+    """Start a Dask cluster that other processes join by name, and keep it running.
+
+    Gets or creates the SparkSession, starts the cluster (--name NAME, default its Spark
+    job tag) and prints how to join it: SparkCluster.from_name(NAME) in any Python
+    process of this user on this host (scale, adapt and close carried out here), the
+    dashboard link and the directory of its connection files (DASK_CONFIG). Runs until
+    SIGTERM, Ctrl-C or a close() from a process that joined; then tears the cluster down
+    and exits 0.
+
+    Exit status: 0 after the teardown; 1 when the cluster cannot start (a name already
+    taken, no slots, ...); 2 for a usage error (said before anything starts).
+    """
+    _require_pyspark_or_exit()
+    check_options(options)
+    sys.exit(serve_cluster(master=master, conf=spark_conf, app_name=app_name, **_start_kwargs(options)))
+
+
+@main.command(name="list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+def list_command(as_json):
+    """List the spark-dask clusters of this user running on this host.
+
+    Name, status, workers, owner pid, start time, scheduler address and dashboard link of
+    every cluster any process started here (spark-dask serve, run, a notebook), as found
+    in the state directory (spark-dask.state-dir); entries whose owner process is gone
+    are removed. Needs no Spark, starts nothing.
+    """
+    try:
+        rows = named.list_clusters()
+    except SparkDaskError as e:  # a state directory that is not the user's
+        raise click.ClickException(str(e)) from None
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+    else:
+        click.echo(named.format_rows(rows, named.configured_root()))
 
 
 @main.command()

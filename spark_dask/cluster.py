@@ -29,9 +29,9 @@ from distributed.core import Status, rpc
 from distributed.deploy.adaptive import Adaptive
 from distributed.deploy.cluster import Cluster
 from distributed.security import Security
-from distributed.utils import Log, Logs, silence_logging_cmgr
+from distributed.utils import Log, silence_logging_cmgr
 
-from spark_dask import connection, options, registry, report, signals, widget
+from spark_dask import connection, named, options, registry, report, signals, widget
 from spark_dask.aio import CloseHooks, blocking
 from spark_dask.databricks import DashboardSettings
 from spark_dask.errors import PlanError, SparkDaskError
@@ -243,6 +243,10 @@ class SparkCluster(Cluster):
     timeout : str or float, optional
         How long ``start()`` waits for every worker before it fails. Default:
         ``'180s'``. (``spark-dask.timeout``; CLI ``--timeout``)
+    name : str, optional
+        The cluster's name: other Python processes of this user on this host join it
+        with ``SparkCluster.from_name(name)``; ``spark-dask list`` shows it. Default:
+        the Spark job tag, ``spark-dask-<id>``. (``spark-dask.name``; CLI ``--name``)
     relaunch_attempts : int, optional
         How often failed gangs (a lost executor) are relaunched while the cluster runs;
         each relaunch replaces only the failed gang's workers. Default: ``3``.
@@ -276,8 +280,6 @@ class SparkCluster(Cluster):
         Use ``await SparkCluster(..., asynchronous=True)`` inside an event loop.
     loop : IOLoop, optional
         The event loop to run on (as for any ``distributed.deploy.Cluster``).
-    name : str, optional
-        The cluster's name; default its Spark job tag ``spark-dask-<id>``.
     quiet : bool
         No progress line and no slot warning.
 
@@ -289,7 +291,7 @@ class SparkCluster(Cluster):
     wins. Keys without a keyword argument: ``multiprocessing-method``, ``fork-nanny``,
     ``executor-wait``, ``slot-wait``, ``close-timeout``, ``death-timeout``,
     ``kill-grace``, ``lost-worker-grace``, ``no-workers-timeout``, ``close-on-sigterm``,
-    ``connect-timeout``, ``dashboard-prefix``, ``rapids.rmm-pool-size``,
+    ``state-dir``, ``connect-timeout``, ``dashboard-prefix``, ``rapids.rmm-pool-size``,
     ``rapids.rmm-reserve``, ``rapids.rmm-fraction``, ``rapids.spill-fraction``,
     ``rapids.dask-fraction``. The configuration page of the docs describes each one
     (generated, like this section, from ``spark_dask/options.py``).
@@ -304,6 +306,7 @@ class SparkCluster(Cluster):
     """
 
     _supports_scaling = True
+    from_name = staticmethod(named.from_name)  # another process's cluster of that name
     # Seconds close() lets the barrier job end by itself before cancelling it; None: the
     # close-timeout option (a closing signal handler sets a shorter one).
     close_grace: float | None = None
@@ -354,6 +357,7 @@ class SparkCluster(Cluster):
             require_encryption=require_encryption,
             relaunch_attempts=relaunch_attempts,
             barrier=barrier,
+            name=name,
         )
         if not self.options["tls"]:
             warnings.warn(
@@ -364,7 +368,7 @@ class SparkCluster(Cluster):
         self.env = dict(env or {})
         self.id = uuid.uuid4().hex[:10]
         self.tag = f"spark-dask-{self.id}"
-        super().__init__(asynchronous=asynchronous, loop=loop, name=name or self.tag, quiet=quiet)
+        super().__init__(asynchronous=asynchronous, loop=loop, name=self.options["name"] or self.tag, quiet=quiet)
         self._init_state()
         registry.add(self)
         _register_atexit()
@@ -399,6 +403,7 @@ class SparkCluster(Cluster):
         self._connected = False
         self._close_hooks = CloseHooks()  # add_close_hook
         self._exit_stack = ExitStack()
+        self.entry = named.Entry(self.name, self.tag, named.configured_root(), self.events.warn)  # from_name finds it there
         if self.options["silence_logs"]:
             # Like LocalCluster: the scheduler runs in this process; keep its INFO lines
             # out of the notebook. get_logs() still has them.
@@ -482,6 +487,7 @@ class SparkCluster(Cluster):
         t0 = time.monotonic()
         scheduler_job = None
         try:
+            self._exit_stack.enter_context(self.entry)  # the name is this cluster's until it closes
             if is_connect(self.spark):
                 problem = await blocking(connect_session_problem, self.spark, opts["scheduler_host"])
                 if problem:
@@ -509,6 +515,7 @@ class SparkCluster(Cluster):
             await wait.wait(gangs, opts["timeout"], self.tag)
             await super()._start()  # the worker-status subscription; says running
             self._started(t0, t_submit)
+            self.entry.publish(self)
         except BaseException:
             if scheduler_job is not None:
                 # the teardown closes the scheduler: let its start finish (or fail) first,
@@ -557,7 +564,7 @@ class SparkCluster(Cluster):
         self._register_signals()  # a no-op outside the main thread (sync start: __init__)
         self._log(
             f"spark-dask: {plural(self.gang_plan.n_workers, self.gang_plan.kind + ' worker')} connected to "
-            f"{self.scheduler.address} in {self.timings['start']:.1f}s (Spark job tag {self.tag})"
+            f"{self.scheduler.address} in {self.timings['start']:.1f}s (cluster {self.name!r}, Spark job tag {self.tag})"
         )
 
     async def _start_scheduler(self, t0: float) -> None:
@@ -718,7 +725,7 @@ class SparkCluster(Cluster):
         codes and log tails of every worker), which remain available after ``close()``.
         """
         if self.status == Status.closed:
-            return self._kept_logs(cluster)
+            return report.kept_logs(self._cluster_manager_logs, self._task_log() if cluster else None)
         return super().get_logs(cluster=cluster, scheduler=scheduler, workers=workers)
 
     def close(self, timeout: float | None = None):
@@ -737,23 +744,14 @@ class SparkCluster(Cluster):
         try:
             logs = await super()._get_logs(cluster=cluster, scheduler=scheduler, workers=workers)
         except Exception:  # noqa: BLE001 - scheduler already closed: what the cluster manager kept
-            return self._kept_logs(cluster)
+            return report.kept_logs(self._cluster_manager_logs, self._task_log() if cluster else None)
         if cluster:
-            logs["Spark tasks"] = Log(self._task_log())
-        return logs
-
-    def _kept_logs(self, cluster: bool) -> Logs:
-        """What the cluster manager kept, once the scheduler is gone."""
-        logs = Logs()
-        if cluster:
-            logs["Cluster"] = Log("\n".join(line for _, line in self._cluster_manager_logs))
             logs["Spark tasks"] = Log(self._task_log())
         return logs
 
     def _task_log(self) -> str:
-        if not self.gangs:
-            return f"Spark barrier stage {self.tag}: {self.gang_status}"
-        return widget.gangs_log((g.describe(), tasks) for g, tasks in report.gang_tasks(self.gangs, self.scheduler_info, None if self.status == Status.closed else self.scheduler))
+        scheduler = None if self.status == Status.closed else self.scheduler
+        return report.task_log(self.tag, self.gang_status, self.gangs, self.scheduler_info, scheduler)
 
     @property
     def dashboard_link(self) -> str:
@@ -788,7 +786,7 @@ class SparkCluster(Cluster):
         closed = self.status == Status.closed
         n = 0 if closed else len((self.scheduler_info or {}).get("workers", {}))
         addr = self.scheduler.address if self.scheduler is not None else None
-        return f"SparkCluster({self.tag!r}, {addr!r}, workers={n}, status={self.status.name})"
+        return f"SparkCluster({self.name!r}, {addr!r}, tag={self.tag!r}, workers={n}, status={self.status.name})"
 
 
 class _ClusterClient(Client):

@@ -60,6 +60,7 @@ class Events:
         self.logs = logs
         self.quiet = quiet
         self.held: list[str] | None = None  # Python warnings waiting (see hold)
+        self.warned: list[str] = []  # every Python warning given (a handle's scale() hears its own)
 
     def _keep(self, msg: str) -> None:
         self.logs.append((datetime.datetime.now(), msg))
@@ -86,6 +87,8 @@ class Events:
         record (events while the cluster runs); kept either way."""
         self._keep(msg)
         held = self.held
+        if python_warning:
+            self.warned.append(msg)
         if python_warning and held is not None:
             held.append(msg)
         elif python_warning:

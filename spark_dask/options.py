@@ -15,6 +15,7 @@ code; the docstring generator turns them into reStructuredText literals.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -266,6 +267,19 @@ OPTIONS: tuple[Option, ...] = (
         cli=Cli("--timeout", "str", metavar="DURATION"),
     ),
     Option(
+        "name", None, "str, optional",
+        "The cluster's name: other Python processes of this user on this host join it with "
+        "`SparkCluster.from_name(name)`; `spark-dask list` shows it.",
+        "Letters, digits, `.`, `_` and `-`, at most 64, starting with a letter or digit. Two "
+        "running clusters of one user on one host cannot share a name (the second `start()` "
+        "fails at once). The widget, `repr()` and the start-up line show it. See "
+        "[Sharing a cluster](user-guide.md#sharing-a-cluster-between-processes).",
+        group="startup",
+        keyword=True,
+        default_text="the Spark job tag, `spark-dask-<id>`",
+        cli=Cli("--name", "str", metavar="NAME"),
+    ),
+    Option(
         "executor-wait", "30s", "str",
         "How long `start()` waits for executors to register before it checks the free task slots.",
         "Right after a Spark application starts its executors may not be registered yet. With "
@@ -379,6 +393,17 @@ OPTIONS: tuple[Option, ...] = (
         cli=Cli("--scheduler-host", "str", metavar="HOST"),
     ),
     Option(
+        "state-dir", "auto", "str or bool",
+        "Where running clusters are listed for `SparkCluster.from_name()` and `spark-dask list`.",
+        "Each cluster writes its entry there when it starts (a directory of its own, mode 0700: "
+        "owner, scheduler address, dashboard, worker count and its connection files with the "
+        "client TLS credentials) and removes it when it closes; entries whose owner process is "
+        "gone are ignored and removed. `auto`: `$XDG_RUNTIME_DIR/spark-dask` where that is set, "
+        "else `spark-dask-<uid>` in the temporary directory (both private to the user, mode "
+        "0700, and per host). `false`: clusters are not listed (nor found by name).",
+        group="security",
+    ),
+    Option(
         "connect-timeout", "5s", "str",
         "How long each Spark task tries to reach the scheduler before it reports it unreachable.",
         "Each task opens (and closes) a TCP connection to the scheduler before it starts any "
@@ -489,7 +514,6 @@ EXTRA_PARAMETERS: tuple[tuple[str, str, str], ...] = (
 TRAILING_PARAMETERS: tuple[tuple[str, str, str], ...] = (
     ("asynchronous", "bool", "Use `await SparkCluster(..., asynchronous=True)` inside an event loop."),
     ("loop", "IOLoop, optional", "The event loop to run on (as for any `distributed.deploy.Cluster`)."),
-    ("name", "str, optional", "The cluster's name; default its Spark job tag `spark-dask-<id>`."),
     ("quiet", "bool", "No progress line and no slot warning."),
 )
 
@@ -563,9 +587,26 @@ def resolve(**given) -> dict:
         raise PlanError(f"relaunch_attempts must be an integer >= 0, got {ra!r}")
     if opts["task_profile"] not in ("auto", True, False):
         raise PlanError(f"task_profile must be 'auto', True or False, got {opts['task_profile']!r}")
+    if opts["name"] is not None:
+        check_name(opts["name"])
     check_gpu_mode(opts["gpu_mode"])
     check_barrier(opts["barrier"], False)
     return opts
+
+
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def check_name(name) -> str:
+    """``name`` if it can name a cluster: 1 to 64 letters, digits, ``.``, ``_`` or ``-``,
+    starting with a letter or digit (it names a directory of the state directory, so no
+    path separators, no ``..``); else a :class:`~spark_dask.errors.PlanError`."""
+    if not isinstance(name, str) or NAME_PATTERN.fullmatch(name) is None:
+        raise PlanError(
+            "spark-dask: a cluster name is 1 to 64 letters, digits, '.', '_' or '-', starting "
+            f"with a letter or digit; got {name!r}"
+        )
+    return name
 
 
 _WARNED: set[str] = set()
@@ -613,8 +654,6 @@ def warn_unknown_keys() -> None:
 
 def _plain(text: str) -> str:
     """Markdown to the plain text of click's help (backticks off, links to their text)."""
-    import re
-
     text = re.sub(r"\[([^\]]+)\]\([^)]+\)", r"\1", text)
     return text.replace("`", "'")
 

@@ -11,6 +11,7 @@ from contextlib import suppress
 
 from dask.widgets import get_template
 from distributed.objects import SchedulerInfo
+from distributed.utils import Log, Logs
 
 from spark_dask import widget
 from spark_dask.gang import Gang
@@ -176,6 +177,25 @@ def dashboard_link(settings, scheduler_info, scheduler_address: str) -> str:
         )
     host = scheduler_address.split("://")[1].split("/")[0].rsplit(":", 1)[0].strip("[]")
     return settings.link(host, port)
+
+
+def task_log(tag: str, status: str, gangs, scheduler_info, scheduler) -> str:
+    """``get_logs()["Spark tasks"]``: a line per Spark task of every gang (``scheduler``:
+    the running one, or None once closed), or the gangs' state while there is none."""
+    if not gangs:
+        return f"Spark barrier stage {tag}: {status}"
+    return widget.gangs_log((g.describe(), tasks) for g, tasks in gang_tasks(gangs, scheduler_info, scheduler))
+
+
+def kept_logs(lines, tasks: str | None) -> Logs:
+    """The logs a closed cluster still has: the cluster manager's ``lines`` (``(time,
+    text)`` pairs) and the Spark tasks' log; nothing where ``tasks`` is None (the
+    cluster's logs were not asked for)."""
+    logs = Logs()
+    if tasks is not None:
+        logs["Cluster"] = Log("\n".join(line for _, line in lines))
+        logs["Spark tasks"] = Log(tasks)
+    return logs
 
 
 def cluster_html(

@@ -53,6 +53,11 @@ UNREAD_OK = {
     ("spark_dask/scheduler.py", "msg"),  # err_waiting_tasks(msg): faults.no_workers_message()'s text, read there
     ("spark_dask/gpu_check.py", "discovered"),  # caught on the next line, never shown
     ("spark_dask/handoff.py", "no_slot_message(facts, plan, direction, cpu_only, others)"),  # a *_message function: its text is read
+    # *_message functions of spark_dask/named.py: their texts are read
+    ("spark_dask/named.py", "name_taken_message(self.name, None)"),
+    ("spark_dask/named.py", "name_taken_message(self.name, other)"),
+    ("spark_dask/named.py", "unknown_name_message(name, found, root)"),
+    ("spark_dask/named.py", "not_running_message(name, record)"),
     ("spark_dask/task.py", "f'spark-dask: {version[1]}'"),  # version_problem()
     ("spark_dask/task.py", "f'spark-dask: on {where}: {problem}'"),  # *_problem() texts
     ("spark_dask/task.py", "'spark-dask: ' + problem"),  # *_problem() texts

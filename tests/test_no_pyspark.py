@@ -85,7 +85,7 @@ def test_start_without_pyspark_says_what_to_install(call):
     assert "\n" not in message and len(message) < 400
 
 
-@pytest.mark.parametrize("argv", [["info"], ["run", "job.py"]])
+@pytest.mark.parametrize("argv", [["info"], ["run", "job.py"], ["serve"]])
 def test_cli_without_pyspark_is_one_line_and_exit_1(argv):
     p = run_without_pyspark("from spark_dask.cli import main; main(prog_name='spark-dask')", *argv)
     assert p.returncode == 1, (p.stdout, p.stderr)
@@ -98,6 +98,14 @@ def test_cli_help_works_without_pyspark():
     p = run_without_pyspark("from spark_dask.cli import main; main(prog_name='spark-dask')", "--help")
     assert p.returncode == 0, p.stderr
     assert "run" in p.stdout and "info" in p.stdout
+
+
+def test_cli_list_works_without_pyspark(tmp_path):
+    """``spark-dask list`` reads the state directory only: no Spark needed."""
+    code = "import os; os.environ['DASK_SPARK_DASK__STATE_DIR'] = os.sys.argv[1]; from spark_dask.cli import main; main(['list'], prog_name='spark-dask')"
+    p = run_without_pyspark(code, str(tmp_path / "state"))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("no spark-dask cluster of this user runs on this host"), p.stdout
 
 
 def test_distribution_never_requires_pyspark_unconditionally():
