@@ -247,6 +247,10 @@ class SparkCluster(Cluster):
         The cluster's name: other Python processes of this user on this host join it
         with ``SparkCluster.from_name(name)``; ``spark-dask list`` shows it. Default:
         the Spark job tag, ``spark-dask-<id>``. (``spark-dask.name``; CLI ``--name``)
+    idle_timeout : str or float, optional
+        Close the cluster after this long without Dask tasks or work from its clients;
+        its Spark task slots return to Spark. Default: ``None``.
+        (``spark-dask.idle-timeout``; CLI ``--idle-timeout``)
     relaunch_attempts : int, optional
         How often failed gangs (a lost executor) are relaunched while the cluster runs;
         each relaunch replaces only the failed gang's workers. Default: ``3``.
@@ -262,9 +266,18 @@ class SparkCluster(Cluster):
         Address of this machine that the executors use to reach the scheduler (it
         listens there). Default: the driver's address; Connect: this machine's address
         towards the server. (``spark-dask.scheduler-host``; CLI ``--scheduler-host``)
+    databricks_credentials : bool, optional
+        Give the workers the notebook's Databricks workspace host and token
+        (``DATABRICKS_HOST``, ``DATABRICKS_TOKEN``), for MLflow and the Databricks SDK
+        in Dask tasks. Default: ``False``. (``spark-dask.databricks-credentials``; CLI
+        ``--databricks-credentials / --no-databricks-credentials``)
     dashboard : bool, optional
         Serve the scheduler's dashboard. Default: ``True``. (``spark-dask.dashboard``;
         CLI ``--dashboard / --no-dashboard``)
+    log_directory : str, optional
+        A directory where the scheduler's, the workers' and the Spark tasks' logs are
+        kept, also after the cluster closed or a worker crashed. Default: ``None``.
+        (``spark-dask.log-directory``; CLI ``--log-directory``)
     progress : bool, optional
         Show "2/4 Dask workers connected" while starting (terminal and notebook).
         Default: ``True``. (``spark-dask.progress``; CLI ``--progress / --no-progress``)
@@ -336,29 +349,13 @@ class SparkCluster(Cluster):
         asynchronous: bool = False,
         loop=None,
         name: str | None = None,
+        idle_timeout: str | float | None = None,
+        log_directory: str | None = None,
+        databricks_credentials: bool | None = None,
         quiet: bool = False,
     ):
+        self.options = options.resolve(**options.given(locals()))
         self.spark = active_session(spark)
-        self.options = options.resolve(
-            n_workers=n_workers,
-            worker=worker,
-            threads_per_worker=threads_per_worker,
-            memory_limit=memory_limit,
-            worker_options=worker_options,
-            worker_command=worker_command,
-            timeout=timeout,
-            tls=tls,
-            dashboard=dashboard,
-            progress=progress,
-            task_profile=task_profile,
-            gpu_mode=gpu_mode,
-            scheduler_host=scheduler_host,
-            silence_logs=silence_logs,
-            require_encryption=require_encryption,
-            relaunch_attempts=relaunch_attempts,
-            barrier=barrier,
-            name=name,
-        )
         if not self.options["tls"]:
             warnings.warn(
                 "spark-dask: TLS is off (tls=False): anyone who can reach the driver's "
@@ -774,13 +771,7 @@ class SparkCluster(Cluster):
     def _repr_html_(self, cluster_status=None):
         """The notebook widget: distributed's cluster template with fresh worker totals
         (also in "Scheduler Info"), the Spark facts and a row per barrier task."""
-        closed = self.status == Status.closed
-        tasks, state = report.spark_tasks(report.gang_tasks(self.gangs, self.scheduler_info, None if self.status == Status.closed else self.scheduler), closed)
-        label = "Spark barrier tasks" if self.gang_plan is None or self.gang_plan.barrier else "Spark tasks"
-        rows = widget.spark_rows_html(self.spark_info(), tasks, state, label)
-        workers = {} if closed else dict((self.scheduler_info or {}).get("workers", {}))
-        return report.cluster_html(type(self).__name__, self.name, self.scheduler_info, workers, self.dashboard_link,
-                                   (cluster_status or "") + rows)  # fmt: skip
+        return report.widget_html(self, cluster_status)
 
     def __repr__(self):
         closed = self.status == Status.closed

@@ -15,6 +15,7 @@ code; the docstring generator turns them into reStructuredText literals.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -280,6 +281,20 @@ OPTIONS: tuple[Option, ...] = (
         cli=Cli("--name", "str", metavar="NAME"),
     ),
     Option(
+        "idle-timeout", None, "str or float, optional",
+        "Close the cluster after this long without Dask tasks or work from its clients; its Spark "
+        "task slots return to Spark.",
+        "Seconds or a Dask time string (`\"30m\"`); `null`: never. Idle as distributed's "
+        "scheduler counts it (`distributed.scheduler.idle-timeout`): no task queued, processing or "
+        "changing state, no graph arriving; a client connecting or leaving counts as activity too. "
+        "The owner's output and the log say when it closes, and why. Off by default; see "
+        "[Databricks](databricks.md#shared-clusters) for a value on shared clusters.",
+        group="startup",
+        keyword=True,
+        time=True,
+        cli=Cli("--idle-timeout", "str", metavar="DURATION"),
+    ),
+    Option(
         "executor-wait", "30s", "str",
         "How long `start()` waits for executors to register before it checks the free task slots.",
         "Right after a Spark application starts its executors may not be registered yet. With "
@@ -404,6 +419,19 @@ OPTIONS: tuple[Option, ...] = (
         group="security",
     ),
     Option(
+        "databricks-credentials", False, "bool, optional",
+        "Give the workers the notebook's Databricks workspace host and token (`DATABRICKS_HOST`, "
+        "`DATABRICKS_TOKEN`), for MLflow and the Databricks SDK in Dask tasks.",
+        "From the driver's own `DATABRICKS_HOST` with `DATABRICKS_TOKEN` (or `DATABRICKS_CLIENT_ID` "
+        "and `DATABRICKS_CLIENT_SECRET`) where set, else from the notebook's context (its API URL and "
+        "token). They reach only the worker processes' environment: never logs, the widget, "
+        "`get_logs()`, connection files or error messages. `true` off Databricks, or where neither "
+        "source exists, fails `start()` at once. See [Databricks](databricks.md#credentials-for-workers).",
+        group="security",
+        keyword=True,
+        cli=Cli("--databricks-credentials/--no-databricks-credentials", "switch"),
+    ),
+    Option(
         "connect-timeout", "5s", "str",
         "How long each Spark task tries to reach the scheduler before it reports it unreachable.",
         "Each task opens (and closes) a TCP connection to the scheduler before it starts any "
@@ -423,6 +451,20 @@ OPTIONS: tuple[Option, ...] = (
         group="output",
         keyword=True,
         cli=Cli("--dashboard/--no-dashboard", "switch"),
+    ),
+    Option(
+        "log-directory", None, "str, optional",
+        "A directory where the scheduler's, the workers' and the Spark tasks' logs are kept, also "
+        "after the cluster closed or a worker crashed.",
+        "Each cluster writes a directory of its own there, `<name>-<id>/`: the driver writes "
+        "`scheduler.log`, `cluster.log` and `spark-tasks.log`; each Spark task writes its workers' "
+        "logs, `workers/<worker>.log`, when they end (a crash included), so the path must be "
+        "writable from the executors too, e.g. a Unity Catalog volume, `/Volumes/<catalog>/<schema>/"
+        "<volume>/dask-logs`, on Databricks. `get_logs()` after `close()` reads them back. See "
+        "[Logs that outlive the cluster](user-guide.md#logs-that-outlive-the-cluster).",
+        group="output",
+        keyword=True,
+        cli=Cli("--log-directory", "str", metavar="PATH"),
     ),
     Option(
         "dashboard-prefix", "auto", "str",
@@ -589,9 +631,37 @@ def resolve(**given) -> dict:
         raise PlanError(f"task_profile must be 'auto', True or False, got {opts['task_profile']!r}")
     if opts["name"] is not None:
         check_name(opts["name"])
+    opts["idle_timeout"] = check_idle_timeout(opts["idle_timeout"])
+    if opts["log_directory"] is not None and not isinstance(opts["log_directory"], (str, os.PathLike)):
+        raise PlanError(f"log_directory must be a path, got {type(opts['log_directory']).__name__}")
+    if not isinstance(opts["databricks_credentials"], bool):
+        raise PlanError(f"databricks_credentials must be True or False, got {opts['databricks_credentials']!r}")
     check_gpu_mode(opts["gpu_mode"])
     check_barrier(opts["barrier"], False)
     return opts
+
+
+def check_idle_timeout(value) -> float | None:
+    """``idle_timeout`` in seconds (None: off), or a :class:`~spark_dask.errors.PlanError`.
+
+    >>> check_idle_timeout("30m"), check_idle_timeout(None), check_idle_timeout(90)
+    (1800, None, 90)
+    """
+    if value is None or value is False:
+        return None
+    try:
+        seconds = parse_timedelta(value)
+    except (ValueError, KeyError, TypeError) as e:
+        raise PlanError(f"idle_timeout must be seconds or a time string like '30m', got {value!r}") from e
+    if isinstance(value, bool) or seconds is None or seconds <= 0:
+        raise PlanError(f"idle_timeout must be a positive duration such as '30m' (or None: off), got {value!r}")
+    return seconds
+
+
+def given(arguments: dict) -> dict:
+    """The option keyword arguments among a call's ``arguments`` (``SparkCluster``'s
+    ``locals()``), for :func:`resolve`."""
+    return {o.name: arguments[o.name] for o in keyword_options() if o.config}
 
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")

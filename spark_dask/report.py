@@ -198,6 +198,20 @@ def kept_logs(lines, tasks: str | None) -> Logs:
     return logs
 
 
+def widget_html(cluster, cluster_status=None) -> str:
+    """``cluster._repr_html_()``: :func:`cluster_html` with the Spark facts and a row per
+    Spark task of every gang below (none once the cluster closed)."""
+    closed = cluster.status.name == "closed"
+    scheduler = None if closed else cluster.scheduler
+    tasks, state = spark_tasks(gang_tasks(cluster.gangs, cluster.scheduler_info, scheduler), closed)
+    plan = cluster.gang_plan
+    label = "Spark barrier tasks" if plan is None or plan.barrier else "Spark tasks"
+    rows = widget.spark_rows_html(cluster.spark_info(), tasks, state, label)
+    workers = {} if closed else dict((cluster.scheduler_info or {}).get("workers", {}))
+    return cluster_html(type(cluster).__name__, cluster.name, cluster.scheduler_info, workers,
+                        cluster.dashboard_link, (cluster_status or "") + rows)  # fmt: skip
+
+
 def cluster_html(
     type_name: str,
     name: str,

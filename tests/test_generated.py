@@ -38,10 +38,13 @@ def test_signature_table_and_yaml_agree():
     assert [n for n, p in params.items() if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD] == ["self", "spark"]
     for o in options.keyword_options():  # None: take the configured default
         assert params[o.name].default is None, o.name
-    init = inspect.getsource(SparkCluster.__init__)
-    for o in options.keyword_options():  # each configured keyword reaches options.resolve
-        if o.config:
-            assert f"{o.name}={o.name}," in init, f"SparkCluster.__init__ must pass {o.name}= to options.resolve"
+    # each configured keyword reaches options.resolve: the arguments, before any other local
+    body = inspect.getsource(SparkCluster.__init__).split("):\n", 1)[1].lstrip()
+    assert body.startswith("self.options = options.resolve(**options.given(locals()))"), body[:200]
+    arguments = {name: f"<{name}>" for name in params}
+    given = options.given(arguments)
+    assert given == {o.name: f"<{o.name}>" for o in options.keyword_options() if o.config}
+    assert "env" not in given and "spark" not in given and "quiet" not in given
 
     with open(os.path.join(ROOT, "spark_dask", "spark_dask.yaml")) as f:
         assert yaml.safe_load(f) == options.defaults()
