@@ -31,7 +31,7 @@ from distributed.deploy.cluster import Cluster
 from distributed.security import Security
 from distributed.utils import Log, silence_logging_cmgr
 
-from spark_dask import connection, named, options, registry, report, signals, widget
+from spark_dask import connection, idle, named, options, registry, report, signals
 from spark_dask.aio import CloseHooks, blocking
 from spark_dask.databricks import DashboardSettings
 from spark_dask.errors import PlanError, SparkDaskError
@@ -558,6 +558,9 @@ class SparkCluster(Cluster):
         else:
             watch = watch_starved_stages(self.spark, self.pool, self.tag, self.options["slot_wait"])
         self._watchers = [asyncio.ensure_future(self.pool.watch_faults(self._fail)), asyncio.ensure_future(watch)]
+        if self.options["idle_timeout"]:
+            idle_watch = idle.watch(self.scheduler, self.options["idle_timeout"], self._idle_close)
+            self._watchers.append(asyncio.ensure_future(idle_watch))
         self._register_signals()  # a no-op outside the main thread (sync start: __init__)
         self._log(
             f"spark-dask: {plural(self.gang_plan.n_workers, self.gang_plan.kind + ' worker')} connected to "
@@ -594,6 +597,13 @@ class SparkCluster(Cluster):
             self.side.err_waiting_tasks(msg)
         await self._close()
         self.status = Status.failed
+
+    async def _idle_close(self) -> None:
+        """``idle_timeout`` passed without work: close, and say so."""
+        t0 = time.monotonic()
+        self.events.tell(idle.closing_message(self.name, self.options["idle_timeout"]))
+        await self._close()
+        self.events.log(idle.closed_message(self.name, time.monotonic() - t0))
 
     # ------------------------------------------------------------------ scaling
     async def _scale(self, n: int) -> None:
@@ -726,9 +736,8 @@ class SparkCluster(Cluster):
         return super().get_logs(cluster=cluster, scheduler=scheduler, workers=workers)
 
     def close(self, timeout: float | None = None):
-        """Close workers, the Spark barrier job and the scheduler. Idempotent."""
-        if self.status == Status.closed:
-            return super().close(timeout=timeout)
+        """Close workers, the Spark barrier job and the scheduler. Idempotent; after the
+        cluster closed by itself (``idle_timeout``, a failure) it ends the event loop."""
         out = super().close(timeout=timeout)
         if not self.asynchronous:
             with suppress(Exception):
@@ -760,13 +769,7 @@ class SparkCluster(Cluster):
 
     def spark_info(self) -> dict:
         """Spark-side facts of this cluster (for the widget, logs and the CLI)."""
-        info = {"job tag": self.tag, **report.session_info(self.spark)}
-        if self.gang_plan is not None:
-            info.update(report.plan_info(self.gang_plan, self.facts, self.pool, self._adaptive))
-        workers = (self.scheduler_info or {}).get("workers", {})
-        db = self.dashboard_settings.databricks if self.dashboard_settings is not None else None
-        info.update(report.placement_info(self.gang_plan, self.facts, workers, db, self.timings))
-        return info
+        return report.spark_info(self, self._adaptive)
 
     def _repr_html_(self, cluster_status=None):
         """The notebook widget: distributed's cluster template with fresh worker totals
@@ -774,10 +777,7 @@ class SparkCluster(Cluster):
         return report.widget_html(self, cluster_status)
 
     def __repr__(self):
-        closed = self.status == Status.closed
-        n = 0 if closed else len((self.scheduler_info or {}).get("workers", {}))
-        addr = self.scheduler.address if self.scheduler is not None else None
-        return f"SparkCluster({self.name!r}, {addr!r}, tag={self.tag!r}, workers={n}, status={self.status.name})"
+        return report.cluster_repr(self)
 
 
 class _ClusterClient(Client):

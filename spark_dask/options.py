@@ -651,7 +651,7 @@ def check_idle_timeout(value) -> float | None:
         return None
     try:
         seconds = parse_timedelta(value)
-    except (ValueError, KeyError, TypeError) as e:
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise PlanError(f"idle_timeout must be seconds or a time string like '30m', got {value!r}") from e
     if isinstance(value, bool) or seconds is None or seconds <= 0:
         raise PlanError(f"idle_timeout must be a positive duration such as '30m' (or None: off), got {value!r}")

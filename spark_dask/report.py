@@ -198,6 +198,27 @@ def kept_logs(lines, tasks: str | None) -> Logs:
     return logs
 
 
+def spark_info(cluster, adaptive) -> dict:
+    """``cluster.spark_info()``: the session, the plan (``adaptive``: the cluster's
+    ``Adaptive``, or None), the placement and the timings."""
+    info = {"job tag": cluster.tag, **session_info(cluster.spark)}
+    if cluster.gang_plan is not None:
+        info.update(plan_info(cluster.gang_plan, cluster.facts, cluster.pool, adaptive))
+    workers = (cluster.scheduler_info or {}).get("workers", {})
+    settings = cluster.dashboard_settings
+    db = settings.databricks if settings is not None else None
+    info.update(placement_info(cluster.gang_plan, cluster.facts, workers, db, cluster.timings))
+    return info
+
+
+def cluster_repr(cluster) -> str:
+    """``repr(cluster)``: name, scheduler address, tag, live workers, status."""
+    closed = cluster.status.name == "closed"
+    n = 0 if closed else len((cluster.scheduler_info or {}).get("workers", {}))
+    addr = cluster.scheduler.address if cluster.scheduler is not None else None
+    return f"SparkCluster({cluster.name!r}, {addr!r}, tag={cluster.tag!r}, workers={n}, status={cluster.status.name})"
+
+
 def widget_html(cluster, cluster_status=None) -> str:
     """``cluster._repr_html_()``: :func:`cluster_html` with the Spark facts and a row per
     Spark task of every gang below (none once the cluster closed)."""

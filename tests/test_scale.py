@@ -12,6 +12,7 @@ import psutil
 import pytest
 from distributed import Client, wait
 
+import spark_dask
 from spark_dask import SparkCluster
 
 from .conftest import active_jobs, assert_no_leftovers, dask_processes, wait_until
@@ -212,3 +213,28 @@ def test_lost_executor_relaunches_only_its_gang(spark):
         cluster.close()
     assert_no_leftovers(spark, cluster)
     assert not dask_processes(spark=spark) and wait_until(lambda: not active_jobs(spark))
+
+
+def test_an_idle_cluster_closes_itself_and_gives_its_slots_back(spark, capfd):
+    """``idle_timeout``: a task longer than the timeout keeps the cluster; once nothing
+    happens for that long it closes, says so, and a Spark job gets the slots."""
+    records = _Records()
+    logging.getLogger("spark_dask").addHandler(records)
+    cluster = SparkCluster(spark, n_workers=2, idle_timeout=4, progress=False)
+    try:
+        with Client(cluster) as client:
+            assert client.submit(_make_slow(6), 1).result(timeout=60) == 2  # busy beyond the timeout
+            assert cluster.status.name == "running"
+            assert _spark_count(spark, 2) is None  # both slots are the workers'
+        assert wait_until(lambda: cluster.status.name == "closed", timeout=60), cluster.get_logs()["Cluster"]
+        assert _spark_count(spark, 30) == 10
+        said = [m for m in records.messages if m.startswith("spark-dask: closing cluster")]
+        assert said == [f"spark-dask: closing cluster {cluster.name!r}: no Dask tasks or client activity for 4s "
+                        "(idle_timeout); its Spark tasks end and their task slots return to Spark"]  # fmt: skip
+        assert f"spark-dask: cluster {cluster.name!r} closed after being idle (idle_timeout) in " in capfd.readouterr().out
+        assert cluster.name not in [c["name"] for c in spark_dask.list_clusters()]
+    finally:
+        logging.getLogger("spark_dask").removeHandler(records)
+        cluster.close()  # closed already: ends the event loop thread
+    assert not cluster._loop_runner.is_started()
+    assert_no_leftovers(spark, cluster)
