@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
+import sys
 import threading
 import time
 
+import dask
 import psutil
 import pytest
 from distributed import Client, wait
@@ -215,26 +218,52 @@ def test_lost_executor_relaunches_only_its_gang(spark):
     assert not dask_processes(spark=spark) and wait_until(lambda: not active_jobs(spark))
 
 
-def test_an_idle_cluster_closes_itself_and_gives_its_slots_back(spark, capfd):
-    """``idle_timeout``: a task longer than the timeout keeps the cluster; once nothing
-    happens for that long it closes, says so, and a Spark job gets the slots."""
+JOINER = """
+import sys, spark_dask
+handle = spark_dask.SparkCluster.from_name(sys.argv[1])
+client = handle.get_client()
+print(client.submit(sum, [1, 2, 3]).result(timeout=60), len(handle.scheduler_info["workers"]))
+client.close()
+handle.disconnect()
+"""
+
+
+def test_two_named_clusters_and_one_closes_itself_when_idle(spark, tmp_path):
+    """Two named clusters at once, each found by name from another process; the one
+    with ``idle_timeout`` keeps running through a task longer than the timeout, then
+    closes when nothing happens for that long, says so, and a Spark job gets its slot;
+    the other runs on."""
     records = _Records()
     logging.getLogger("spark_dask").addHandler(records)
-    cluster = SparkCluster(spark, n_workers=2, idle_timeout=4, progress=False)
-    try:
-        with Client(cluster) as client:
-            assert client.submit(_make_slow(6), 1).result(timeout=60) == 2  # busy beyond the timeout
-            assert cluster.status.name == "running"
-            assert _spark_count(spark, 2) is None  # both slots are the workers'
-        assert wait_until(lambda: cluster.status.name == "closed", timeout=60), cluster.get_logs()["Cluster"]
-        assert _spark_count(spark, 30) == 10
-        said = [m for m in records.messages if m.startswith("spark-dask: closing cluster")]
-        assert said == [f"spark-dask: closing cluster {cluster.name!r}: no Dask tasks or client activity for 4s "
-                        "(idle_timeout); its Spark tasks end and their task slots return to Spark"]  # fmt: skip
-        assert f"spark-dask: cluster {cluster.name!r} closed after being idle (idle_timeout) in " in capfd.readouterr().out
-        assert cluster.name not in [c["name"] for c in spark_dask.list_clusters()]
-    finally:
-        logging.getLogger("spark_dask").removeHandler(records)
-        cluster.close()  # closed already: ends the event loop thread
-    assert not cluster._loop_runner.is_started()
-    assert_no_leftovers(spark, cluster)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, DASK_SPARK_DASK__STATE_DIR=str(tmp_path), PYTHONPATH=root)
+    with dask.config.set({"spark-dask.state-dir": str(tmp_path)}):
+        kept = SparkCluster(spark, name="kept", n_workers=1, progress=False)
+        try:
+            shy = SparkCluster(spark, name="shy", n_workers=1, idle_timeout=4, progress=False, quiet=True)
+            try:
+                assert [c["name"] for c in spark_dask.list_clusters()] == ["kept", "shy"]
+                for name in ("kept", "shy"):  # found by name from another process (it joins and leaves)
+                    out = subprocess.run([sys.executable, "-c", JOINER, name], env=env, capture_output=True,
+                                         text=True, timeout=120)  # fmt: skip
+                    assert out.stdout.split() == ["6", "1"], out.stderr[-2000:]
+                with Client(shy) as client:
+                    assert client.submit(_make_slow(6), 1).result(timeout=60) == 2  # busy beyond the timeout
+                    assert shy.status.name == "running"
+                    assert _spark_count(spark, 2) is None  # both slots are the clusters'
+                assert wait_until(lambda: shy.status.name == "closed", timeout=60), shy.get_logs()["Cluster"]
+                assert _spark_count(spark, 30) == 10  # its slot serves Spark again
+                assert [c["name"] for c in spark_dask.list_clusters()] == ["kept"]
+                assert kept.status.name == "running" and len(kept.scheduler_info["workers"]) == 1
+            finally:
+                logging.getLogger("spark_dask").removeHandler(records)
+                shy.close()  # closed already: ends its event loop thread
+        finally:
+            kept.close()
+    said = [m for m in records.messages if m.startswith("spark-dask: closing cluster")]
+    assert said == ["spark-dask: closing cluster 'shy': no Dask tasks or client activity for 4s (idle_timeout); "
+                    "its Spark tasks end and their task slots return to Spark"]  # fmt: skip
+    assert "spark-dask: cluster 'shy' closed after being idle (idle_timeout) in " in str(shy.get_logs()["Cluster"])
+    assert not shy._loop_runner.is_started()
+    assert_no_leftovers(spark, shy)
+    assert_no_leftovers(spark, kept)
