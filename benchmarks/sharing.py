@@ -91,6 +91,7 @@ def main(argv=None) -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--master", default="local-cluster[2,1,1024]")
     args = parser.parse_args(argv)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the executors need distributed
     from pyspark.sql import SparkSession
 
     spark = (SparkSession.builder.master(args.master).appName("bench-sharing")
