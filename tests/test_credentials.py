@@ -268,7 +268,7 @@ def test_the_workers_get_the_notebook_credentials_and_nothing_shows_them(noteboo
     spark = make_spark(
         "local-cluster[2,1,1024]",
         **{"spark.ui.enabled": "true", "spark.ui.port": "0", "spark.eventLog.enabled": "true",
-           "spark.eventLog.dir": f"file://{events_dir}"},
+           "spark.eventLog.dir": f"file://{events_dir}", "spark.eventLog.compress": "false"},
     )  # fmt: skip
     tokens = [notebook.token]
     texts: dict[str, str] = {}
