@@ -327,7 +327,7 @@ def test_the_workers_get_the_notebook_credentials_and_nothing_shows_them(noteboo
         texts["task rows"] = json.dumps(cluster.task_rows, default=str)
         assert cluster.task_rows and all(r["workers"] for r in cluster.task_rows)  # with log tails
         assert_no_leftovers(spark, cluster)
-        work = os.path.join(pyspark_dir(), "work", app)
+        work = os.path.join(os.environ.get("SPARK_HOME") or pyspark_dir(), "work", app)
         executor_logs = _texts_under(work)
         assert executor_logs, f"no executor logs under {work}"
         texts.update(executor_logs)
