@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import math
+import os
 import time
 import uuid
 import warnings
@@ -33,7 +34,7 @@ from distributed.utils import Log, silence_logging_cmgr
 
 from spark_dask import connection, idle, named, options, registry, report, signals
 from spark_dask.aio import CloseHooks, blocking
-from spark_dask.databricks import DashboardSettings
+from spark_dask.databricks import DashboardSettings, worker_credentials
 from spark_dask.errors import PlanError, SparkDaskError
 from spark_dask.events import Events, outside_package
 from spark_dask.gang import Gang
@@ -149,12 +150,13 @@ class GangMaker:
         self.spec: TaskSpec | None = None
         self.worker_options: dict = {}  # checked (plan_start)
         self.worker_size: tuple[int, int] | None = None  # (threads, memory) of the first workers
+        self.credentials_read: dict | None = None  # the last Databricks credentials read
 
     def make(self, plan, reason: str, index: int, first: int) -> Gang:
         """A gang (Spark job) for ``plan``'s workers, not submitted yet."""
         if self.spec is None:
             self.spec = self.task_spec()
-        spec = self.spec
+        spec = replace(self.spec, credentials=self.credentials(reason))
         if reason != "start" and self.plan.barrier and self.worker_size is not None:
             threads, memory = self.worker_size  # unless the user chose a size
             spec = replace(
@@ -178,6 +180,26 @@ class GangMaker:
                 self.events.warn(msg)
         opts = {**opts, "worker_options": self.worker_options}
         return task_spec(self.tag, scheduler.address, tls, opts, self.plan, self.facts, self.env, rmm)
+
+    def credentials(self, reason: str = "start") -> dict:
+        """The workers' Databricks credentials (``databricks_credentials``; ``{}`` when
+        off), read again for each gang so that relaunched workers get a current token
+        (:func:`spark_dask.databricks.worker_credentials`, on the driver). At the start a
+        missing source is a :class:`~spark_dask.errors.PlanError`; later the gang gets
+        the credentials read before, with a warning."""
+        if not self.options["databricks_credentials"]:
+            return {}
+        try:
+            self.credentials_read = worker_credentials(os.environ)
+        except PlanError:
+            if self.credentials_read is None:
+                raise
+            self.events.warn(
+                f"spark-dask: the Databricks credentials could not be read again for the workers of a "
+                f"{reason} gang: they get those read before (a notebook token among them may have expired)",
+                python_warning=reason != "relaunch",  # a relaunch: a log record while the cluster runs
+            )
+        return self.credentials_read
 
     def fresh_facts(self):
         """The session read again (executors come and go); the start's facts where it
@@ -489,6 +511,7 @@ class SparkCluster(Cluster):
                 problem = await blocking(connect_session_problem, self.spark, opts["scheduler_host"])
                 if problem:
                     raise PlanError(problem)
+            self.maker.credentials()  # databricks_credentials without a source: refused now
             self.connect = is_connect(self.spark)
             # The facts (Spark calls) and the scheduler (credentials, listening sockets,
             # dashboard) do not depend on each other: both at once.

@@ -1,4 +1,5 @@
-"""Databricks: detect the runtime and serve the dashboard through the driver proxy.
+"""Databricks: detect the runtime, serve the dashboard through the driver proxy, and
+read the workspace credentials the workers may be given (:func:`worker_credentials`).
 
 A Databricks notebook reaches web servers on the driver only through the workspace's
 *driver proxy*::
@@ -35,6 +36,7 @@ import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from spark_dask.errors import PlanError
 from spark_dask.sparkconf import conf as read_conf
 
 RUNTIME_ENV = "DATABRICKS_RUNTIME_VERSION"
@@ -479,6 +481,115 @@ def entry_point():
         return None
 
 
+# --------------------------------------------------------------------------------------
+# Workspace credentials for the workers (databricks_credentials=True).
+# --------------------------------------------------------------------------------------
+
+HOST_ENV = "DATABRICKS_HOST"
+TOKEN_ENV = "DATABRICKS_TOKEN"
+CLIENT_ID_ENV = "DATABRICKS_CLIENT_ID"
+CLIENT_SECRET_ENV = "DATABRICKS_CLIENT_SECRET"
+
+
+def env_credentials(env: Mapping[str, str]) -> dict[str, str] | None:
+    """The driver environment's workspace credentials, or None: ``DATABRICKS_HOST`` with
+    ``DATABRICKS_TOKEN`` (a personal access token), else with ``DATABRICKS_CLIENT_ID``
+    and ``DATABRICKS_CLIENT_SECRET`` (OAuth machine-to-machine), the pairs Ray-on-Spark's
+    Databricks hook passes to its worker nodes.
+
+    >>> env_credentials({"DATABRICKS_HOST": "https://h", "DATABRICKS_TOKEN": "t"})
+    {'DATABRICKS_HOST': 'https://h', 'DATABRICKS_TOKEN': 't'}
+    >>> env_credentials({"DATABRICKS_TOKEN": "t"}) is None  # no host: not a pair
+    True
+    """
+    host = env.get(HOST_ENV)
+    if not host:
+        return None
+    if env.get(TOKEN_ENV):
+        return {HOST_ENV: host, TOKEN_ENV: env[TOKEN_ENV]}
+    if env.get(CLIENT_ID_ENV) and env.get(CLIENT_SECRET_ENV):
+        return {HOST_ENV: host, CLIENT_ID_ENV: env[CLIENT_ID_ENV], CLIENT_SECRET_ENV: env[CLIENT_SECRET_ENV]}
+    return None
+
+
+def _option(value) -> str | None:
+    """The text of a Scala ``Option[String]`` seen through py4j (None for ``None``)."""
+    try:
+        if hasattr(value, "isDefined") and not value.isDefined():
+            return None
+        text = value.get()
+    except Exception:  # noqa: BLE001 - an empty Option's get() raises in the JVM
+        return None
+    return text if isinstance(text, str) and text.strip() else None
+
+
+def notebook_credentials(ep) -> tuple[dict[str, str] | None, str]:
+    """The notebook context's API URL and token as ``DATABRICKS_HOST`` and
+    ``DATABRICKS_TOKEN``, or None with the reason, in words that never hold a token.
+
+    Parameters
+    ----------
+    ep : object or None
+        The driver's entry point (:func:`entry_point`): its
+        ``getDbutils().notebook().getContext()`` has ``apiUrl()`` and ``apiToken()``.
+    """
+    if ep is None:
+        return None, "this process has no Databricks driver entry point (dbruntime or dbutils)"
+    try:
+        context = ep.getDbutils().notebook().getContext()
+        url, token = _option(context.apiUrl()), _option(context.apiToken())
+    except Exception as e:  # noqa: BLE001 - only the type is told: a message might quote the token
+        return None, f"the notebook context could not be read ({type(e).__name__})"
+    if not url or not token:
+        return None, "the notebook context has no API URL and token"
+    return {HOST_ENV: url.strip(), TOKEN_ENV: token}, ""
+
+
+def worker_credentials(env: Mapping[str, str], entry_point: Callable[[], object] = entry_point) -> dict[str, str]:
+    """The Databricks credentials the workers get with ``databricks_credentials=True``.
+
+    Parameters
+    ----------
+    env : mapping
+        The driver's environment (``os.environ``).
+    entry_point : callable
+        Returns the driver's entry point or None (:func:`entry_point`); called only
+        when the environment holds no credentials.
+
+    Returns
+    -------
+    dict
+        Environment variables: the driver environment's (:func:`env_credentials`) where
+        set, else the notebook context's (:func:`notebook_credentials`).
+
+    Raises
+    ------
+    PlanError
+        Off Databricks (no ``DATABRICKS_RUNTIME_VERSION``), or where neither source
+        exists. The message names what was looked for, never a value.
+    """
+    if not env.get(RUNTIME_ENV):
+        raise PlanError(
+            "spark-dask: databricks_credentials=True reads the workspace credentials on a "
+            f"Databricks driver only, and {RUNTIME_ENV} is not set in this process: start "
+            "the cluster without databricks_credentials=True off Databricks"
+        )
+    found = env_credentials(env)
+    if found:
+        return found
+    found, why = notebook_credentials(entry_point())
+    if found:
+        return found
+    raise PlanError(
+        "spark-dask: databricks_credentials=True found no Databricks credentials for the "
+        f"workers: neither {HOST_ENV} with {TOKEN_ENV} (or with {CLIENT_ID_ENV} and "
+        f"{CLIENT_SECRET_ENV}) in the driver's environment, nor the notebook context's API "
+        f"URL and token ({why}). Start the cluster from a notebook, or set those variables "
+        "in the cluster's environment variables (Compute > Advanced options > Spark, e.g. "
+        f"{TOKEN_ENV}={{{{secrets/<scope>/<key>}}}})"
+    )
+
+
 def register_background_job_group(group: str, env: Mapping[str, str] | None = None) -> bool | None:
     """Tell Databricks that Spark job group ``group`` belongs to this notebook's REPL.
 
@@ -507,6 +618,9 @@ __all__ = [
     "DashboardSettings",
     "connect_problem",
     "entry_point",
+    "env_credentials",
+    "notebook_credentials",
+    "worker_credentials",
     "is_workspace_host",
     "register_background_job_group",
     "DatabricksInfo",

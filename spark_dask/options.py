@@ -424,9 +424,12 @@ OPTIONS: tuple[Option, ...] = (
         "`DATABRICKS_TOKEN`), for MLflow and the Databricks SDK in Dask tasks.",
         "From the driver's own `DATABRICKS_HOST` with `DATABRICKS_TOKEN` (or `DATABRICKS_CLIENT_ID` "
         "and `DATABRICKS_CLIENT_SECRET`) where set, else from the notebook's context (its API URL and "
-        "token). They reach only the worker processes' environment: never logs, the widget, "
-        "`get_logs()`, connection files or error messages. `true` off Databricks, or where neither "
-        "source exists, fails `start()` at once. See [Databricks](databricks.md#credentials-for-workers).",
+        "token), read on the driver again for each gang, so that added and relaunched workers get a "
+        "current token; a variable that `env` names wins. They reach only the worker processes' "
+        "environment: never logs, the widget, `get_logs()`, connection files, the Spark jobs' "
+        "descriptions and properties, the Spark conf or error messages. `true` off Databricks, or "
+        "where neither source exists, fails `start()` at once. See "
+        "[Databricks](databricks.md#credentials-for-workers).",
         group="security",
         keyword=True,
         cli=Cli("--databricks-credentials/--no-databricks-credentials", "switch"),

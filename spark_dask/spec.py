@@ -106,6 +106,9 @@ class TaskSpec:
         Lines of each worker's log in the task's status row.
     claim_wait : float
         Seconds a task retries to claim its workers' GPUs (:func:`spark_dask.task.claim_gpus`).
+    credentials : dict
+        Databricks credentials for the workers' environment (``databricks_credentials``),
+        set for each gang on the driver; out of the repr, like ``tls``.
     """
 
     cluster_id: str
@@ -141,6 +144,7 @@ class TaskSpec:
     barrier: bool = True
     log_lines: int = 30
     claim_wait: float = 10.0
+    credentials: dict = field(default_factory=dict, repr=False)  # secrets: kept out of logs
 
 
 def by_host(entries) -> dict[str, list[list[str]]]:

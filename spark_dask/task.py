@@ -866,10 +866,10 @@ def _spawn(spec: TaskSpec, me, w, fields, workdir, where, row, task_warnings, ha
 
 
 def _worker_env(spec: TaskSpec, me: dict, w: dict, workdir: str, cmd: list[str], warnings: list[str]) -> dict:
-    """The environment of worker ``w``: the task's, the cluster's ``env``, the preload's
-    inputs (task pid, kill grace, Spark facts) and the worker's GPU."""
-    env = dict(os.environ)
-    env.update(spec.env)
+    """The environment of worker ``w``: the task's, the Databricks credentials, the
+    cluster's ``env``, the preload's inputs (task pid, kill grace, Spark facts) and the
+    worker's GPU."""
+    env = {**os.environ, **spec.credentials, **spec.env}
     if not spec.worker_command:  # the default command loads PRELOAD_MODULE
         env["PYTHONPATH"] = os.pathsep.join(p for p in (workdir, env.get("PYTHONPATH")) if p)
     if spec.multiprocessing_method and spec.kind == "cpu":
