@@ -565,18 +565,21 @@ def worker_credentials(env: Mapping[str, str], entry_point: Callable[[], object]
     Raises
     ------
     PlanError
-        Off Databricks (no ``DATABRICKS_RUNTIME_VERSION``), or where neither source
-        exists. The message names what was looked for, never a value.
+        Where neither source exists (off Databricks, no ``DATABRICKS_RUNTIME_VERSION``,
+        only the environment is one). The message names what was looked for, never a
+        value.
     """
-    if not env.get(RUNTIME_ENV):
-        raise PlanError(
-            "spark-dask: databricks_credentials=True reads the workspace credentials on a "
-            f"Databricks driver only, and {RUNTIME_ENV} is not set in this process: start "
-            "the cluster without databricks_credentials=True off Databricks"
-        )
     found = env_credentials(env)
     if found:
         return found
+    if not env.get(RUNTIME_ENV):
+        raise PlanError(
+            "spark-dask: databricks_credentials=True found no Databricks credentials for the "
+            f"workers: neither {HOST_ENV} with {TOKEN_ENV} (or with {CLIENT_ID_ENV} and "
+            f"{CLIENT_SECRET_ENV}) in this process's environment, and {RUNTIME_ENV} is not set "
+            "(no Databricks driver, so no notebook context to read): set those variables (with "
+            "Databricks Connect, the ones it connects with), or start without databricks_credentials=True"
+        )
     found, why = notebook_credentials(entry_point())
     if found:
         return found

@@ -427,8 +427,8 @@ OPTIONS: tuple[Option, ...] = (
         "token), read on the driver again for each gang, so that added and relaunched workers get a "
         "current token; a variable that `env` names wins. They reach only the worker processes' "
         "environment: never logs, the widget, `get_logs()`, connection files, the Spark jobs' "
-        "descriptions and properties, the Spark conf or error messages. `true` off Databricks, or "
-        "where neither source exists, fails `start()` at once. See "
+        "descriptions and properties, the Spark conf or error messages. Off a Databricks driver "
+        "only the environment counts; `true` where neither source exists fails `start()` at once. See "
         "[Databricks](databricks.md#credentials-for-workers).",
         group="security",
         keyword=True,

@@ -145,11 +145,14 @@ def test_the_notebook_context_through_the_driver_entry_point(notebook):
     assert notebook.reads == 1
 
 
-def test_off_databricks_even_credentials_in_the_environment_are_refused():
+def test_off_databricks_only_the_environment_is_a_source():
     token = fresh_token()
-    with pytest.raises(PlanError, match=db.RUNTIME_ENV) as e:
-        db.worker_credentials({db.HOST_ENV: "https://h", db.TOKEN_ENV: token}, never_called)
-    assert token not in str(e.value) and "databricks_credentials=True" in str(e.value)
+    # Databricks Connect from a laptop, spark-submit: the variables of this process
+    assert db.worker_credentials({db.HOST_ENV: "https://h", db.TOKEN_ENV: token}, never_called) == {
+        db.HOST_ENV: "https://h", db.TOKEN_ENV: token}  # fmt: skip
+    with pytest.raises(PlanError, match=db.RUNTIME_ENV) as e:  # no notebook context to read there
+        db.worker_credentials({db.HOST_ENV: "https://h", db.CLIENT_ID_ENV: "app"}, never_called)
+    assert "found no Databricks credentials" in str(e.value) and "databricks_credentials=True" in str(e.value)
 
 
 @pytest.mark.parametrize(
@@ -275,7 +278,7 @@ def test_the_workers_get_the_notebook_credentials_and_nothing_shows_them(noteboo
     try:
         app, ui = spark.sparkContext.applicationId, spark.sparkContext.uiWebUrl
         t0 = time.monotonic()
-        with pytest.raises(PlanError, match=db.RUNTIME_ENV):  # off Databricks: refused at once
+        with pytest.raises(PlanError, match=db.RUNTIME_ENV):  # off Databricks, no variables: refused at once
             spark_dask.start(spark, n_workers=1, databricks_credentials=True, progress=False)
         monkeypatch.setenv(db.RUNTIME_ENV, "15.4")
         notebook.token = None
