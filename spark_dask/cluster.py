@@ -31,7 +31,7 @@ from distributed.deploy.cluster import Cluster
 from distributed.security import Security
 from distributed.utils import Log, silence_logging_cmgr
 
-from spark_dask import connection, named, options, registry, report, signals, widget
+from spark_dask import connection, logdir, named, options, registry, report, signals, widget
 from spark_dask.aio import CloseHooks, blocking
 from spark_dask.databricks import DashboardSettings
 from spark_dask.errors import PlanError, SparkDaskError
@@ -149,6 +149,7 @@ class GangMaker:
         self.spec: TaskSpec | None = None
         self.worker_options: dict = {}  # checked (plan_start)
         self.worker_size: tuple[int, int] | None = None  # (threads, memory) of the first workers
+        self.log_dir: str | None = None  # the cluster's log directory, once made (logdir.KeptLogs)
 
     def make(self, plan, reason: str, index: int, first: int) -> Gang:
         """A gang (Spark job) for ``plan``'s workers, not submitted yet."""
@@ -177,7 +178,8 @@ class GangMaker:
             for msg in notes:
                 self.events.warn(msg)
         opts = {**opts, "worker_options": self.worker_options}
-        return task_spec(self.tag, scheduler.address, tls, opts, self.plan, self.facts, self.env, rmm)
+        spec = task_spec(self.tag, scheduler.address, tls, opts, self.plan, self.facts, self.env, rmm)
+        return replace(spec, log_directory=self.log_dir)
 
     def fresh_facts(self):
         """The session read again (executors come and go); the start's facts where it
@@ -401,6 +403,8 @@ class SparkCluster(Cluster):
         self._close_hooks = CloseHooks()  # add_close_hook
         self._exit_stack = ExitStack()
         self.entry = named.Entry(self.name, self.tag, named.configured_root(), self.events.warn)  # from_name finds it there
+        self.log_keeper = logdir.KeptLogs(logdir.cluster_directory(self.options["log_directory"], self.name, self.id),
+                                          self.events, self._task_log, lambda: self.task_rows)  # fmt: skip
         if self.options["silence_logs"]:
             # Like LocalCluster: the scheduler runs in this process; keep its INFO lines
             # out of the notebook. get_logs() still has them.
@@ -485,6 +489,7 @@ class SparkCluster(Cluster):
         scheduler_job = None
         try:
             self._exit_stack.enter_context(self.entry)  # the name is this cluster's until it closes
+            self.maker.log_dir = self._exit_stack.enter_context(self.log_keeper)  # left after the gangs ended
             if is_connect(self.spark):
                 problem = await blocking(connect_session_problem, self.spark, opts["scheduler_host"])
                 if problem:
@@ -583,6 +588,7 @@ class SparkCluster(Cluster):
     async def _gang_ended(self, gang: Gang) -> None:
         self._changed.set()
         await self.pool.gang_ended(gang, self.spark, self._close)
+        self.log_keeper.save()  # cluster.log, spark-tasks.log
 
     async def _fail(self, msg: str) -> None:
         """The cluster cannot go on: computations waiting for a worker fail with ``msg``
@@ -720,9 +726,10 @@ class SparkCluster(Cluster):
         host, GPUs) and status, with its Dask workers. While the stage runs that comes
         from the workers' Spark facts; after it ended, from the tasks' status rows (exit
         codes and log tails of every worker), which remain available after ``close()``.
+        With ``log_directory`` that reads the kept files, each worker's log under its name.
         """
         if self.status == Status.closed:
-            return report.kept_logs(self._cluster_manager_logs, self._task_log() if cluster else None)
+            return report.kept_logs(self.log_keeper.read(cluster, scheduler, workers))
         return super().get_logs(cluster=cluster, scheduler=scheduler, workers=workers)
 
     def close(self, timeout: float | None = None):
@@ -741,7 +748,7 @@ class SparkCluster(Cluster):
         try:
             logs = await super()._get_logs(cluster=cluster, scheduler=scheduler, workers=workers)
         except Exception:  # noqa: BLE001 - scheduler already closed: what the cluster manager kept
-            return report.kept_logs(self._cluster_manager_logs, self._task_log() if cluster else None)
+            return report.kept_logs(self.log_keeper.read(cluster, scheduler, workers))
         if cluster:
             logs["Spark tasks"] = Log(self._task_log())
         return logs

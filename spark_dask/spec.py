@@ -106,6 +106,9 @@ class TaskSpec:
         Lines of each worker's log in the task's status row.
     claim_wait : float
         Seconds a task retries to claim its workers' GPUs (:func:`spark_dask.task.claim_gpus`).
+    log_directory : str or None
+        The cluster's log directory (:func:`spark_dask.logdir.cluster_directory`), where
+        each task keeps its workers' whole logs when they end; None: not kept.
     """
 
     cluster_id: str
@@ -141,6 +144,7 @@ class TaskSpec:
     barrier: bool = True
     log_lines: int = 30
     claim_wait: float = 10.0
+    log_directory: str | None = None
 
 
 def by_host(entries) -> dict[str, list[list[str]]]:
