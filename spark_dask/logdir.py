@@ -309,9 +309,8 @@ class KeptLogs:
     Entering creates the directory and starts ``scheduler.log``; :meth:`save` (each time a
     gang ends) and leaving write ``cluster.log`` and ``spark-tasks.log`` whole, and give
     one warning for the Spark tasks that could not keep their workers' logs and one for
-    each file the driver could not write. Without a
-    directory (the option is off) it does nothing, and :meth:`read` gives what a closed
-    cluster always had.
+    each file the driver could not write. Without a directory (the option is off) it
+    does nothing, and :meth:`read` gives what a closed cluster always had.
 
     Parameters
     ----------
