@@ -29,7 +29,7 @@ def test_logs_outlive_a_killed_worker_and_the_cluster(spark, tmp_path):
     name = f"kept-{os.getpid()}"
     # the lost worker is not replaced while the test runs: the first gang's rows are final at close
     with dask.config.set({"spark-dask.lost-worker-grace": "600s"}):
-        cluster = SparkCluster(spark, n_workers=2, name=name, log_directory=str(root), progress=False)
+        cluster = SparkCluster(spark, n_workers=2, name=name, log_directory=str(root), quiet=True)
     directory = root / f"{name}-{cluster.id}"
     try:
         assert sorted(os.listdir(directory)) == ["scheduler.log", "workers"]  # made at start
