@@ -32,7 +32,7 @@ from distributed.deploy.cluster import Cluster
 from distributed.security import Security
 from distributed.utils import Log, silence_logging_cmgr
 
-from spark_dask import connection, idle, named, options, registry, report, signals
+from spark_dask import connection, idle, logdir, named, options, registry, report, signals
 from spark_dask.aio import CloseHooks, blocking
 from spark_dask.databricks import DashboardSettings, worker_credentials
 from spark_dask.errors import PlanError, SparkDaskError
@@ -151,6 +151,7 @@ class GangMaker:
         self.worker_options: dict = {}  # checked (plan_start)
         self.worker_size: tuple[int, int] | None = None  # (threads, memory) of the first workers
         self.credentials_read: dict | None = None  # the last Databricks credentials read
+        self.log_dir: str | None = None  # the cluster's log directory, once made (logdir.KeptLogs)
 
     def make(self, plan, reason: str, index: int, first: int) -> Gang:
         """A gang (Spark job) for ``plan``'s workers, not submitted yet."""
@@ -179,7 +180,8 @@ class GangMaker:
             for msg in notes:
                 self.events.warn(msg)
         opts = {**opts, "worker_options": self.worker_options}
-        return task_spec(self.tag, scheduler.address, tls, opts, self.plan, self.facts, self.env, rmm)
+        spec = task_spec(self.tag, scheduler.address, tls, opts, self.plan, self.facts, self.env, rmm)
+        return replace(spec, log_directory=self.log_dir)
 
     def credentials(self, reason: str = "start") -> dict:
         """The workers' Databricks credentials (``databricks_credentials``; ``{}`` when
@@ -423,6 +425,8 @@ class SparkCluster(Cluster):
         self._close_hooks = CloseHooks()  # add_close_hook
         self._exit_stack = ExitStack()
         self.entry = named.Entry(self.name, self.tag, named.configured_root(), self.events.warn)  # from_name finds it there
+        self.log_keeper = logdir.KeptLogs(logdir.cluster_directory(self.options["log_directory"], self.name, self.id),
+                                          self.events, self._task_log, lambda: self.task_rows)  # fmt: skip
         if self.options["silence_logs"]:
             # Like LocalCluster: the scheduler runs in this process; keep its INFO lines
             # out of the notebook. get_logs() still has them.
@@ -507,6 +511,7 @@ class SparkCluster(Cluster):
         scheduler_job = None
         try:
             self._exit_stack.enter_context(self.entry)  # the name is this cluster's until it closes
+            self.maker.log_dir = self._exit_stack.enter_context(self.log_keeper)  # left after the gangs ended
             if is_connect(self.spark):
                 problem = await blocking(connect_session_problem, self.spark, opts["scheduler_host"])
                 if problem:
@@ -609,6 +614,7 @@ class SparkCluster(Cluster):
     async def _gang_ended(self, gang: Gang) -> None:
         self._changed.set()
         await self.pool.gang_ended(gang, self.spark, self._close)
+        self.log_keeper.save()  # cluster.log, spark-tasks.log
 
     async def _fail(self, msg: str) -> None:
         """The cluster cannot go on: computations waiting for a worker fail with ``msg``
@@ -753,9 +759,10 @@ class SparkCluster(Cluster):
         host, GPUs) and status, with its Dask workers. While the stage runs that comes
         from the workers' Spark facts; after it ended, from the tasks' status rows (exit
         codes and log tails of every worker), which remain available after ``close()``.
+        With ``log_directory`` that reads the kept files, each worker's log under its name.
         """
         if self.status == Status.closed:
-            return report.kept_logs(self._cluster_manager_logs, self._task_log() if cluster else None)
+            return report.kept_logs(self.log_keeper.read(cluster, scheduler, workers))
         return super().get_logs(cluster=cluster, scheduler=scheduler, workers=workers)
 
     def close(self, timeout: float | None = None):
@@ -773,7 +780,7 @@ class SparkCluster(Cluster):
         try:
             logs = await super()._get_logs(cluster=cluster, scheduler=scheduler, workers=workers)
         except Exception:  # noqa: BLE001 - scheduler already closed: what the cluster manager kept
-            return report.kept_logs(self._cluster_manager_logs, self._task_log() if cluster else None)
+            return report.kept_logs(self.log_keeper.read(cluster, scheduler, workers))
         if cluster:
             logs["Spark tasks"] = Log(self._task_log())
         return logs

@@ -459,11 +459,13 @@ OPTIONS: tuple[Option, ...] = (
         "log-directory", None, "str, optional",
         "A directory where the scheduler's, the workers' and the Spark tasks' logs are kept, also "
         "after the cluster closed or a worker crashed.",
-        "Each cluster writes a directory of its own there, `<name>-<id>/`: the driver writes "
-        "`scheduler.log`, `cluster.log` and `spark-tasks.log`; each Spark task writes its workers' "
-        "logs, `workers/<worker>.log`, when they end (a crash included), so the path must be "
-        "writable from the executors too, e.g. a Unity Catalog volume, `/Volumes/<catalog>/<schema>/"
-        "<volume>/dask-logs`, on Databricks. `get_logs()` after `close()` reads them back. See "
+        "Each cluster writes a directory of its own there, `<name>-<id>/` (`spark-dask-<id>/` for a "
+        "cluster without a name): the driver writes `scheduler.log`, `cluster.log` and "
+        "`spark-tasks.log`; each Spark task writes its workers' logs, `workers/<worker>.log`, when "
+        "they end (a crash included), so the path must be writable from the executors too, e.g. a "
+        "Unity Catalog volume, `/Volumes/<catalog>/<schema>/<volume>/dask-logs`, on Databricks. A "
+        "path the executors cannot write costs a warning, not the workers. `get_logs()` after "
+        "`close()` reads them back. See "
         "[Logs that outlive the cluster](user-guide.md#logs-that-outlive-the-cluster).",
         group="output",
         keyword=True,

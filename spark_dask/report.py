@@ -187,15 +187,11 @@ def task_log(tag: str, status: str, gangs, scheduler_info, scheduler) -> str:
     return widget.gangs_log((g.describe(), tasks) for g, tasks in gang_tasks(gangs, scheduler_info, scheduler))
 
 
-def kept_logs(lines, tasks: str | None) -> Logs:
-    """The logs a closed cluster still has: the cluster manager's ``lines`` (``(time,
-    text)`` pairs) and the Spark tasks' log; nothing where ``tasks`` is None (the
-    cluster's logs were not asked for)."""
-    logs = Logs()
-    if tasks is not None:
-        logs["Cluster"] = Log("\n".join(line for _, line in lines))
-        logs["Spark tasks"] = Log(tasks)
-    return logs
+def kept_logs(kept: dict[str, str]) -> Logs:
+    """The logs a closed cluster still has (:meth:`spark_dask.logdir.KeptLogs.read`: the
+    cluster manager's and the Spark tasks' logs, and with a log directory the scheduler's
+    and every worker's), as ``get_logs()`` returns them."""
+    return Logs({key: Log(text) for key, text in kept.items()})
 
 
 def spark_info(cluster, adaptive) -> dict:

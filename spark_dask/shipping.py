@@ -12,12 +12,13 @@ from __future__ import annotations
 import threading
 from types import ModuleType
 
-from spark_dask import arrow_types, errors, handoff_plan, handoff_task, plan, rapids, sizes, spec, task
+from spark_dask import arrow_types, errors, handoff_plan, handoff_task, logdir, plan, rapids, sizes, spec, task
 
 # Every module of the package whose code runs in a Spark task or on a Dask worker.
 TASK_CODE: tuple[ModuleType, ...] = (
     errors,
     sizes,
+    logdir,
     plan,
     rapids,
     spec,

@@ -109,6 +109,9 @@ class TaskSpec:
     credentials : dict
         Databricks credentials for the workers' environment (``databricks_credentials``),
         set for each gang on the driver; out of the repr, like ``tls``.
+    log_directory : str or None
+        The cluster's log directory (:func:`spark_dask.logdir.cluster_directory`), where
+        each task keeps its workers' whole logs when they end; None: not kept.
     """
 
     cluster_id: str
@@ -145,6 +148,7 @@ class TaskSpec:
     log_lines: int = 30
     claim_wait: float = 10.0
     credentials: dict = field(default_factory=dict, repr=False)  # secrets: kept out of logs
+    log_directory: str | None = None
 
 
 def by_host(entries) -> dict[str, list[list[str]]]:

@@ -3,7 +3,7 @@ alive while the cluster runs, and make sure they cannot outlive the task.
 
 The driver ships this module to the executors by value together with what it uses of
 the package (:mod:`spark_dask.errors`, :mod:`spark_dask.plan`, :mod:`spark_dask.rapids`,
-and the task specification, :class:`spark_dask.spec.TaskSpec`, which carries the
+:mod:`spark_dask.logdir`, and the task specification, :class:`spark_dask.spec.TaskSpec`, which carries the
 workers' preload, :mod:`spark_dask.preload`, as text), so the executors need
 ``distributed`` (and ``dask-cuda`` for GPU workers) but not ``spark_dask`` itself, and
 driver and executors never disagree on its version.
@@ -31,6 +31,7 @@ import time
 import traceback
 
 from spark_dask.errors import WorkerStartError
+from spark_dask.logdir import save_worker_logs
 from spark_dask.plan import (
     REGISTERED_MARKER,
     assign_shared,
@@ -939,7 +940,9 @@ def _supervise(spec: TaskSpec, procs: list, logs: list[str], mine: list[dict], w
 def _finish(spec: TaskSpec, procs: list, claims: list, mine: list[dict], logs: list[str], row: dict,
             workdir: str) -> None:  # fmt: skip
     """Stop what is left of the workers, free their GPU claims, put their exit codes and
-    log tails in ``row`` and remove the task's directory (key material, spill files)."""
+    log tails in ``row``, keep their whole logs in the cluster's log directory (if it
+    has one; why not, in ``row["log_error"]``) and remove the task's directory (key
+    material, spill files)."""
     _stop(procs, float(spec.kill_grace))
     for claim in claims:
         claim.close()
@@ -952,6 +955,8 @@ def _finish(spec: TaskSpec, procs: list, claims: list, mine: list[dict], logs: l
                 "log_tail": tail(_read(log), spec.log_lines),
             }
         )
+    if spec.log_directory:
+        row["log_error"] = save_worker_logs(spec.log_directory, [(w["name"], log) for w, log in zip(mine, logs)])
     shutil.rmtree(workdir, ignore_errors=True)  # key material and spill files
     row["t"]["done"] = time.time()
 
