@@ -465,9 +465,10 @@ def serve_cluster(*, spark=None, master=None, conf=None, app_name=None, ready=No
         return 130
     finally:
         if cluster is not None:
-            t0 = time.monotonic()
+            t0, ended = time.monotonic(), cluster.status.name == "closed"  # by itself (idle_timeout): said so
             cluster.close()
-            print(f"spark-dask: cluster {cluster.name!r} closed in {time.monotonic() - t0:.1f}s", file=sys.stderr, flush=True)
+            if not ended:
+                print(f"spark-dask: cluster {cluster.name!r} closed in {time.monotonic() - t0:.1f}s", file=sys.stderr, flush=True)
         if stop_session:
             with suppress(Exception):
                 spark.stop()

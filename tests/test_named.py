@@ -467,7 +467,7 @@ class FakeServed:
         self.status = Status.closed
 
 
-@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "close request", "failed"])
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "close request", "failed", "closed by itself"])
 def test_serve_keeps_the_cluster_until_told(state, monkeypatch, capsys, how):
     """serve_cluster's wait: SIGTERM, SIGINT, a handle's close() or the cluster's own end
     stop it; it closes the cluster and returns 0; its signal handlers are put back."""
@@ -481,8 +481,10 @@ def test_serve_keeps_the_cluster_until_told(state, monkeypatch, capsys, how):
             os.kill(os.getpid(), getattr(signal, how))
         elif how == "close request":
             cluster.entry.on_close_request()
-        else:
+        elif how == "failed":
             cluster.status = Status.failed
+        else:  # idle_timeout: it closed and said so itself
+            cluster.status = Status.closed
 
     t0 = time.monotonic()
     assert cli.serve_cluster(spark=object(), ready=ready, name="served", n_workers=2) == 0
@@ -497,7 +499,7 @@ def test_serve_keeps_the_cluster_until_told(state, monkeypatch, capsys, how):
         f"  connection files: {state}/served (DASK_CONFIG={state}/served makes a plain Client() join)",
         f"  stop: Ctrl-C, kill {os.getpid()} (SIGTERM), or .close() from any process that joined",
     ]
-    assert "spark-dask: cluster 'served' closed in" in out.err
+    assert ("spark-dask: cluster 'served' closed in" in out.err) == (how != "closed by itself")
     assert spark_dask.list_clusters() == []
 
 
