@@ -516,7 +516,7 @@ class SparkCluster(Cluster):
                 problem = await blocking(connect_session_problem, self.spark, opts["scheduler_host"])
                 if problem:
                     raise PlanError(problem)
-            self.maker.credentials()  # databricks_credentials without a source: refused now
+            await blocking(self.maker.credentials)  # without a source: refused now (a py4j read, off the loop)
             self.connect = is_connect(self.spark)
             # The facts (Spark calls) and the scheduler (credentials, listening sockets,
             # dashboard) do not depend on each other: both at once.
