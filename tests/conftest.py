@@ -178,6 +178,16 @@ def dask_processes(tag: str | None = None, spark=None) -> list[psutil.Process]:
     return found
 
 
+@pytest.fixture
+def listener():
+    """A listening TCP socket on 127.0.0.1 (a stand-in scheduler for task code that only
+    checks it can connect)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        yield s
+
+
 def wait_until(predicate, timeout: float = 15.0, interval: float = 0.1) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

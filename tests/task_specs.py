@@ -42,3 +42,26 @@ def make_spec(**changes) -> TaskSpec:
     }
     values.update(changes)
     return TaskSpec(**values)
+
+
+class _Resource:
+    def __init__(self, addresses):
+        self.addresses = addresses
+
+
+class FakePlainContext:
+    """What a plain TaskContext answers: no allGather, no getTaskInfos."""
+
+    def __init__(self, partition, gpus=(), cpus=1):
+        self._partition = partition
+        self._gpus = list(gpus)
+        self._cpus = cpus
+
+    def partitionId(self):
+        return self._partition
+
+    def resources(self):
+        return {"gpu": _Resource(self._gpus)} if self._gpus else {}
+
+    def cpus(self):
+        return self._cpus

@@ -10,7 +10,6 @@ import doctest
 import inspect
 import logging
 import os
-import socket
 import sys
 import textwrap
 from dataclasses import replace
@@ -23,7 +22,7 @@ from spark_dask.events import Events
 from spark_dask.logdir import KeptLogs, cluster_directory, read_logs, save_worker_logs
 from spark_dask.task import WorkerStartError
 
-from .task_specs import make_spec
+from .task_specs import FakePlainContext, make_spec
 
 pytestmark = [pytest.mark.core, pytest.mark.timeout(60)]
 
@@ -78,27 +77,6 @@ def test_save_that_cannot_write_reports_and_keeps_the_others(tmp_path):
     assert (tmp_path / "c" / "workers" / "spark-1.log").read_text() == "spark-1"
 
 
-class _Plain:
-    """A plain TaskContext's answers (see tests/test_task_context.py)."""
-
-    def partitionId(self):
-        return 0
-
-    def resources(self):
-        return {}
-
-    def cpus(self):
-        return 1
-
-
-@pytest.fixture
-def listener():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        yield s
-
-
 def _task_spec(tmp_path, listener, body: str, log_directory):
     script = tmp_path / "fake_worker.py"
     script.write_text(textwrap.dedent(body))
@@ -112,7 +90,7 @@ def _task_spec(tmp_path, listener, body: str, log_directory):
 
 @pytest.fixture
 def plain_task(monkeypatch):
-    ctx = task._PlainContext(_Plain(), task.PLAIN_JOB)
+    ctx = task._PlainContext(FakePlainContext(0), task.PLAIN_JOB)
     monkeypatch.setattr(task, "_context", lambda *barrier: ctx)
 
 

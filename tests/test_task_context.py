@@ -20,32 +20,9 @@ from spark_dask import task
 from spark_dask.spec import TaskSpec
 from spark_dask.task import WorkerStartError
 
-from .task_specs import make_spec
+from .task_specs import FakePlainContext, make_spec
 
 pytestmark = [pytest.mark.core, pytest.mark.timeout(60)]
-
-
-class _Resource:
-    def __init__(self, addresses):
-        self.addresses = addresses
-
-
-class FakePlainContext:
-    """What a plain TaskContext answers: no allGather, no getTaskInfos."""
-
-    def __init__(self, partition, gpus=(), cpus=1):
-        self._partition = partition
-        self._gpus = list(gpus)
-        self._cpus = cpus
-
-    def partitionId(self):
-        return self._partition
-
-    def resources(self):
-        return {"gpu": _Resource(self._gpus)} if self._gpus else {}
-
-    def cpus(self):
-        return self._cpus
 
 
 @pytest.fixture
@@ -152,14 +129,6 @@ def _spec(tmp_path, listener, gather: bool) -> TaskSpec:
         log_lines=5,
         rmm=None,
     )
-
-
-@pytest.fixture
-def listener():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        yield s
 
 
 def test_run_task_with_a_plain_context_starts_its_worker(tmp_path, listener, monkeypatch):
