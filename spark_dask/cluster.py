@@ -188,9 +188,12 @@ class GangMaker:
         off), read again for each gang so that relaunched workers get a current token
         (:func:`spark_dask.databricks.worker_credentials`, on the driver). At the start a
         missing source is a :class:`~spark_dask.errors.PlanError`; later the gang gets
-        the credentials read before, with a warning."""
+        the credentials read before, with a warning. The start's gangs use the read of
+        the start's own check."""
         if not self.options["databricks_credentials"]:
             return {}
+        if reason == "start" and self.credentials_read is not None:
+            return self.credentials_read
         try:
             self.credentials_read = worker_credentials(os.environ)
         except PlanError:

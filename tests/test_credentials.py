@@ -213,6 +213,7 @@ def test_each_gang_reads_the_credentials_again(notebook, monkeypatch):
     first = notebook.token
     assert maker.credentials() == {db.HOST_ENV: API_URL, db.TOKEN_ENV: first}
     notebook.token = fresh_token()  # the notebook's token was renewed
+    assert maker.credentials("start")[db.TOKEN_ENV] == first and notebook.reads == 1  # the start's gangs: that read
     assert maker.credentials("relaunch")[db.TOKEN_ENV] == notebook.token
     assert notebook.reads == 2
     assert _maker(False).credentials() == {} and notebook.reads == 2  # off: nothing is read
@@ -295,7 +296,7 @@ def test_the_workers_get_the_notebook_credentials_and_nothing_shows_them(noteboo
         with client:
             seen = client.submit(lambda: (os.environ.get("DATABRICKS_HOST"), os.environ.get("DATABRICKS_TOKEN")))
             assert seen.result() == (API_URL, tokens[0])
-            assert notebook.reads == reads + 2  # at the start's check, and for the gang
+            assert notebook.reads == reads + 1  # once, at the start's check: its gang uses that read
 
             tokens.append(fresh_token())
             notebook.token = tokens[1]  # renewed: the next gang gets the new one
