@@ -20,7 +20,7 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 from distributed.protocol.pickle import dumps as dumps_pickle
 from distributed.security import Security
 
-from spark_dask import databricks
+from spark_dask import databricks, xlang_scheduler
 from spark_dask.aio import blocking
 from spark_dask.databricks import DashboardSettings
 from spark_dask.errors import PlanError, SparkDaskError
@@ -152,6 +152,7 @@ class DriverScheduler:
         )
         await self.scheduler
         self._watch_status_changes()
+        xlang_scheduler.install(self.scheduler)
         return self.scheduler
 
     def watch_workers(self, on_add, on_remove, on_leaving) -> None:

@@ -16,10 +16,11 @@ import pytest
 import yaml
 
 import spark_dask
-from spark_dask import cli
+from spark_dask import cli, xlang
 from spark_dask.connection import CONFIG_FILE, ENV_SCHEDULER_FILE, SCHEDULER_FILE
 
 from .conftest import assert_no_leftovers
+from .test_xlang import CLIENT_DIR, WORKER_DIR, node_script, wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NODE_DIR = os.path.join(ROOT, "examples", "clients", "node")
@@ -179,3 +180,70 @@ def test_run_gives_child_processes_the_cluster(spark, tmp_path, capfd):
     assert not os.path.exists(directory)
     if not node:
         pytest.skip(NODE_MISSING)
+
+
+# ------------------------------------------------------------ tasks in other languages
+def start_node_worker(directory, name: str, log_path) -> subprocess.Popen:
+    """A Node.js worker (examples/workers/node) joining from connection files."""
+    cmd = node_script(WORKER_DIR, "worker.mjs") + [str(directory), "--name", name, "--nthreads", "2"]
+    with open(log_path, "wb") as log:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+@pytest.mark.timeout(300)
+def test_node_worker_beside_python_workers_runs_tasks_both_ways(spark, tmp_path):
+    """A spark-dask cluster (two Python workers in Spark tasks) and a Node.js worker on
+    the driver joined from write_connection(): Node tasks use Python results and Python
+    tasks (also ordinary ones) use Node results; the Node.js client submits a graph that
+    refers to a Python client's Future; the worker exits when the cluster closes."""
+    submit = node_script(CLIENT_DIR, "submit.mjs")
+    directory, log = tmp_path / "conn", tmp_path / "node.log"
+    proc = None
+    try:
+        with spark_dask.SparkCluster(spark, n_workers=2, progress=False) as cluster:
+            cluster.write_connection(directory)
+            proc = start_node_worker(directory, "node-1", log)
+            client = cluster.get_client()
+            assert wait_for(lambda: client.sync(client.scheduler.xlang_workers).get("node") == 1, 60), log.read_text()
+            fib = xlang.submit(client, "node", "fib", 20)
+            five = xlang.submit(client, "python", "math.factorial", 5)
+            mixed = xlang.submit(client, "node", "add", fib, five, 1)
+            back = xlang.submit(client, "python", "builtins.sum", [mixed, fib])
+            doubled = client.submit(lambda x: 2 * x, fib)  # an ordinary task on a Node result
+            assert [f.result(timeout=60) for f in (fib, five, mixed, back, doubled)] == [6765, 120, 6886, 13651, 13530]
+            python_places = {a for addrs in client.who_has([doubled, five, back]).values() for a in addrs}
+            assert python_places and not python_places & node_addresses(client)
+            graph = {"n": ["node", "sum", ["@" + five.key, 3]], "p": ["python", "operator.mul", "@n", 2],
+                     "s": ["node", "concat", ["@@x"], ["@p"]]}  # fmt: skip
+            out = json.loads(run_child(submit + [str(directory), json.dumps(graph), "n", "p", "s"], os.environ))
+            assert out == {"n": 123, "p": 246, "s": ["@x", 246]}
+            failing = xlang.submit(client, "node", "fail", "no luck")
+            with pytest.raises(xlang.XLangTaskError, match=r"node task .* \(fail\) failed on worker node-1: Error: no luck"):
+                failing.result(timeout=60)
+            client.close()
+        assert proc.wait(30) == 0, log.read_text()  # it left with the scheduler
+        assert_no_leftovers(spark, cluster)
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
+def node_addresses(client) -> set[str]:
+    return {a for a, w in client.scheduler_info()["workers"].items() if "xlang-node" in (w.get("resources") or {})}
+
+
+@pytest.mark.timeout(300)
+def test_node_workers_start_in_spark_tasks_through_worker_command(spark):
+    worker = node_script(WORKER_DIR, "worker.mjs")
+    template = worker + ["--scheduler", "{scheduler_address}", "--name", "{name}", "--nthreads", "{nthreads}",
+                         "--tls-ca", "{tls_ca_file}", "--tls-cert", "{tls_cert}", "--tls-key", "{tls_key}"]  # fmt: skip
+    with spark_dask.start(spark, n_workers=2, worker_command=template) as client:
+        assert client.sync(client.scheduler.xlang_workers) == {"node": 2}
+        names = sorted(w["name"] for w in client.scheduler_info()["workers"].values())
+        assert names == ["spark-0", "spark-1"]
+        fibs = [xlang.submit(client, "node", "fib", n) for n in range(15)]
+        total = xlang.submit(client, "node", "sum", fibs)
+        assert total.result(timeout=60) == 986  # fib(0) + ... + fib(14)
+        cluster = client.cluster
+    assert_no_leftovers(spark, cluster)

@@ -63,6 +63,8 @@ UNREAD_OK = {
     ("spark_dask/task.py", "'spark-dask: ' + problem"),  # *_problem() texts
     ("spark_dask/task.py", "self.args"),  # ForkedNanny.wait: Popen's TimeoutExpired, caught in _stop, never shown
     ("spark_dask/task.py", "unreachable_message(_where(t), spec.scheduler_address, t['unreachable'])"),
+    ("spark_dask/xlang.py", "problem"),  # carry_problem()'s texts, read there
+    ("spark_dask/xlang_scheduler.py", "no_worker_message(language, key, function)"),  # a *_message function: its text is read
     ("spark_dask/worker_flags.py", "key"),  # raise _unknown(...): its PlanError text is read in _unknown
     ("spark_dask/worker_flags.py", "f'spark-dask: worker_options[{key!r}]={value!r}: {flag} of {program} {what}'"),  # bad(what): raised with the text
 }

@@ -16,28 +16,8 @@
 //   get_metadata              that value back
 // and prints one JSON object with the answers on stdout.
 
-import fs from "node:fs";
-import path from "node:path";
-import { parse } from "yaml";
+import { connectionFiles } from "./connection.mjs";
 import { connect } from "./dask-comm.mjs";
-
-function connectionFiles(directory) {
-  const scheduler = JSON.parse(fs.readFileSync(path.join(directory, "scheduler.json"), "utf8"));
-  const config = parse(fs.readFileSync(path.join(directory, "spark-dask-client.yaml"), "utf8"));
-  const address = config["scheduler-address"] || scheduler.address;
-  if (address !== scheduler.address) {
-    throw new Error(`scheduler.json (${scheduler.address}) and the config (${address}) disagree`);
-  }
-  const tlsConf = config.distributed?.comm?.tls;
-  const tlsFiles = tlsConf
-    ? {
-        ca: fs.readFileSync(tlsConf["ca-file"], "utf8"),
-        cert: fs.readFileSync(tlsConf.client.cert, "utf8"),
-        key: fs.readFileSync(tlsConf.client.key, "utf8"),
-      }
-    : null;
-  return { address, scheduler, tlsFiles };
-}
 
 async function main() {
   const directory = process.argv[2] || process.env.DASK_CONFIG;

@@ -1,0 +1,206 @@
+"""Cross-language tasks (spark_dask.xlang, spark_dask.xlang_scheduler) on a real Dask
+scheduler with the extension installed (TLS, as spark-dask's): the graph format's
+rules, placement (ordinary tasks never reach a worker of another language, that
+language's tasks only reach it), Python tasks from the msgpack graph, errors, and the
+Node.js client and worker of ``examples/`` (tests/test_node_worker.py covers the Node.js
+worker's protocol on its own; test_xlang_spark runs the Node.js worker in Spark tasks).
+
+The local stand-in for a spark-dask cluster is a ``LocalCluster`` (threads, TLS with
+``Security.temporary()``) whose scheduler loads ``spark_dask.xlang_scheduler`` as a
+preload, and whose connection files ``spark_dask.connection.write_connection`` writes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from distributed import Client, LocalCluster, Worker, wait
+from distributed.core import Status
+from distributed.security import Security
+
+from spark_dask import connection, xlang
+from spark_dask.xlang import XLangError, XLangTaskError, carry_problem, references, resolve, task_order
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CLIENT_DIR = os.path.join(ROOT, "examples", "clients", "node")
+WORKER_DIR = os.path.join(ROOT, "examples", "workers", "node")
+NODE_MISSING = "Node.js part not run: install Node.js >= 18 (bash .ci/install-node) and `npm ci` in {}"
+
+
+def node_script(directory: str, script: str) -> list[str] | None:
+    """``[node, directory/script]``, or skip (under CI: fail) without Node.js or `npm ci`."""
+    node = shutil.which("node")
+    if node and os.path.isdir(os.path.join(directory, "node_modules")):
+        return [node, os.path.join(directory, script)]
+    if os.environ.get("CI"):
+        pytest.fail(f"CI must install Node.js and run `npm ci` in {directory} (tests/run-all.sh)", pytrace=False)
+    pytest.skip(NODE_MISSING.format(directory))
+
+
+# ---------------------------------------------------------------- the graph's rules
+def test_task_order_puts_dependencies_first_and_finds_references_in_containers():
+    graph = {"c": ["node", "add", "@a", {"x": ["@b"]}, "@@literal"], "a": ["node", "fib", 3], "b": ["python", "math.factorial", "@a"]}
+    order = [key for key, *_ in task_order(graph)]
+    assert order.index("a") < order.index("b") < order.index("c")
+    assert references(graph["c"][2:]) == ["a", "b"]
+    assert resolve(graph["c"][2:], {"a": 2, "b": (1, 2)}) == [2, {"x": [(1, 2)]}, "@literal"]
+
+
+@pytest.mark.parametrize(
+    "graph, words",
+    [
+        ({}, "non-empty map"),
+        ([["node", "fib"]], "non-empty map"),
+        ({"a": ["node"]}, "expected [language, function"),
+        ({"a": "node fib 3"}, "expected [language, function"),
+        ({"a": ["python", "factorial", 3]}, "dotted path"),
+        ({"a": ["node", "f", "@b"], "b": ["node", "f", "@a"]}, "cycle: a -> b -> a"),
+        ({"a": ["node", "f", {1, 2}]}, "builtins.set, which msgpack cannot carry"),
+        ({"a": ["node", "f", 2**70]}, "too large for msgpack"),
+        ({"a": ["node", "f", {(1, 2): 3}]}, "key of type tuple"),
+    ],
+)
+def test_malformed_graphs_are_refused_with_the_reason(graph, words):
+    with pytest.raises(XLangError, match=None) as info:
+        task_order(graph)
+    assert words in str(info.value)
+
+
+def test_carry_problem_accepts_what_msgpack_carries():
+    assert carry_problem([None, True, 1, -(2**63), 2.5, "s", b"b", (1, [2]), {"k": {1: "v"}}], "x") is None
+    assert "numpy.ndarray" in carry_problem(__import__("numpy").arange(3), "the result")
+
+
+# ------------------------------------------------------------------ a stand-in cluster
+class StandIn:
+    """What ``write_connection`` reads of a cluster, over a LocalCluster."""
+
+    def __init__(self, cluster: LocalCluster, security: Security):
+        self.scheduler = cluster.scheduler
+        self.security = security
+        self.status = Status.running
+        self.hooks: list = []
+
+    def add_close_hook(self, hook) -> None:
+        self.hooks.append(hook)
+
+
+@pytest.fixture
+def xcluster(tmp_path):
+    """(LocalCluster with one Python worker, its Security, a connection directory)."""
+    security = Security.temporary()
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, protocol="tls", security=security,
+                      dashboard_address=":0", scheduler_kwargs={"preload": ["spark_dask.xlang_scheduler"]}) as cluster:  # fmt: skip
+        stand_in = StandIn(cluster, security)
+        connection.write_connection(stand_in, str(tmp_path / "conn"))
+        try:
+            yield cluster, security, str(tmp_path / "conn")
+        finally:
+            for hook in stand_in.hooks:
+                hook()
+
+
+@pytest.mark.timeout(120)
+def test_ordinary_tasks_never_reach_a_worker_of_another_language(xcluster):
+    """A Python worker that declares ``xlang-node`` stands for a Node.js worker: the 60
+    plain tasks (with and without dependencies, root-ish and not) all run on the real
+    Python worker, the node task runs on it only (and its Python callable refuses)."""
+    cluster, security, _ = xcluster
+    cluster.worker_spec["fake-node"] = {"cls": Worker, "options": {"nthreads": 2, "resources": {"xlang-node": 1}, "security": security}}
+    cluster.scale(2)
+    with Client(cluster, security=security) as client:
+        client.wait_for_workers(2)
+        workers = client.scheduler_info()["workers"]
+        fake = next(a for a, w in workers.items() if w["name"] == "fake-node")
+        python_worker = next(a for a in workers if a != fake)
+        roots = client.map(lambda i: i + 1, range(40))
+        total = client.submit(sum, roots)
+        more = client.map(lambda x, i: x + i, [total] * 20, range(20))
+        wait(roots + more + [total])
+        places = {a for addrs in client.who_has(roots + more + [total]).values() for a in addrs}
+        assert places == {python_worker}
+        assert not client.run_on_scheduler(lambda dask_scheduler: [w.address for w in dask_scheduler.running if w.address == fake])
+        node = xlang.submit(client, "node", "fib", 10)
+        with pytest.raises(XLangError, match="was sent to a Python worker"):
+            node.result(timeout=30)  # it reached the only worker declaring xlang-node
+        assert client.sync(client.scheduler.xlang_workers) == {"python": 1, "node": 1}
+
+
+@pytest.mark.timeout(120)
+def test_python_tasks_from_python_and_from_the_msgpack_graph(xcluster):
+    cluster, security, _ = xcluster
+    with Client(cluster, security=security) as client:
+        five = xlang.submit(client, "python", "math.factorial", 5)
+        total = xlang.submit(client, "python", "builtins.sum", [five, 1, 2])
+        assert (five.result(timeout=30), total.result(timeout=30)) == (120, 123)
+        answer = client.sync(client.scheduler.xlang_submit, graph={"a": ["python", "operator.add", "@" + five.key, 1], "b": ["python", "builtins.len", ["@a", "@@x"]]})
+        assert answer["status"] == "OK" and set(answer["keys"]) == {"a", "b"}
+        got = client.sync(client.scheduler.xlang_gather, keys=["a", "b", five.key], holder=answer["holder"], timeout=30)
+        assert got == {"status": "OK", "results": {"a": 121, "b": 2, five.key: 120}}
+        # the held keys go with the release; the Python client's own stay
+        client.sync(client.scheduler.xlang_release, holder=answer["holder"])
+        gone = lambda: client.run_on_scheduler(lambda dask_scheduler: "a" not in dask_scheduler.tasks)  # noqa: E731
+        assert wait_for(gone, 10)
+        assert client.run_on_scheduler(lambda dask_scheduler, k=five.key: k in dask_scheduler.tasks)
+
+
+@pytest.mark.timeout(120)
+def test_errors_name_the_task_and_the_reason(xcluster):
+    cluster, security, _ = xcluster
+    with Client(cluster, security=security) as client:
+        with pytest.raises(XLangError, match=r"builtins.set, which msgpack cannot carry"):
+            xlang.submit(client, "python", "builtins.len", {1, 2})
+        unsendable = xlang.submit(client, "python", "builtins.set", [1, 2], key="makes-a-set")
+        with pytest.raises(XLangError, match=r"result of task 'makes-a-set' \(builtins.set\) is a builtins.set"):
+            unsendable.result(timeout=30)
+        missing = xlang.submit(client, "python", "no_such_module_x.f", 1)
+        with pytest.raises(XLangError, match="cannot import the python function 'no_such_module_x.f'"):
+            missing.result(timeout=30)
+        started = time.monotonic()
+        lonely = xlang.submit(client, "node", "fib", 3, key="lonely")
+        with pytest.raises(XLangError, match=r"no node worker is connected .* task 'lonely' \(fib\) cannot run"):
+            lonely.result(timeout=60)
+        assert time.monotonic() - started < 30  # the grace (5 s), not a wait forever
+        with pytest.raises(XLangError, match="neither in this graph nor on the scheduler"):
+            client.sync(client.scheduler.xlang_submit, graph={"a": ["python", "math.factorial", "@nowhere"]})
+        got = client.sync(client.scheduler.xlang_gather, keys=["makes-a-set"], timeout=30)
+        assert got["status"] == "error" and "builtins.set" in got["message"]
+
+
+def wait_for(predicate, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return predicate()
+
+
+# ------------------------------------------------------------------ Node.js programs
+def run(cmd, timeout=60, check=True) -> subprocess.CompletedProcess:
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if check:
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return proc
+
+
+@pytest.mark.timeout(120)
+def test_node_client_submits_a_python_graph_and_reads_errors(xcluster):
+    submit = node_script(CLIENT_DIR, "submit.mjs")
+    cluster, security, conn = xcluster
+    graph = {"f": ["python", "math.factorial", 6], "g": ["python", "builtins.sum", ["@f", 1]], "s": ["python", "builtins.str", "@@at"]}
+    out = run(submit + [conn, json.dumps(graph), "g", "s"])
+    assert json.loads(out.stdout) == {"g": 721, "s": "@at"}
+    bad = run(submit + [conn, json.dumps({"x": ["python", "builtins.set", [1]]})], check=False)
+    assert bad.returncode == 1 and "builtins.set, which msgpack cannot carry" in bad.stderr
+    refused = run(submit + [conn, json.dumps({"x": ["python", "factorial", 1]})], check=False)
+    assert refused.returncode == 1 and "dotted path" in refused.stderr
+    with Client(cluster, security=security) as client:  # the holders went with the releases
+        assert wait_for(lambda: not client.run_on_scheduler(lambda dask_scheduler: [k for k in dask_scheduler.tasks if k in ("f", "g", "s", "x")]), 10)
