@@ -175,6 +175,7 @@ MODULE = """
 export function makeMap() { return new Map([[1, 2]]); }
 export function nested() { return {ok: [1, new Set([1])]}; }
 export function nothing() {}
+export function crash() { setTimeout(() => { throw new Error("uncaught in a timer"); }, 10); return new Promise(() => {}); }
 export async function later(x) { await new Promise((r) => setTimeout(r, 10)); return x * 2; }
 """
 
@@ -212,7 +213,10 @@ def test_node_task_errors(tmp_path):
             df = client.submit(lambda: pd.DataFrame({"a": [1]}), key="df", workers=[c.w.address])
             text = await erred_text(c, node_submit(client, "echo", "@df", key="f10", deps=[df]))
             assert "dependency df" in text and "DataFrame" in text, text
+            # an uncaught error ends the task's thread: the task errs, a new thread takes over
+            assert "thread exited" in await erred_text(c, node_submit(client, "crash", key="f11"))
             assert await node_submit(client, "add", 1, 2, key="still") == 3  # the worker carries on
+            assert await client.gather([node_submit(client, "add", i, key=f"x{i}") for i in range(8)]) == list(range(8))
 
     run(body(), 100)
 
@@ -235,6 +239,16 @@ def test_free_keys_and_many_tasks(tmp_path):
             while await peer.keys():
                 assert time.monotonic() < deadline, "the Node worker kept a released result"
                 await asyncio.sleep(0.05)
+
+            # released while running: the result is discarded when the function returns
+            slow = node_submit(client, "sleep", 500, "late", key="cancelled")
+            while not (c.s.tasks.get("cancelled") and c.s.tasks["cancelled"].processing_on):
+                await asyncio.sleep(0.02)
+            await asyncio.sleep(0.2)
+            slow.release()
+            await asyncio.sleep(0.8)
+            assert await peer.keys() == ()
+            assert "its result will be discarded" in c.log(node.logfile)
 
             futures = [node_submit(client, "add", i, 1, key=f"add-{i}") for i in range(1000)]
             assert await client.gather(futures) == [i + 1 for i in range(1000)]
@@ -355,5 +369,19 @@ def test_plain_tcp_without_tls(tmp_path):
                 proc.kill()
                 proc.wait(10)
                 log.close()
+
+    run(body(), 50)
+
+
+@pytest.mark.timeout(60)
+def test_removed_worker_exits(tmp_path):
+    async def body():
+        async with Cluster(tmp_path) as c:
+            node = await c.start_node("node-0")
+            await c.s.remove_worker(node.address, stimulus_id="test-remove", close=False)
+            code = await asyncio.to_thread(node.wait, 20)
+            text = c.log(node.logfile)
+            assert code in (0, 1), text  # stream closed (0) or heartbeat "missing" (1)
+            assert "went away" in text or "no longer knows this worker" in text, text
 
     run(body(), 50)

@@ -36,7 +36,10 @@ export class Pool {
           done({ ...msg, thread: index });
         }
       });
-      worker.on("error", (err) => reject(err)); // before ready: a module failed to load
+      worker.on("error", (err) => {
+        log(`task thread ${index}: ${err.stack || err}`, "ERROR");
+        reject(err); // before ready: a module failed to load (after: exited() follows)
+      });
       worker.on("exit", (code) => this.exited(thread, code));
     });
   }
