@@ -45,12 +45,16 @@ function u64(n) {
   return b;
 }
 
-/** The bytes of one message: frames header, prelude, frame 0 (msgpack). */
-export function packMessage(msg) {
-  const frames = [Buffer.from(encode(msg))];
+/** The bytes of a list of frames: frames header, prelude, the frames (comm/tcp.py). */
+export function packFrames(frames) {
   const prelude = Buffer.concat([u64(frames.length), ...frames.map((f) => u64(f.length))]);
   const inline = prelude.length + frames.reduce((n, f) => n + f.length, 0);
-  return Buffer.concat([u64(inline), prelude, ...frames]);
+  return Buffer.concat([u64(inline), prelude, ...frames.map((f) => Buffer.from(f.buffer, f.byteOffset, f.byteLength))]);
+}
+
+/** The bytes of one message: frames header, prelude, frame 0 (msgpack). */
+export function packMessage(msg) {
+  return packFrames([Buffer.from(encode(msg))]);
 }
 
 /** Reads exact byte counts from a socket. */
@@ -108,7 +112,22 @@ export class Comm {
     );
   }
 
+  /** Writes a message already split into frames (see dumps()). */
+  async writeFrames(frames) {
+    const data = packFrames(frames);
+    await new Promise((resolve, reject) =>
+      this.socket.write(data, (err) => (err ? reject(err) : resolve())),
+    );
+  }
+
+  /** The next message, decoded (frame 0 only; references to further frames left as they are). */
   async read() {
+    const frames = await this.readFrames();
+    return decoder.decode(frames[0]);
+  }
+
+  /** The next message as its list of frames (Buffers), undecoded (see loads()). */
+  async readFrames() {
     const inline = Number((await this.reader.read(8)).readBigUInt64LE(0));
     const block = await this.reader.read(inline);
     const nframes = Number(block.readBigUInt64LE(0));
@@ -124,7 +143,7 @@ export class Comm {
         frames.push(await this.reader.read(length)); // a large buffer sent on its own
       }
     }
-    return decoder.decode(frames[0]);
+    return frames;
   }
 
   /** Send {op, ...args, reply: true}; the handler's result, or throws its error. */
@@ -142,6 +161,17 @@ export class Comm {
   close() {
     this.socket.end();
   }
+
+  /** Closes at once, without waiting for the peer. */
+  abort() {
+    this.socket.destroy();
+  }
+}
+
+/** What distributed's Comm.handshake_info() sends (comm/core.py); "python" is Node's version. */
+export function handshakeInfo() {
+  const [major, minor, micro] = process.versions.node.split(".").map(Number);
+  return { compression: null, "pickle-protocol": 5, python: [major, minor, micro] };
 }
 
 /**
@@ -184,9 +214,163 @@ export async function connect(address, tlsFiles = null, timeoutMs = 10000) {
   });
   socket.setNoDelay(true);
   const comm = new Comm(socket);
-  const [major, minor, micro] = process.versions.node.split(".").map(Number);
-  // What distributed's handshake_info() sends; "python" is informational (here: Node's version).
-  await comm.write({ compression: null, "pickle-protocol": 5, python: [major, minor, micro] });
+  // Both sides write their handshake_info() and read the other's (comm/core.py, connect).
+  await comm.write(handshakeInfo());
   comm.remoteInfo = await comm.read();
   return comm;
+}
+
+/** "tls://host:port", with IPv6 hosts in brackets (distributed/comm/addressing.py). */
+export function formatAddress(scheme, host, port) {
+  return `${scheme}://${host.includes(":") ? `[${host}]` : host}:${port}`;
+}
+
+/**
+ * Listen for Dask connections (the server side of comm/core.py's Listener.on_connection:
+ * write our handshake, read the peer's), calling onComm(comm) for each one. With tlsFiles,
+ * mutual TLS: the peer must present a certificate of the cluster's CA (requestCert,
+ * rejectUnauthorized), as distributed's listeners do; no host name check.
+ * Resolves to {address, port, server, close()} once listening (port 0: a free port).
+ */
+export async function listen({ host, port = 0, tlsFiles = null, onComm, onError = () => {} }) {
+  const accept = async (socket) => {
+    socket.setNoDelay(true);
+    socket.setKeepAlive(true);
+    const comm = new Comm(socket);
+    try {
+      await comm.write(handshakeInfo());
+      comm.remoteInfo = await comm.read();
+    } catch (err) {
+      socket.destroy();
+      onError(err);
+      return;
+    }
+    onComm(comm);
+  };
+  const server = tlsFiles
+    ? tls.createServer(
+        {
+          ca: tlsFiles.ca,
+          cert: tlsFiles.cert,
+          key: tlsFiles.key,
+          minVersion: "TLSv1.2",
+          requestCert: true,
+          rejectUnauthorized: true,
+        },
+        accept,
+      )
+    : net.createServer(accept);
+  server.on("tlsClientError", (err) => onError(err));
+  server.on("error", (err) => onError(err));
+  await new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, host, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  const bound = server.address().port;
+  return {
+    server,
+    port: bound,
+    address: formatAddress(tlsFiles ? "tls" : "tcp", host, bound),
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
+}
+
+// ---- Messages with out-of-band frames (distributed/protocol/core.py, dumps / loads) ----
+//
+// A value serialized on its own travels as {"__Serialized__": i} in frame 0; frame i is a
+// msgpack header (with "num-sub-frames": n) and frames i+1 .. i+n its payload. Sets travel
+// as {"__Set__": true, "as-list": [...]} (protocol/serialize.py, msgpack_encode_default).
+
+/** A serialized value: its header (serializer, ...) and payload frames, as on the wire. */
+export class Serialized {
+  constructor(header, frames) {
+    this.header = header;
+    this.frames = frames;
+  }
+}
+
+function mapHeader(n) {
+  if (n < 16) return Buffer.from([0x80 | n]);
+  const b = Buffer.alloc(n < 0x10000 ? 3 : 5);
+  b[0] = n < 0x10000 ? 0xde : 0xdf;
+  n < 0x10000 ? b.writeUInt16BE(n, 1) : b.writeUInt32BE(n, 1);
+  return b;
+}
+
+function arrayHeader(n) {
+  if (n < 16) return Buffer.from([0x90 | n]);
+  const b = Buffer.alloc(n < 0x10000 ? 3 : 5);
+  b[0] = n < 0x10000 ? 0xdc : 0xdd;
+  n < 0x10000 ? b.writeUInt16BE(n, 1) : b.writeUInt32BE(n, 1);
+  return b;
+}
+
+function isPlainObject(v) {
+  if (v === null || typeof v !== "object") return false;
+  const proto = Object.getPrototypeOf(v);
+  return proto === Object.prototype || proto === null;
+}
+
+/**
+ * A message as frames. Serialized values become {"__Serialized__": i} plus their frames;
+ * a JS Map becomes a msgpack map whose keys may be anything (e.g. arrays: Python tuples).
+ */
+export function dumps(msg) {
+  const frames = [null];
+  const parts = [];
+  const walk = (v) => {
+    if (v instanceof Serialized) {
+      const offset = frames.length;
+      frames.push(Buffer.from(encode({ ...v.header, "num-sub-frames": v.frames.length })), ...v.frames);
+      parts.push(encode({ __Serialized__: offset }));
+    } else if (v instanceof Map) {
+      parts.push(mapHeader(v.size));
+      for (const [k, x] of v) {
+        walk(k);
+        walk(x);
+      }
+    } else if (Array.isArray(v)) {
+      parts.push(arrayHeader(v.length));
+      v.forEach(walk);
+    } else if (isPlainObject(v)) {
+      const keys = Object.keys(v);
+      parts.push(mapHeader(keys.length));
+      for (const k of keys) {
+        parts.push(encode(k));
+        walk(v[k]);
+      }
+    } else {
+      parts.push(encode(v));
+    }
+  };
+  walk(msg);
+  frames[0] = Buffer.concat(parts);
+  return frames;
+}
+
+/**
+ * A message from its frames: {"__Set__"} becomes an array, {"__Serialized__": i} a
+ * Serialized (header decoded, payload frames as they are; decoding those is the caller's
+ * business, as with distributed's deserialize=False). {"__Pickled__": i} stays as it is.
+ * mapKeyConverter: how msgpack map keys that are not strings become object keys.
+ */
+export function loads(frames, { mapKeyConverter } = {}) {
+  const dec = mapKeyConverter ? new Decoder({ mapKeyConverter }) : decoder;
+  const walk = (v) => {
+    if (Array.isArray(v)) return v.map(walk);
+    if (!isPlainObject(v)) return v;
+    if (v.__Set__ === true && Array.isArray(v["as-list"])) return v["as-list"].map(walk);
+    const offset = v.__Serialized__;
+    if (typeof offset === "number" && offset > 0 && offset < frames.length) {
+      const header = dec.decode(frames[offset]);
+      const n = header["num-sub-frames"] ?? 0;
+      return new Serialized(header, frames.slice(offset + 1, offset + 1 + n));
+    }
+    for (const k of Object.keys(v)) v[k] = walk(v[k]);
+    return v;
+  };
+  return walk(dec.decode(frames[0]));
 }
