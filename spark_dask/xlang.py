@@ -76,8 +76,10 @@ def carry_problem(value, where: str) -> str | None:
     if value is None or isinstance(value, (bool, float, str, bytes, bytearray)):
         return None
     if isinstance(value, int):
-        ok = -(2**63) <= value < 2**64
-        return None if ok else f"{where} is an int too large for msgpack (64 bits): {value}"
+        if -(2**63) <= value < 2**64:
+            return None
+        digits = len(str(abs(value)))
+        return f"{where} is an int too large for msgpack (64 bits): {digits} digits"
     if isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
             problem = carry_problem(item, f"{where}[{i}]")

@@ -239,7 +239,7 @@ class Gateway(SchedulerPlugin):
         """The results of ``keys`` (waiting for them, at most ``timeout`` seconds):
         ``{"status": "OK", "results": {key: value}}``, or ``{"status": "error", "key",
         "message"}`` for the first that failed or cannot cross languages."""
-        client = await self.own_client()
+        await self.own_client()
         held = self.holders.get(holder, (None, {}))[1]
         results = {}
         for key in keys:

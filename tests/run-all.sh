@@ -3,7 +3,7 @@
 #
 #   .venv    the newest pyspark, every test extra: the whole suite (Spark Connect included,
 #            the documentation site built in strict mode, the notebooks executed, the
-#            announcement post's code, the Databricks specs, the Node.js client example)
+#            announcement post's code, the Databricks specs, the Node.js client and worker)
 #   .venv35  the newest pyspark 3.5.x with pandas<3, numpy<2, pyarrow<18 (pyspark 3.5's
 #            connect extra excludes NumPy 2; the newest pyarrow needs it): the core tests
 #            (pytest -m "core and not newest": start, compute, teardown, bad input, GPU
@@ -31,13 +31,16 @@ venv .venv -e '.[test]' || { echo "run-all: installing .venv failed" >&2; exit 1
 t1=$SECONDS
 venv .venv35 -e '.[test-core]' 'pyspark>=3.5,<3.6' 'pandas<3' 'numpy<2' 'pyarrow<18' ||
     { echo "run-all: installing .venv35 failed" >&2; exit 1; }
-# the Node.js client example's packages (tests/test_connection.py runs it); without npm
-# those checks skip locally and fail under CI
+# the Node.js client and worker examples' packages (tests/test_connection.py,
+# test_xlang.py and test_node_worker.py run them); without npm those checks skip locally
+# and fail under CI
 if command -v npm >/dev/null 2>&1; then
-    (cd examples/clients/node && timeout 300 npm ci --no-audit --no-fund --loglevel=error) ||
-        { echo "run-all: npm ci in examples/clients/node failed" >&2; exit 1; }
+    for dir in examples/clients/node examples/workers/node; do
+        (cd "$dir" && timeout 300 npm ci --no-audit --no-fund --loglevel=error) ||
+            { echo "run-all: npm ci in $dir failed" >&2; exit 1; }
+    done
 else
-    echo "run-all: npm not found: the Node.js client example will not run (bash .ci/install-node)" >&2
+    echo "run-all: npm not found: the Node.js client and worker examples will not run (bash .ci/install-node)" >&2
 fi
 t2=$SECONDS
 newest=$(.venv/bin/python -c 'import pyspark; print(pyspark.__version__)')

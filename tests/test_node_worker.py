@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import shutil
 import signal
@@ -19,6 +18,10 @@ import dask
 import pytest
 from distributed import Client, Scheduler, Worker, wait
 from distributed.security import Security
+
+from spark_dask import connection
+
+from .test_xlang import StandIn
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NODE_DIR = os.path.join(ROOT, "examples", "workers", "node")
@@ -71,11 +74,7 @@ class Cluster:
         self.s = await Scheduler(protocol="tls", security=self.sec, port=0, dashboard_address=":0")
         self.w = await Worker(self.s.address, security=self.sec, nthreads=2, name="python-0")
         self.client = await Client(self.s.address, security=self.sec, asynchronous=True)
-        self.dir.mkdir(mode=0o700)
-        for name, pem in [("ca.pem", self.sec.tls_ca_file), ("client-cert.pem", self.sec.tls_client_cert),
-                          ("client-key.pem", self.sec.tls_client_key)]:  # fmt: skip
-            (self.dir / name).write_text(pem)
-        (self.dir / "scheduler.json").write_text(json.dumps({"address": self.s.address}))
+        connection.write_connection(StandIn(self.s, self.sec), str(self.dir))  # what a spark-dask cluster writes
         return self
 
     async def start_node(self, name, *extra, nthreads=2):
@@ -357,9 +356,9 @@ def test_flags_busy_threads_big_values_and_stealing(tmp_path):
 def test_plain_tcp_without_tls(tmp_path):
     async def body():
         async with Scheduler(port=0, dashboard_address=":0") as s:
-            log = open(tmp_path / "tcp.log", "wb")
-            proc = subprocess.Popen([node_worker(), os.path.join(NODE_DIR, "worker.mjs"), "--scheduler", s.address],
-                                    stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+            with open(tmp_path / "tcp.log", "wb") as log:  # the child keeps its own descriptor
+                proc = subprocess.Popen([node_worker(), os.path.join(NODE_DIR, "worker.mjs"), "--scheduler", s.address],
+                                        stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
             try:
                 async with Client(s.address, asynchronous=True) as client:
                     await client.wait_for_workers(1, timeout=30)
@@ -368,7 +367,6 @@ def test_plain_tcp_without_tls(tmp_path):
             finally:
                 proc.kill()
                 proc.wait(10)
-                log.close()
 
     run(body(), 50)
 

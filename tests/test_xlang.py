@@ -17,16 +17,23 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
+import warnings
 
 import pytest
 from distributed import Client, LocalCluster, Worker, wait
 from distributed.core import Status
 from distributed.security import Security
+from distributed.versions import VersionMismatchWarning
 
 from spark_dask import connection, xlang
-from spark_dask.xlang import XLangError, XLangTaskError, carry_problem, references, resolve, task_order
+from spark_dask.xlang import (
+    XLangError,
+    carry_problem,
+    references,
+    resolve,
+    task_order,
+)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLIENT_DIR = os.path.join(ROOT, "examples", "clients", "node")
@@ -80,10 +87,10 @@ def test_carry_problem_accepts_what_msgpack_carries():
 
 # ------------------------------------------------------------------ a stand-in cluster
 class StandIn:
-    """What ``write_connection`` reads of a cluster, over a LocalCluster."""
+    """What ``write_connection`` reads of a cluster: a scheduler and its credentials."""
 
-    def __init__(self, cluster: LocalCluster, security: Security):
-        self.scheduler = cluster.scheduler
+    def __init__(self, scheduler, security: Security):
+        self.scheduler = scheduler
         self.security = security
         self.status = Status.running
         self.hooks: list = []
@@ -98,7 +105,7 @@ def xcluster(tmp_path):
     security = Security.temporary()
     with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, protocol="tls", security=security,
                       dashboard_address=":0", scheduler_kwargs={"preload": ["spark_dask.xlang_scheduler"]}) as cluster:  # fmt: skip
-        stand_in = StandIn(cluster, security)
+        stand_in = StandIn(cluster.scheduler, security)
         connection.write_connection(stand_in, str(tmp_path / "conn"))
         try:
             yield cluster, security, str(tmp_path / "conn")
@@ -146,7 +153,7 @@ def test_python_tasks_from_python_and_from_the_msgpack_graph(xcluster):
         assert got == {"status": "OK", "results": {"a": 121, "b": 2, five.key: 120}}
         # the held keys go with the release; the Python client's own stay
         client.sync(client.scheduler.xlang_release, holder=answer["holder"])
-        gone = lambda: client.run_on_scheduler(lambda dask_scheduler: "a" not in dask_scheduler.tasks)  # noqa: E731
+        gone = lambda: client.run_on_scheduler(lambda dask_scheduler: "a" not in dask_scheduler.tasks)
         assert wait_for(gone, 10)
         assert client.run_on_scheduler(lambda dask_scheduler, k=five.key: k in dask_scheduler.tasks)
 
@@ -204,3 +211,52 @@ def test_node_client_submits_a_python_graph_and_reads_errors(xcluster):
     assert refused.returncode == 1 and "dotted path" in refused.stderr
     with Client(cluster, security=security) as client:  # the holders went with the releases
         assert wait_for(lambda: not client.run_on_scheduler(lambda dask_scheduler: [k for k in dask_scheduler.tasks if k in ("f", "g", "s", "x")]), 10)
+
+
+def start_node(conn: str, name: str, log) -> subprocess.Popen:
+    cmd = node_script(WORKER_DIR, "worker.mjs") + [conn, "--name", name, "--nthreads", "2"]
+    with open(log, "wb") as out:
+        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+@pytest.mark.timeout(180)
+def test_node_workers_under_the_extension_mixed_graphs_kill_and_close(xcluster, tmp_path):
+    """Two Node.js workers on the stand-in: a graph mixing Node and Python tasks both
+    ways from the Node.js client; a Node worker SIGKILLed during a task: the task runs on
+    the other and the result is right; both exit when the scheduler closes."""
+    submit = node_script(CLIENT_DIR, "submit.mjs")
+    cluster, security, conn = xcluster
+    procs = [start_node(conn, f"node-{i}", tmp_path / f"node-{i}.log") for i in range(2)]
+    try:
+        with Client(cluster, security=security) as client:
+            assert wait_for(lambda: client.sync(client.scheduler.xlang_workers).get("node") == 2, 60)
+            with warnings.catch_warnings():  # no "Mismatched versions" for the Node.js workers
+                warnings.simplefilter("error", VersionMismatchWarning)
+                Client(cluster.scheduler_address, security=security).close()
+            graph = {"a": ["node", "fib", 10], "b": ["python", "operator.mul", "@a", 3], "c": ["python", "operator.mod", "@b", 100],
+                     "d": ["node", "add", "@c", "@a", 2], "e": ["node", "sum", ["@a", "@d"]]}  # fmt: skip
+            out = json.loads(run(submit + [conn, json.dumps(graph), "a", "c", "d", "e"]).stdout)
+            assert out == {"a": 55, "c": 65, "d": 122, "e": 177}
+            huge = run(submit + [conn, json.dumps({"h": ["python", "math.factorial", 30]})], check=False)
+            assert huge.returncode == 1 and "int too large for msgpack (64 bits): 33 digits" in huge.stderr
+            slow = xlang.submit(client, "node", "sleep", 3000, "done", key="slow")
+            assert wait_for(lambda: client.processing().get(next(iter(who_runs(client, "slow")), ""), None), 20)
+            victim = next(iter(who_runs(client, "slow")))
+            name = client.scheduler_info()["workers"][victim]["name"]
+            procs[int(name.split("-")[1])].send_signal(signal.SIGKILL)
+            assert slow.result(timeout=60) == "done"
+            survivor = client.who_has([slow])["slow"]
+            assert survivor and victim not in survivor
+        cluster.close()
+        for p in procs:
+            if p.poll() is None or p.returncode != -signal.SIGKILL:
+                assert p.wait(30) == 0
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(10)
+
+
+def who_runs(client, key) -> set[str]:
+    return {w for w, keys in client.processing().items() if key in keys}

@@ -14,6 +14,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
+import { connectionFiles } from "spark-dask-node-client/connection.mjs";
 import { connect, dumps, listen, loads } from "spark-dask-node-client/dask-comm.mjs";
 import { log } from "./lib/log.mjs";
 import { Pool } from "./lib/pool.mjs";
@@ -51,21 +52,28 @@ function parseArgs(argv) {
   return opts;
 }
 
-/** {address, tlsFiles} from DIR or the --scheduler/--tls-* flags. */
+/** {address, tlsFiles} from DIR (connection.mjs) or the --scheduler/--tls-* flags. */
 function connection(opts) {
+  if (opts.dir) return connectionFiles(opts.dir);
   const read = (f) => fs.readFileSync(f, "utf8");
-  if (opts.dir) {
-    const address = JSON.parse(read(path.join(opts.dir, "scheduler.json"))).address;
-    const ca = path.join(opts.dir, "ca.pem");
-    const tlsFiles = address.startsWith("tls://")
-      ? { ca: read(ca), cert: read(path.join(opts.dir, "client-cert.pem")), key: read(path.join(opts.dir, "client-key.pem")) }
-      : null;
-    return { address, tlsFiles };
-  }
   if (!opts.scheduler) throw new Error(USAGE);
   const tlsFiles = opts.ca || opts.cert || opts.key ? { ca: read(opts.ca), cert: read(opts.cert), key: read(opts.key) } : null;
   if (opts.scheduler.startsWith("tls://") && !tlsFiles) throw new Error(`${opts.scheduler} needs --tls-ca, --tls-cert and --tls-key`);
   return { address: opts.scheduler, tlsFiles };
+}
+
+/** extra: the language, and inside a spark-dask Spark task its facts (SPARK_DASK_FACTS,
+ * what spark_dask's preload gives a Python worker as extra["spark"]). */
+function extraInfo() {
+  const extra = { xlang: { language: "node", runtime: `node ${process.versions.node}` } };
+  if (process.env.SPARK_DASK_FACTS) {
+    try {
+      extra.spark = JSON.parse(process.env.SPARK_DASK_FACTS);
+    } catch (err) {
+      log(`SPARK_DASK_FACTS is not JSON (${err.message}); left out`, "WARNING");
+    }
+  }
+  return extra;
 }
 
 /** Worker.get_metrics() in worker.py; the scheduler reads these keys (Scheduler.heartbeat_worker). */
@@ -181,7 +189,7 @@ async function main() {
     local_directory: localDirectory,
     versions: { host: { python: `node-${major}.${minor}.${micro}`, "python-bits": 64, OS: os.type(), "OS-release": os.release(), machine: os.arch(), processor: os.arch(), byteorder: os.endianness() === "LE" ? "little" : "big" },
       packages: { node: process.versions.node, "spark-dask-node-worker": VERSION } },
-    nanny: null, extra: { xlang: { language: "node", runtime: `node ${process.versions.node}` } },
+    nanny: null, extra: extraInfo(),
     stimulus_id: `worker-connect-${Date.now() / 1000}`,
   });
   const reply = await stream.read();
