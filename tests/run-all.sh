@@ -9,7 +9,7 @@
 #            (pytest -m "core and not newest": start, compute, teardown, bad input, GPU
 #            pinning with fake GPUs, CLI run; a few slow variants run on the newest only)
 #
-# Then a short benchmark (python -m benchmarks --quick: N = 2, 2 repetitions) prints its
+# Then a short benchmark (python -m benchmarks --quick: N = 2, 1 repetition) prints its
 # table; it fails only if the benchmark breaks, not on timings.
 #
 # Needs Python >= 3.10 as python3 (or $PYTHON) and Java 17. Arguments go to both pytest
@@ -56,11 +56,11 @@ echo "run-all: pyspark $old: the core tests (-m 'core and not newest')"
 status_old=$?
 t4=$SECONDS
 
-# A short benchmark (N = 2, 2 repetitions, one master): it prints the start-up and
+# A short benchmark (N = 2, 1 repetition, one master): it prints the start-up and
 # teardown table; it fails only when the benchmark itself breaks, never on timings.
 echo "run-all: short benchmark (python -m benchmarks --quick)"
 bench_json=$(mktemp -d)/bench.json
-timeout 900 .venv/bin/python -m benchmarks --quick --reps 2 --master 'local-cluster[2,1,1024]' \
+timeout 900 .venv/bin/python -m benchmarks --quick --reps 1 --master 'local-cluster[2,1,1024]' \
     --json "$bench_json" --plot-dir "$(dirname "$bench_json")"
 status_bench=$?
 t5=$SECONDS
