@@ -249,9 +249,24 @@ def submit(client, language: str, function: str, *args, key: str | None = None) 
 
 
 def submit_graph(client, graph: Mapping, futures: Mapping | None = None) -> dict[str, Future]:
-    """Submit a whole cross-language graph (the msgpack format above) through ``client``;
-    ``futures`` gives Futures for keys it refers to that are not in the graph (default:
-    Futures for those keys on the scheduler). Returns a Future per key of the graph."""
+    """Submit a whole cross-language graph through ``client``.
+
+    Parameters
+    ----------
+    client : distributed.Client
+        A client of a spark-dask cluster.
+    graph : dict
+        ``{key: [language, function, arg, ...]}``, ``"@other"`` for the result of task
+        ``other`` (the module's docstring and docs/other-languages.md).
+    futures : dict, optional
+        Futures for keys the graph refers to that are not in it; default: Futures for
+        those keys on the scheduler.
+
+    Returns
+    -------
+    dict
+        A :class:`distributed.Future` per key of the graph.
+    """
     known = dict(futures or {})
     out: dict[str, Future] = {}
     for key, language, function, args in task_order(graph):

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// A Dask worker in Node.js: joins a distributed (2024.8 - 2026.8) cluster and runs the
+// A Dask worker in Node.js: joins a distributed cluster (written against and tested with distributed 2026.8) and runs the
 // tasks annotated xlang={language: "node", function, args} (see README.md).
 //
 //   node worker.mjs DIR [--name NAME] [--nthreads K] [--module FILE] [--host HOST]
