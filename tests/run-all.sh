@@ -45,14 +45,15 @@ fi
 t2=$SECONDS
 newest=$(.venv/bin/python -c 'import pyspark; print(pyspark.__version__)')
 old=$(.venv35/bin/python -c 'import pyspark; print(pyspark.__version__)')
-echo "run-all: installed .venv (pyspark $newest) in $((t1 - t0)) s, .venv35 (pyspark $old) and the node client in $((t2 - t1)) s"
+echo "run-all: installed .venv (pyspark $newest) in $((t1 - t0)) s, .venv35 (pyspark $old) and the Node.js examples in $((t2 - t1)) s"
 
+# --durations: the slowest tests at the end of each run (where the CI time goes)
 echo "run-all: pyspark $newest: the whole suite"
-.venv/bin/python -m pytest "$@"
+.venv/bin/python -m pytest --durations=25 "$@"
 status_newest=$?
 t3=$SECONDS
 echo "run-all: pyspark $old: the core tests (-m 'core and not newest')"
-.venv35/bin/python -m pytest -m "core and not newest" "$@"
+.venv35/bin/python -m pytest -m "core and not newest" --durations=15 "$@"
 status_old=$?
 t4=$SECONDS
 
