@@ -267,12 +267,18 @@ def submit_graph(client, graph: Mapping, futures: Mapping | None = None) -> dict
     dict
         A :class:`distributed.Future` per key of the graph.
     """
-    known = dict(futures or {})
+    return submit_ordered(client, task_order(graph), dict(futures or {}), lambda key: Future(key, client))
+
+
+def submit_ordered(client, order, known: dict, want) -> dict[str, Future]:
+    """Submit the tasks of ``order`` (:func:`task_order`) through ``client``: ``known``
+    maps keys to their Futures (filled as tasks are submitted); ``want(key)`` makes the
+    Future of an existing task the graph refers to. Returns a Future per task."""
     out: dict[str, Future] = {}
-    for key, language, function, args in task_order(graph):
+    for key, language, function, args in order:
         for dep in references(args):
             if dep not in known:
-                known[dep] = Future(dep, client)
+                known[dep] = want(dep)
         out[key] = known[key] = submit_task(client, key, language, function, args, known)
     return out
 

@@ -42,7 +42,7 @@ from spark_dask.xlang import (
     language_of,
     references,
     resource,
-    submit_task,
+    submit_ordered,
     task_order,
 )
 
@@ -227,12 +227,7 @@ class Gateway(SchedulerPlugin):
         client = await self.own_client()
         holder = holder or f"xlang-{uuid.uuid4().hex}"
         _comm, held = self.holders.setdefault(holder, (comm, {}))
-        known = dict(held)
-        for key, language, function, args in order:
-            for dep in references(args):
-                if dep not in known:
-                    known[dep] = held[dep] = self.want(dep)
-            held[key] = known[key] = submit_task(client, key, language, function, args, known)
+        held.update(submit_ordered(client, order, dict(held), lambda key: held.setdefault(key, self.want(key))))
         return {"status": "OK", "holder": holder, "keys": [key for key, *_ in order]}
 
     async def gather(self, comm, keys=(), holder=None, timeout=None) -> dict:
