@@ -26,6 +26,8 @@ import subprocess
 import sys
 import time
 
+from benchmarks.run import new_spark
+
 IDLE = 4.0
 JOINER = """
 import json, sys, time
@@ -64,8 +66,9 @@ def joins(spark, runs: int) -> dict[str, list[float]]:
 def idle_closes(spark, runs: int) -> dict[str, list[float]]:
     """``runs`` clusters closed by ``idle_timeout``: seconds past the timeout until
     closed and until a one-task Spark job ran."""
-    import spark_dask
     from distributed import Client
+
+    import spark_dask
 
     out: dict[str, list[float]] = {"idle -> closed": [], "idle -> Spark job": []}
     for _ in range(runs):
@@ -91,11 +94,7 @@ def main(argv=None) -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--master", default="local-cluster[2,1,1024]")
     args = parser.parse_args(argv)
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the executors need distributed
-    from pyspark.sql import SparkSession
-
-    spark = (SparkSession.builder.master(args.master).appName("bench-sharing")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false").getOrCreate())  # fmt: skip
+    spark = new_spark(args.master)  # benchmarks.run's session (PYSPARK_PYTHON, no UI, executors up)
     try:
         results = {**joins(spark, args.runs), **idle_closes(spark, args.runs)}
     finally:

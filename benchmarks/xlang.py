@@ -30,9 +30,10 @@ import os
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
+
+from benchmarks.run import new_spark
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKER = os.path.join(ROOT, "examples", "workers", "node", "worker.mjs")
@@ -104,11 +105,7 @@ def main(argv=None) -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--master", default="local-cluster[1,1,1024]")
     args = parser.parse_args(argv)
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the executors need distributed
-    from pyspark.sql import SparkSession
-
-    spark = (SparkSession.builder.master(args.master).appName("bench-xlang")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false").getOrCreate())  # fmt: skip
+    spark = new_spark(args.master)  # benchmarks.run's session (PYSPARK_PYTHON, no UI, executors up)
     try:
         results = measure(spark, args.tasks, args.runs)
     finally:
