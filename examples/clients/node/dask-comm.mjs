@@ -292,21 +292,17 @@ export class Serialized {
   }
 }
 
-function mapHeader(n) {
-  if (n < 16) return Buffer.from([0x80 | n]);
+/** The msgpack header of a map or array of n entries: fix (n < 16), 16-bit or 32-bit count. */
+function containerHeader(n, fix, code16, code32) {
+  if (n < 16) return Buffer.from([fix | n]);
   const b = Buffer.alloc(n < 0x10000 ? 3 : 5);
-  b[0] = n < 0x10000 ? 0xde : 0xdf;
+  b[0] = n < 0x10000 ? code16 : code32;
   n < 0x10000 ? b.writeUInt16BE(n, 1) : b.writeUInt32BE(n, 1);
   return b;
 }
 
-function arrayHeader(n) {
-  if (n < 16) return Buffer.from([0x90 | n]);
-  const b = Buffer.alloc(n < 0x10000 ? 3 : 5);
-  b[0] = n < 0x10000 ? 0xdc : 0xdd;
-  n < 0x10000 ? b.writeUInt16BE(n, 1) : b.writeUInt32BE(n, 1);
-  return b;
-}
+const mapHeader = (n) => containerHeader(n, 0x80, 0xde, 0xdf);
+const arrayHeader = (n) => containerHeader(n, 0x90, 0xdc, 0xdd);
 
 function isPlainObject(v) {
   if (v === null || typeof v !== "object") return false;
