@@ -19,8 +19,8 @@ import spark_dask
 from spark_dask import cli, xlang
 from spark_dask.connection import CONFIG_FILE, ENV_SCHEDULER_FILE, SCHEDULER_FILE
 
-from .conftest import assert_no_leftovers
-from .test_xlang import CLIENT_DIR, WORKER_DIR, node_script, wait_for
+from .conftest import assert_no_leftovers, wait_until
+from .test_xlang import CLIENT_DIR, WORKER_DIR, node_script
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NODE_DIR = os.path.join(ROOT, "examples", "clients", "node")
@@ -204,7 +204,7 @@ def test_node_worker_beside_python_workers_runs_tasks_both_ways(spark, tmp_path)
             cluster.write_connection(directory)
             proc = start_node_worker(directory, "node-1", log)
             client = cluster.get_client()
-            assert wait_for(lambda: client.sync(client.scheduler.xlang_workers).get("node") == 1, 60), log.read_text()
+            assert wait_until(lambda: client.sync(client.scheduler.xlang_workers).get("node") == 1, timeout=60), log.read_text()
             fib = xlang.submit(client, "node", "fib", 20)
             five = xlang.submit(client, "python", "math.factorial", 5)
             mixed = xlang.submit(client, "node", "add", fib, five, 1)

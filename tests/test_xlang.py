@@ -35,6 +35,8 @@ from spark_dask.xlang import (
     task_order,
 )
 
+from .conftest import wait_until
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLIENT_DIR = os.path.join(ROOT, "examples", "clients", "node")
 WORKER_DIR = os.path.join(ROOT, "examples", "workers", "node")
@@ -154,7 +156,7 @@ def test_python_tasks_from_python_and_from_the_msgpack_graph(xcluster):
         # the held keys go with the release; the Python client's own stay
         client.sync(client.scheduler.xlang_release, holder=answer["holder"])
         gone = lambda: client.run_on_scheduler(lambda dask_scheduler: "a" not in dask_scheduler.tasks)
-        assert wait_for(gone, 10)
+        assert wait_until(gone, timeout=10)
         assert client.run_on_scheduler(lambda dask_scheduler, k=five.key: k in dask_scheduler.tasks)
 
 
@@ -181,15 +183,6 @@ def test_errors_name_the_task_and_the_reason(xcluster):
         assert got["status"] == "error" and "builtins.set" in got["message"]
 
 
-def wait_for(predicate, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return predicate()
-
-
 # ------------------------------------------------------------------ Node.js programs
 def run(cmd, timeout=60, check=True) -> subprocess.CompletedProcess:
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -210,7 +203,7 @@ def test_node_client_submits_a_python_graph_and_reads_errors(xcluster):
     refused = run(submit + [conn, json.dumps({"x": ["python", "factorial", 1]})], check=False)
     assert refused.returncode == 1 and "dotted path" in refused.stderr
     with Client(cluster, security=security) as client:  # the holders went with the releases
-        assert wait_for(lambda: not client.run_on_scheduler(lambda dask_scheduler: [k for k in dask_scheduler.tasks if k in ("f", "g", "s", "x")]), 10)
+        assert wait_until(lambda: not client.run_on_scheduler(lambda dask_scheduler: [k for k in dask_scheduler.tasks if k in ("f", "g", "s", "x")]), timeout=10)
 
 
 def start_node(conn: str, name: str, log) -> subprocess.Popen:
@@ -229,7 +222,7 @@ def test_node_workers_under_the_extension_mixed_graphs_kill_and_close(xcluster, 
     procs = [start_node(conn, f"node-{i}", tmp_path / f"node-{i}.log") for i in range(2)]
     try:
         with Client(cluster, security=security) as client:
-            assert wait_for(lambda: client.sync(client.scheduler.xlang_workers).get("node") == 2, 60)
+            assert wait_until(lambda: client.sync(client.scheduler.xlang_workers).get("node") == 2, timeout=60)
             with warnings.catch_warnings():  # no "Mismatched versions" for the Node.js workers
                 warnings.simplefilter("error", VersionMismatchWarning)
                 Client(cluster.scheduler_address, security=security).close()
@@ -240,7 +233,7 @@ def test_node_workers_under_the_extension_mixed_graphs_kill_and_close(xcluster, 
             huge = run(submit + [conn, json.dumps({"h": ["python", "math.factorial", 30]})], check=False)
             assert huge.returncode == 1 and "int too large for msgpack (64 bits): 33 digits" in huge.stderr
             slow = xlang.submit(client, "node", "sleep", 3000, "done", key="slow")
-            assert wait_for(lambda: client.processing().get(next(iter(who_runs(client, "slow")), ""), None), 20)
+            assert wait_until(lambda: client.processing().get(next(iter(who_runs(client, "slow")), ""), None), timeout=20)
             victim = next(iter(who_runs(client, "slow")))
             name = client.scheduler_info()["workers"][victim]["name"]
             procs[int(name.split("-")[1])].send_signal(signal.SIGKILL)
