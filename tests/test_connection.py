@@ -20,7 +20,7 @@ from spark_dask import cli, xlang
 from spark_dask.connection import CONFIG_FILE, ENV_SCHEDULER_FILE, SCHEDULER_FILE
 
 from .conftest import assert_no_leftovers, wait_until
-from .test_xlang import CLIENT_DIR, WORKER_DIR, node_script
+from .test_xlang import CLIENT_DIR, WORKER_DIR, node_script, start_node
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NODE_DIR = os.path.join(ROOT, "examples", "clients", "node")
@@ -183,13 +183,6 @@ def test_run_gives_child_processes_the_cluster(spark, tmp_path, capfd):
 
 
 # ------------------------------------------------------------ tasks in other languages
-def start_node_worker(directory, name: str, log_path) -> subprocess.Popen:
-    """A Node.js worker (examples/workers/node) joining from connection files."""
-    cmd = node_script(WORKER_DIR, "worker.mjs") + [str(directory), "--name", name, "--nthreads", "2"]
-    with open(log_path, "wb") as log:  # the child keeps its own copy of the descriptor
-        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-
-
 @pytest.mark.timeout(300)
 def test_node_worker_beside_python_workers_runs_tasks_both_ways(spark, tmp_path):
     """A spark-dask cluster (two Python workers in Spark tasks) and a Node.js worker on
@@ -202,7 +195,7 @@ def test_node_worker_beside_python_workers_runs_tasks_both_ways(spark, tmp_path)
     try:
         with spark_dask.SparkCluster(spark, n_workers=2, progress=False) as cluster:
             cluster.write_connection(directory)
-            proc = start_node_worker(directory, "node-1", log)
+            proc = start_node(str(directory), "node-1", log)
             client = cluster.get_client()
             assert wait_until(lambda: client.sync(client.scheduler.xlang_workers).get("node") == 1, timeout=60), log.read_text()
             fib = xlang.submit(client, "node", "fib", 20)

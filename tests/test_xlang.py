@@ -207,8 +207,9 @@ def test_node_client_submits_a_python_graph_and_reads_errors(xcluster):
 
 
 def start_node(conn: str, name: str, log) -> subprocess.Popen:
+    """A Node.js worker (examples/workers/node) joining from the connection files in ``conn``."""
     cmd = node_script(WORKER_DIR, "worker.mjs") + [conn, "--name", name, "--nthreads", "2"]
-    with open(log, "wb") as out:
+    with open(log, "wb") as out:  # the child keeps its own copy of the descriptor
         return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
 
