@@ -404,11 +404,11 @@ def test_a_handle_joins_and_the_owner_scales_adapts_and_closes(state):
         assert out.stdout.strip() == owner.scheduler.address, out.stderr[-2000:]
 
         t0 = time.monotonic()
-        cluster.close()  # carried out by the owner; returns once its entry is gone
+        cluster.close()  # carried out by the owner, in its thread: it may still be closing
         assert cluster.status == Status.closed
-        assert not os.path.exists(owner.entry.directory)
-        # the owner's close (in its thread) removes the entry, then says closed
+        # the owner closes its scheduler, removes the entry, then says closed
         assert wait_until(lambda: owner.status == Status.closed, timeout=10), owner.status
+        assert not os.path.exists(owner.entry.directory)
         assert time.monotonic() - t0 < 10
         assert spark_dask.list_clusters() == []
     finally:
