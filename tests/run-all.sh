@@ -4,10 +4,14 @@
 #   .venv    the newest pyspark, every test extra: the whole suite (Spark Connect included,
 #            the documentation site built in strict mode, the notebooks executed, the
 #            announcement post's code, the Databricks specs, the Node.js client and worker)
-#   .venv35  the newest pyspark 3.5.x with pandas<3, numpy<2, pyarrow<18 (pyspark 3.5's
-#            connect extra excludes NumPy 2; the newest pyarrow needs it): the core tests
+#   .venv35  pyspark 3.5.5 with pandas<3, numpy<2, pyarrow<18 (pyspark 3.5's connect
+#            extra excludes NumPy 2; the newest pyarrow needs it): the core tests
 #            (pytest -m "core and not newest": start, compute, teardown, bad input, GPU
-#            pinning with fake GPUs, CLI run; a few slow variants run on the newest only)
+#            pinning with fake GPUs, CLI run, Spark Connect, Delta Lake written by Spark,
+#            the RAPIDS Accelerator's plugin; a few slow variants run on the newest only).
+#            3.5.5 is the newest 3.5 patch that Maven Central's Spark Connect server jar,
+#            Delta Lake 3.3 and the RAPIDS Accelerator's Scala 2.12 jar all support:
+#            tests/jars.py fetches those (pinned, sha1-checked) into ~/.cache/spark-dask/jars
 #
 # Then a short benchmark (python -m benchmarks --quick: N = 2, 1 repetition) prints its
 # table; it fails only if the benchmark breaks, not on timings.
@@ -26,26 +30,38 @@ venv() {  # venv DIR PIP-ARGS...: create DIR (once) and install into it
     "$dir/bin/pip" install -q "$@"
 }
 
+fetches() {  # the downloads that need no venv, beside the pip installs below
+    # Spark's own artifacts the pyspark 3.5 tests load (Connect server, Delta, RAPIDS)
+    timeout 900 "$PYTHON" -m tests.jars fetch >/dev/null ||
+        { echo "run-all: fetching the jars from Maven Central failed (python -m tests.jars fetch)" >&2; return 1; }
+    # the Node.js client and worker examples' packages (tests/test_connection.py,
+    # test_xlang.py and test_node_worker.py run them); without npm those checks skip
+    # locally and fail under CI
+    if command -v npm >/dev/null 2>&1; then
+        for dir in examples/clients/node examples/workers/node; do
+            (cd "$dir" && timeout 300 npm ci --no-audit --no-fund --loglevel=error) ||
+                { echo "run-all: npm ci in $dir failed" >&2; return 1; }
+        done
+    else
+        echo "run-all: npm not found: the Node.js client and worker examples will not run (bash .ci/install-node)" >&2
+    fi
+}
+
 t0=$SECONDS
-venv .venv -e '.[test]' || { echo "run-all: installing .venv failed" >&2; exit 1; }
+fetches &
+fetches_pid=$!
+venv .venv -e '.[test]' || { echo "run-all: installing .venv failed" >&2; kill "$fetches_pid"; exit 1; }
 t1=$SECONDS
-venv .venv35 -e '.[test-core]' 'pyspark>=3.5,<3.6' 'pandas<3' 'numpy<2' 'pyarrow<18' ||
-    { echo "run-all: installing .venv35 failed" >&2; exit 1; }
-# the Node.js client and worker examples' packages (tests/test_connection.py,
-# test_xlang.py and test_node_worker.py run them); without npm those checks skip locally
-# and fail under CI
-if command -v npm >/dev/null 2>&1; then
-    for dir in examples/clients/node examples/workers/node; do
-        (cd "$dir" && timeout 300 npm ci --no-audit --no-fund --loglevel=error) ||
-            { echo "run-all: npm ci in $dir failed" >&2; exit 1; }
-    done
-else
-    echo "run-all: npm not found: the Node.js client and worker examples will not run (bash .ci/install-node)" >&2
-fi
+# pyspark[connect] pinned as such: with the connect extra's 'pyspark[connect]>=3.5' beside
+# 'pyspark==3.5.5', pip backtracks through every pyspark 4.x sdist (450 MB each; 7 min)
+venv .venv35 -e '.[test-core]' 'pyspark[connect]==3.5.5' 'pandas<3' 'numpy<2' 'pyarrow<18' \
+    'deltalake>=0.18' 'dask-deltatable>=0.3' ||
+    { echo "run-all: installing .venv35 failed" >&2; kill "$fetches_pid"; exit 1; }
+wait "$fetches_pid" || exit 1
 t2=$SECONDS
 newest=$(.venv/bin/python -c 'import pyspark; print(pyspark.__version__)')
 old=$(.venv35/bin/python -c 'import pyspark; print(pyspark.__version__)')
-echo "run-all: installed .venv (pyspark $newest) in $((t1 - t0)) s, .venv35 (pyspark $old) and the Node.js examples in $((t2 - t1)) s"
+echo "run-all: installed .venv (pyspark $newest) in $((t1 - t0)) s, .venv35 (pyspark $old) in $((t2 - t1)) s (the jars and the Node.js examples beside them)"
 
 # --durations: the slowest tests at the end of each run (where the CI time goes)
 echo "run-all: pyspark $newest: the whole suite"
