@@ -5,6 +5,10 @@ The same behaviour as tests/test_cluster.py, launched through the DataFrame API
 Spark Connect server (and a classic SparkContext behind it), so this module needs the
 process free of classic sessions: the other modules stop theirs at module end, and this
 one stops its server at module end.
+
+Core tests: they run on pyspark 3.5 too (tests/run-all.sh), where pyspark ships no
+Connect server: the fixture puts Maven Central's ``spark-connect_2.12`` of the same
+patch on ``spark.jars`` (fetched by ``python -m tests.jars fetch connect-3.5``).
 """
 
 from __future__ import annotations
@@ -25,11 +29,26 @@ import spark_dask
 from spark_dask import PlanError, SparkCluster, SparkDaskError, handoff
 from spark_dask.cluster import GangMaker
 
+from . import jars
 from .conftest import TEST_JVM_CONF, dask_processes, fresh_jvm, port_open, wait_until
 
 pytest.importorskip("grpc", reason="needs the connect extra (pyspark[connect])")
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.spark, pytest.mark.core, pytest.mark.timeout(240)]
+
+
+def server_jars() -> dict[str, str]:
+    """The Connect server's jar for a local remote: pyspark >= 4 carries it, 3.5 does not."""
+    import pyspark
+
+    if int(pyspark.__version__.split(".")[0]) >= 4:
+        return {}
+    (jar,) = jars.require("connect-3.5")
+    if not jar.endswith(f"-{pyspark.__version__}.jar"):
+        pytest.fail(f"{jar} is not the Connect server of pyspark {pyspark.__version__} (tests/jars.py)")
+    # spark.jars alone reaches the executors' task class loader after the task is read:
+    # the server's lambdas fail to deserialize there (ClassCastException: SerializedLambda)
+    return {"spark.jars": jar, "spark.executor.extraClassPath": jar}
 
 
 def _free_port() -> int:
@@ -43,16 +62,19 @@ def spark():
     """One in-process Spark Connect server for the module, on a free port."""
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
-    from pyspark.sql.connect.client.core import DefaultChannelBuilder
+    from pyspark.sql.connect.client import core
 
     if SparkContext._active_spark_context is not None or SparkSession._instantiatedSession is not None:
         pytest.fail("a classic SparkSession is still active: a local Spark Connect server cannot start")
+    extra = server_jars()
     fresh_jvm()
     port = _free_port()
+    # pyspark 4: DefaultChannelBuilder; 3.5: ChannelBuilder holds the default port
+    builder = getattr(core, "DefaultChannelBuilder", None) or core.ChannelBuilder
     with pytest.MonkeyPatch.context() as mp:
         # The client of a local remote connects to the default port (15002) unless
         # SPARK_TESTING is set; use our own port so parallel runs cannot collide.
-        mp.setattr(DefaultChannelBuilder, "default_port", staticmethod(lambda: port))
+        mp.setattr(builder, "default_port", staticmethod(lambda: port))
         s = (
             SparkSession.builder.remote("local-cluster[2,1,1024]")
             .appName("spark-dask-connect-tests")
@@ -62,6 +84,7 @@ def spark():
             .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
             .config("spark.sql.shuffle.partitions", "4")
             .config(map=TEST_JVM_CONF)
+            .config(map=extra)
             .getOrCreate()
         )
         try:
@@ -166,6 +189,7 @@ def test_exception_in_block_propagates_and_tears_down(spark):
     assert_no_leftovers(spark, cluster)
 
 
+@pytest.mark.newest  # task profiles are Spark >= 4.0
 def test_cluster_contract_with_a_task_profile(spark):
     # task_profile=True: the gang is submitted with mapInArrow(..., profile=...) (Spark >= 4.0)
     cluster = SparkCluster(spark, n_workers=1, progress=False, task_profile=True)
