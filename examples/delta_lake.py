@@ -1,79 +1,324 @@
-"""Read a Delta Lake table with Dask (``dask-deltatable``) on a spark-dask cluster.
+"""Read a Delta Lake table written by Spark with Dask (``dask-deltatable``) on a spark-dask cluster.
 
-On Databricks the table is written by Spark (``df.write.format("delta").save(path)``
-or a Unity Catalog table) and read by the Dask workers from the same storage. Here,
-without Databricks' Delta jars, it is written with the ``deltalake`` package, which
-produces the same Delta log format.
+Spark writes the table with Delta Lake's Spark connector, as on Databricks: version 0 is
+1000 rows partitioned by ``k``, version 1 a ``DELETE`` (the log has ``remove``
+actions). Spark reads both versions (``versionAsOf``), then the Dask workers read the
+latest version and version 0 (time travel) from the same storage with
+``dask_deltatable.read_deltalake``, and the two reads must agree (row counts and sums
+per ``k``).
 
-    python examples/delta_lake.py [--master local-cluster[2,1,1024]] [--path DIR]
+    python examples/delta_lake.py [--writer auto|spark|deltalake] [--jars JARS]
+                                  [--master local-cluster[2,1,1024]] [--path DIR]
+
+Writers (the output's first lines say which one ran):
+
+- ``spark``: Delta Lake's Spark connector. ``--jars`` (or ``$SPARK_DASK_DELTA_JARS``):
+  the connector's jars, comma-separated (``delta-spark`` and ``delta-storage``);
+  without them ``spark.jars.packages`` fetches the release for this pyspark's Spark
+  line from Maven Central (:func:`delta_connector`). Delta Lake names its Spark line:
+  3.3.x for Spark 3.5 (Scala 2.12, pip's pyspark 3.5), 4.0.x for Spark 4.0, and from
+  4.1 the artifact carries it (``delta-spark_4.1_2.13``, ``delta-spark_4.2_2.13``).
+  There is no release for Spark 4.3 yet.
+- ``deltalake``: the ``deltalake`` package (delta-rs) writes the same table, the same
+  Delta log format, on a Spark without Delta's jars; the check is then against the
+  pandas frames written.
+- ``auto`` (default): ``spark`` when jars are given, on Databricks (Delta is part of the
+  runtime) or when the active session has Delta's SQL extension; ``deltalake``
+  otherwise.
+
+Tested (tests/test_delta_spark.py, tests/test_examples.py): the Spark writer on pyspark
+3.5.5 with Delta Lake 3.3.2 (``io.delta:delta-spark_2.12:3.3.2``); the deltalake writer
+on the newest pyspark.
+
+Deletion vectors (``--deletion-vectors``): Databricks enables them on new tables in many
+workspaces (workspace setting "Auto-enable deletion vectors", Databricks Runtime 14.0+).
+A DELETE then marks the rows in a deletion vector instead of rewriting the file, and
+dask-deltatable (0.4) reads the Parquet files without applying it: the deleted rows
+come back, with no error. Run ``REORG TABLE <table> APPLY (PURGE)`` before Dask reads
+(the example does; time travel to a version before the purge still has them), or turn
+them off (``'delta.enableDeletionVectors' = 'false'``). The example stops when a
+version it reads has files with deletion vectors.
 
 On Databricks, point ``--path`` at the table's location that the workers can read: a
 volume path (``/Volumes/<catalog>/<schema>/<volume>/table``) or cloud storage
 (``s3://...``, ``abfss://...``, ``gs://...``) with ``storage_options`` for credentials.
 """
 
+from __future__ import annotations
+
 import argparse
+import json
 import os
 import sys
 import tempfile
+import warnings
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # local runs: executors' Python
 
-import dask_deltatable  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from deltalake import DeltaTable, write_deltalake  # noqa: E402
-from pyspark.sql import SparkSession  # noqa: E402
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 
-import spark_dask  # noqa: E402
+# Spark line: Delta Lake's Spark connector for it on Maven Central (delta-storage comes
+# with it through spark.jars.packages)
+DELTA_SPARK = {
+    (3, 5): "io.delta:delta-spark_2.12:3.3.2",
+    (4, 0): "io.delta:delta-spark_2.13:4.0.1",
+    (4, 1): "io.delta:delta-spark_4.1_2.13:4.4.0",
+    (4, 2): "io.delta:delta-spark_4.2_2.13:4.4.0",
+}
 
-
-def write_table(path: str) -> pd.DataFrame:
-    """Two commits: version 0 (1000 rows), version 1 (500 more rows)."""
-    first = pd.DataFrame({"k": np.arange(1000) % 4, "x": np.arange(1000, dtype="float64")})
-    second = pd.DataFrame({"k": np.arange(500) % 4, "x": np.ones(500)})
-    write_deltalake(path, first, partition_by=["k"])
-    write_deltalake(path, second, mode="append", partition_by=["k"])
-    return pd.concat([first, second], ignore_index=True)
+DELETE_WHERE = "x < 100"  # version 1: the rows it leaves are x >= 100
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--master", default="local-cluster[2,1,1024]")
-    parser.add_argument("--path", default=None, help="Delta table location (written if absent)")
-    args = parser.parse_args()
-    # without --path: a scratch directory, removed at the end
-    scratch = None if args.path else tempfile.TemporaryDirectory(prefix="spark-dask-delta-")
-    path = args.path or os.path.join(scratch.name, "events")
-    if not os.path.exists(os.path.join(path, "_delta_log")):
-        expected = write_table(path)
-    else:
-        expected = DeltaTable(path).to_pandas()
-    print(f"delta table {path}: version {DeltaTable(path).version()}")
+def spark_line(pyspark_version: str) -> tuple[int, int]:
+    """``"3.5.5"`` → ``(3, 5)`` (``"4.1.0.dev1"`` → ``(4, 1)``)."""
+    major, minor = pyspark_version.split(".")[:2]
+    return int(major), int("".join(c for c in minor if c.isdigit()) or 0)
 
-    spark = SparkSession.getActiveSession() or (
+
+def delta_connector(pyspark_version: str) -> str | None:
+    """The Maven coordinate of Delta Lake's Spark connector for this pyspark, or None
+    where Delta Lake has no release for its Spark line."""
+    return DELTA_SPARK.get(spark_line(pyspark_version))
+
+
+def no_connector_message(pyspark_version: str) -> str:
+    major, minor = spark_line(pyspark_version)
+    newest = ".".join(map(str, max(DELTA_SPARK)))
+    return (
+        f"no Delta Lake release for Spark {major}.{minor} yet: use --writer deltalake "
+        f"or pyspark {newest}"
+    )
+
+
+def choose_writer(writer: str, jars: str | None, on_databricks: bool, session_extensions: str) -> str:
+    """``auto``: Spark when it can write Delta (jars given, Databricks, or an active
+    session with Delta's extension), the deltalake package otherwise."""
+    if writer != "auto":
+        return writer
+    if jars or on_databricks or DELTA_EXTENSION in session_extensions:
+        return "spark"
+    return "deltalake"
+
+
+def build_session(args, writer: str, jars: str | None, active, on_databricks: bool, extensions: str):
+    """The active session (Databricks, a notebook) or a new one; with the Spark writer,
+    a new one loads Delta's connector."""
+    import pyspark
+    from pyspark.sql import SparkSession
+
+    if active is not None:
+        if writer == "spark" and not on_databricks and DELTA_EXTENSION not in extensions:
+            sys.exit("the active Spark session has no Delta Lake extension: "
+                     f"start it with spark.sql.extensions={DELTA_EXTENSION}, or --writer deltalake")
+        return active, "Databricks Runtime" if on_databricks else "the active session's jars"
+    builder = (
         SparkSession.builder.master(args.master)
         .appName("spark-dask delta lake")
         # Spark's console progress bar (spark.ui.showConsoleProgress) would show the Dask
         # cluster's barrier stage, which runs as long as the cluster, as "[Stage 0:> (0 + 2) / 2]"
         # in front of every later line: Spark cannot leave one stage out of it, so it is off.
         .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
     )
+    source = ""
+    # a small table on a small cluster: a few partitions for the shuffles and for Delta's
+    # log state (200 and 50 by default, each a task)
+    builder = builder.config("spark.sql.shuffle.partitions", "4").config(
+        "spark.databricks.delta.snapshotPartitions", "2"
+    )
+    if writer == "spark":
+        if jars:
+            builder = builder.config("spark.jars", jars)
+            source = ", ".join(os.path.basename(j) for j in jars.split(","))
+        else:
+            coordinate = delta_connector(pyspark.__version__)
+            if coordinate is None:
+                sys.exit(no_connector_message(pyspark.__version__))
+            builder = builder.config("spark.jars.packages", coordinate)
+            source = f"{coordinate} from Maven Central"
+        builder = builder.config("spark.sql.extensions", DELTA_EXTENSION).config(
+            "spark.sql.catalog.spark_catalog", DELTA_CATALOG
+        )
+    return builder.getOrCreate(), source
+
+
+def write_with_spark(spark, path: str, deletion_vectors: bool = False, purge: bool = True) -> None:
+    """Version 0: 1000 rows partitioned by k; version 1: a DELETE.
+
+    With ``deletion_vectors`` (Databricks' default on new tables in many workspaces):
+    version 1 enables them, version 2's DELETE marks the rows in deletion vectors
+    instead of rewriting the files, and version 3 (``REORG TABLE ... APPLY (PURGE)``)
+    rewrites the files that have one: dask-deltatable does not apply deletion vectors."""
+    df = spark.range(1000).selectExpr("id % 4 AS k", "CAST(id AS DOUBLE) AS x")
+    df.write.format("delta").partitionBy("k").save(path)
+    table = f"delta.`{path}`"
+    if deletion_vectors:  # Databricks' default on new tables; a commit of its own
+        spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    spark.sql(f"DELETE FROM {table} WHERE {DELETE_WHERE}")
+    if deletion_vectors and purge:
+        spark.sql(f"REORG TABLE {table} APPLY (PURGE)")
+
+
+def write_with_deltalake(path: str):
+    """The same table with the deltalake package; returns the pandas frame of each version."""
+    import numpy as np
+    import pandas as pd
+    from deltalake import DeltaTable, write_deltalake
+
+    first = pd.DataFrame({"k": np.arange(1000) % 4, "x": np.arange(1000, dtype="float64")})
+    write_deltalake(path, first, partition_by=["k"])
+    DeltaTable(path).delete(DELETE_WHERE)
+    return {0: first, 1: first[first.x >= 100]}
+
+
+def summary(frame) -> dict:
+    """{k: (rows, sum of x)} of a pandas or Dask frame (Dask's is computed)."""
+    grouped = frame.groupby("k").x.agg(["count", "sum"])
+    if hasattr(grouped, "compute"):
+        grouped = grouped.compute()
+    return {int(k): (int(r["count"]), float(r["sum"])) for k, r in grouped.iterrows()}
+
+
+def summary_of_spark(spark, path: str, version: int) -> dict:
+    rows = (
+        spark.read.format("delta").option("versionAsOf", version).load(path)
+        .groupBy("k").agg({"x": "sum", "*": "count"}).collect()
+    )
+    return {int(r["k"]): (int(r["count(1)"]), float(r["sum(x)"])) for r in rows}
+
+
+def commit(path: str, version: int) -> list[dict]:
+    """The actions of the version's commit (``_delta_log/<version>.json``)."""
+    with open(os.path.join(path, "_delta_log", f"{version:020d}.json")) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def log_actions(path: str, version: int) -> dict:
+    """How many actions of each kind (add, remove, ...) the version's commit has."""
+    counts: dict = {}
+    for action in commit(path, version):
+        for kind in action:
+            counts[kind] = counts.get(kind, 0) + 1
+    return counts
+
+
+def files_with_deletion_vectors(path: str, version: int) -> int | None:
+    """How many of the version's data files have a deletion vector (rows deleted in
+    place), from the log's JSON commits 0..version; None where the log no longer has
+    them all (cleaned up after a checkpoint)."""
+    def key(action: dict) -> tuple:  # a file is its path and its deletion vector (the protocol)
+        dv = action.get("deletionVector") or {}
+        return action["path"], dv.get("storageType"), dv.get("pathOrInlineDv"), dv.get("offset")
+
+    live: dict = {}
+    for v in range(version + 1):
+        try:
+            actions = commit(path, v)
+        except FileNotFoundError:
+            return None
+        for action in actions:  # a DELETE's commit may list the new add before the old remove
+            if "add" in action:
+                live[key(action["add"])] = action["add"]
+            elif "remove" in action:
+                live.pop(key(action["remove"]), None)
+    return sum(1 for add in live.values() if add.get("deletionVector"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--master", default="local-cluster[2,1,1024]")
+    parser.add_argument("--path", default=None, help="Delta table location (written if absent)")
+    parser.add_argument("--writer", choices=["auto", "spark", "deltalake"], default="auto")
+    parser.add_argument("--jars", default=os.environ.get("SPARK_DASK_DELTA_JARS"),
+                        help="Delta Lake's Spark connector jars, comma-separated ($SPARK_DASK_DELTA_JARS)")
+    parser.add_argument("--deletion-vectors", action="store_true",
+                        help="Spark writer: enable deletion vectors before the DELETE (Databricks' default)")
+    parser.add_argument("--no-purge", action="store_true",
+                        help="with --deletion-vectors: no REORG TABLE ... APPLY (PURGE) (the example then stops)")
+    args = parser.parse_args()
+    if args.deletion_vectors and args.writer == "deltalake":
+        parser.error("--deletion-vectors: the Spark writer's (the deltalake package's DELETE rewrites files)")
+
+    import dask_deltatable
+    import numpy as np
+    from deltalake import DeltaTable
+    from pyspark.sql import SparkSession
+
+    import spark_dask
+
+    active = SparkSession.getActiveSession()
+    extensions = active.conf.get("spark.sql.extensions", "") if active is not None else ""
+    on_databricks = bool(os.environ.get("DATABRICKS_RUNTIME_VERSION"))
+    writer = choose_writer(args.writer, args.jars, on_databricks, extensions)
+
+    # without --path: a scratch directory, removed at the end
+    scratch = None if args.path else tempfile.TemporaryDirectory(prefix="spark-dask-delta-")
+    path = args.path or os.path.join(scratch.name, "events")
+    spark, source = build_session(args, writer, args.jars, active, on_databricks, extensions)
     spark.sparkContext.setLogLevel("ERROR")
     try:
-        with spark_dask.start(spark) as client:
-            ddf = dask_deltatable.read_deltalake(path)
-            sums = ddf.groupby("k").x.sum().compute().sort_index()
-            want = expected.groupby("k").x.sum().sort_index()
-            assert np.allclose(sums.values, want.values), (sums, want)
-            print(f"latest version: {len(ddf)} rows, sum per k {sums.round(1).tolist()}")
-            v0 = dask_deltatable.read_deltalake(path, version=0)
-            print(f"version 0 (time travel): {len(v0)} rows")
-            assert len(v0) == 1000
+        written = None
+        fresh = not os.path.exists(os.path.join(path, "_delta_log"))
+        if fresh:
+            if writer == "spark":
+                write_with_spark(spark, path, args.deletion_vectors, purge=not args.no_purge)
+                print(f"table written by Spark (Delta Lake's Spark connector, {source})")
+            else:
+                written = write_with_deltalake(path)
+                print("table written by the deltalake package (no Delta jars on this Spark)")
+        else:
+            print(f"table {path} exists: read as it is")
+        latest = DeltaTable(path).version()
+        actions = log_actions(path, latest)
+        print(f"delta table {path}: version {latest}; its commit: "
+              + ", ".join(f"{n} {kind}" for kind, n in sorted(actions.items())))
+        if fresh:  # the DELETE rewrote (or marked) files: the log says which it removed
+            assert actions.get("remove"), actions
+        # the reference: Spark's own read of both versions when Spark has Delta, else the
+        # frames written (or, for a table that was there, the deltalake package's read)
+        if writer == "spark":
+            want = {v: summary_of_spark(spark, path, v) for v in (latest, 0)}
+            against = "Spark's read"
+        elif written is not None:
+            want = {v: summary(written[v]) for v in (latest, 0)}
+            against = "the pandas frames written"
+        else:
+            want = {v: summary(DeltaTable(path, version=v).to_pandas()) for v in (latest, 0)}
+            against = "the deltalake package's read"
+
+        # dask-deltatable reads the version's Parquet files as they are: the rows that a
+        # deletion vector marks deleted would come back
+        for v in (latest, 0):
+            marked = files_with_deletion_vectors(path, v)
+            if marked:
+                sys.exit(f"version {v}: {marked} files have deletion vectors, which dask-deltatable "
+                         f"does not apply (the deleted rows would come back): run "
+                         f"REORG TABLE delta.`{path}` APPLY (PURGE) in Spark first")
+            if marked is None:
+                print(f"version {v}: the log's early commits are gone: deletion vectors not checked")
+        if fresh and writer == "spark" and args.deletion_vectors:
+            print("deletion vectors: the DELETE wrote them, REORG TABLE ... APPLY (PURGE) rewrote "
+                  f"those files (version {latest}); none in versions {latest} and 0")
+        # Spark's work is done: the Dask cluster's barrier stage may take every slot, and
+        # spark-dask's warning that later Spark jobs would wait for it does not apply
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r"spark-dask: .* every task slot", category=UserWarning)
+            client = spark_dask.start(spark)
+        with client:
+            got = {v: summary(dask_deltatable.read_deltalake(path, version=v)) for v in (latest, 0)}
+            for v in (latest, 0):
+                assert sorted(got[v]) == sorted(want[v]), (v, got[v], want[v])
+                for k in want[v]:
+                    assert got[v][k][0] == want[v][k][0], (v, k, got[v], want[v])
+                    assert np.isclose(got[v][k][1], want[v][k][1]), (v, k, got[v], want[v])
+            rows = {v: sum(n for n, _ in got[v].values()) for v in got}
+            sums = [round(got[latest][k][1], 1) for k in sorted(got[latest])]
+            print(f"latest version: {rows[latest]} rows, sum per k {sums}")
+            print(f"version 0 (time travel): {rows[0]} rows")
+            print(f"Dask's reads equal {against} of versions {latest} and 0")
             print(f"read by {len(client.scheduler_info()['workers'])} Dask workers")
     finally:
-        if not os.environ.get("DATABRICKS_RUNTIME_VERSION"):
+        if not on_databricks:
             spark.stop()
         if scratch is not None:
             scratch.cleanup()

@@ -1,0 +1,169 @@
+"""examples/delta_lake.py with Spark as the writer: Delta Lake's Spark connector writes a
+partitioned table in two commits (the second a DELETE, so the log has ``remove``
+actions), dask-deltatable reads the latest version and version 0 on the spark-dask
+cluster, and the example checks both against Spark's own read of those versions.
+
+Delta Lake has a release per Spark line (examples/delta_lake.py's DELTA_SPARK); the
+jars tests/jars.py pins are Delta 3.3.2 for Spark 3.5, so the Spark writer runs in CI's
+pyspark 3.5 environment (``-m "core and not newest"``) and skips elsewhere. The
+deltalake writer runs in tests/test_examples.py."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import TEST_JVM_CONF
+from .jars import JARS, coordinate, require
+from .test_cli import no_workers_left
+from .test_examples import EXAMPLES, example_env, needs_modules
+
+pytestmark = pytest.mark.core
+
+_spec = importlib.util.spec_from_file_location("delta_lake_example", os.path.join(EXAMPLES, "delta_lake.py"))
+example = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(example)  # its top level imports the standard library only
+
+
+@pytest.mark.parametrize("version, want", [
+    ("3.5.0", "io.delta:delta-spark_2.12:3.3.2"),
+    ("3.5.5", "io.delta:delta-spark_2.12:3.3.2"),
+    ("4.0.1", "io.delta:delta-spark_2.13:4.0.1"),
+    ("4.1.0", "io.delta:delta-spark_4.1_2.13:4.4.0"),
+    ("4.2.0.dev1", "io.delta:delta-spark_4.2_2.13:4.4.0"),
+    ("4.3.0", None),
+    ("3.4.4", None),
+    ("5.0.0", None),
+])  # fmt: skip
+def test_delta_connector_per_spark_line(version, want):
+    assert example.delta_connector(version) == want
+
+
+def test_no_connector_message_names_the_way_out():
+    assert example.no_connector_message("4.3.0") == (
+        "no Delta Lake release for Spark 4.3 yet: use --writer deltalake or pyspark 4.2"
+    )
+
+
+def test_connector_matches_the_pinned_jars():
+    # the coordinate the example fetches without --jars is the jar CI pins for Spark 3.5
+    delta_spark = coordinate("delta-3.5").split(",")[0]
+    assert example.delta_connector("3.5.5") == delta_spark
+    assert [a for _, a, _, _ in JARS["delta-3.5"]] == ["delta-spark_2.12", "delta-storage"]
+
+
+@pytest.mark.parametrize("writer, jars, databricks, extensions, want", [
+    ("auto", None, False, "", "deltalake"),
+    ("auto", "/j/delta-spark.jar", False, "", "spark"),
+    ("auto", None, True, "", "spark"),
+    ("auto", None, False, "a.B," + "io.delta.sql.DeltaSparkSessionExtension", "spark"),
+    ("deltalake", "/j/delta-spark.jar", True, "", "deltalake"),
+    ("spark", None, False, "", "spark"),
+])  # fmt: skip
+def test_choose_writer(writer, jars, databricks, extensions, want):
+    assert example.choose_writer(writer, jars, databricks, extensions) == want
+
+
+def _spark_line():
+    import pyspark
+
+    return pyspark.__version__, example.spark_line(pyspark.__version__)
+
+
+def _run_example(tmp_path, *args):
+    """examples/delta_lake.py --writer spark with the pinned Delta jars, bounded."""
+    version, line = _spark_line()
+    if example.delta_connector(version) is None:
+        pytest.skip(example.no_connector_message(version))
+    if line != (3, 5):
+        pytest.skip(f"tests/jars.py pins Delta Lake's jars for Spark 3.5 only (pyspark {version})")
+    needs_modules(["deltalake", "dask_deltatable"])
+    jars = require("delta-3.5")
+    env = example_env(tmp_path)
+    # the test sessions' quick JVMs (tests/conftest.py's TEST_JVM_CONF) and no UI
+    env["PYSPARK_SUBMIT_ARGS"] = " ".join(
+        [f"--conf {key}='{value}'" for key, value in TEST_JVM_CONF.items()] + ["--conf spark.ui.enabled=false pyspark-shell"]
+    )
+    cmd = [sys.executable, os.path.join(EXAMPLES, "delta_lake.py"), "--writer", "spark", "--jars", ",".join(jars), *args]
+    proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=280, env=env, cwd=str(tmp_path))
+    return proc, proc.stdout + proc.stderr
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(300)
+def test_unpurged_deletion_vectors_stop_the_example(tmp_path):
+    table = str(tmp_path / "table")
+    proc, output = _run_example(tmp_path, "--deletion-vectors", "--no-purge", "--path", table)
+    assert proc.returncode == 1, output[-4000:]
+    assert "version 2: 4 files have deletion vectors, which dask-deltatable does not apply" in output, output[-4000:]
+    assert "REORG TABLE delta.`" in output and "spark-dask:" not in output, output[-4000:]  # before the cluster
+    # why: dask-deltatable reads the files as they are, the 100 deleted rows included.
+    # When this fails, it applies deletion vectors: the example's check and the docs'
+    # warning (docs/rapids.md) can go.
+    import dask
+    import dask_deltatable
+
+    # in this process, whatever scheduler an earlier test left in dask.config
+    with dask.config.set(scheduler="sync"):
+        assert len(dask_deltatable.read_deltalake(table)) == 1000
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("deletion_vectors", [False, True], ids=["rewrite", "deletion-vectors"])
+def test_spark_writes_dask_reads(tmp_path, deletion_vectors):
+    """Without deletion vectors the DELETE rewrites the files (version 1); with them
+    (Databricks' default in many workspaces) it marks rows in place (version 2) and the
+    example purges them (version 3) before Dask reads: dask-deltatable does not apply
+    deletion vectors."""
+    proc, output = _run_example(tmp_path, *(["--deletion-vectors"] if deletion_vectors else []))
+    latest = 3 if deletion_vectors else 1
+    assert proc.returncode == 0, output[-4000:]
+    for expected in [
+        "table written by Spark (Delta Lake's Spark connector, delta-spark_2.12-3.3.2.jar, delta-storage-3.3.2.jar)",
+        # 1000 rows, then DELETE x < 100: sums per k of i in 100..999
+        "latest version: 900 rows, sum per k [123300.0, 123525.0, 123750.0, 123975.0]",
+        "version 0 (time travel): 1000 rows",
+        f"Dask's reads equal Spark's read of versions {latest} and 0",
+        "read by 2 Dask workers",
+    ]:
+        assert expected in output, (expected, output[-4000:])
+    assert "deltalake package" not in output
+    if deletion_vectors:
+        assert f"REORG TABLE ... APPLY (PURGE) rewrote those files (version {latest})" in output, output[-4000:]
+    # the latest commit (the DELETE or the REORG) removed the files it rewrote
+    commit = re.search(rf"version {latest}; its commit: (.*)", output)
+    assert commit, output[-4000:]
+    removes = re.search(r"(\d+) remove\b", commit.group(1))
+    assert removes and int(removes.group(1)) > 0, commit.group(0)
+    assert no_workers_left(output)
+    left = [f for f in os.listdir(tmp_path / "tmp") if f.startswith(("spark-dask-", "gpus-"))]
+    assert not left, left
+
+
+def _log(tmp_path, commits):
+    log = tmp_path / "_delta_log"
+    log.mkdir()
+    for version, actions in enumerate(commits):
+        (log / f"{version:020d}.json").write_text("".join(json.dumps(a) + "\n" for a in actions))
+    return str(tmp_path)
+
+
+def test_files_with_deletion_vectors_replays_the_log(tmp_path):
+    dv = {"storageType": "u", "pathOrInlineDv": "x", "offset": 1, "sizeInBytes": 31, "cardinality": 25}
+    path = _log(tmp_path, [
+        [{"protocol": {}}, {"add": {"path": "a"}}, {"add": {"path": "b"}}],
+        # a DELETE in place: Delta 3.3 writes the new add before the old remove
+        [{"add": {"path": "a", "deletionVector": dv}}, {"remove": {"path": "a"}}],
+        [{"remove": {"path": "a", "deletionVector": dv}}, {"add": {"path": "a2"}}],  # REORG ... APPLY (PURGE)
+    ])  # fmt: skip
+    assert [example.files_with_deletion_vectors(path, v) for v in range(3)] == [0, 1, 0]
+    assert example.log_actions(path, 1) == {"remove": 1, "add": 1}
+    os.remove(os.path.join(path, "_delta_log", f"{0:020d}.json"))  # cleaned up after a checkpoint
+    assert example.files_with_deletion_vectors(path, 2) is None
