@@ -137,13 +137,15 @@ def without_rmm(fake):
         fake["rmm_off"].rename(fake["rmm"])
 
 
-def _argv(client) -> dict[str, list[str]]:
+def worker_argv(client) -> dict[str, list[str]]:
+    """Each stand-in dask-cuda worker's command line, by worker name."""
     runs = client.run(lambda: os.environ["FAKE_DASK_CUDA_ARGV"])
     info = client.scheduler_info()["workers"]
     return {info[addr]["name"]: json.loads(v) for addr, v in runs.items()}
 
 
-def _flag(argv: list[str], flag: str):
+def worker_flag(argv: list[str], flag: str):
+    """The value given to ``flag`` in a worker's command line (None when absent)."""
     assert argv.count(flag) <= 1, argv  # never given twice
     return argv[argv.index(flag) + 1] if flag in argv else None
 
@@ -165,13 +167,13 @@ def test_auto_pool_spill_limit_one_thread_and_pci_order(spark):
     with client:
         cluster = client.cluster
         assert cluster.gang_plan.kind == "cuda" and cluster.gang_plan.n_workers == 2
-        argv = _argv(client)
+        argv = worker_argv(client)
         assert sorted(argv) == ["spark-0-gpu0", "spark-1-gpu1"]
         for a in argv.values():
             assert a[:2] == ["cuda", "worker"]
-            assert _flag(a, "--rmm-pool-size") == str(pool)
-            assert _flag(a, "--device-memory-limit") == str(int(pool * 0.8))  # not 80 % of the whole GPU
-            assert _flag(a, "--nthreads") == "1"  # dask-cuda's default, not the task's CPUs
+            assert worker_flag(a, "--rmm-pool-size") == str(pool)
+            assert worker_flag(a, "--device-memory-limit") == str(int(pool * 0.8))  # not 80 % of the whole GPU
+            assert worker_flag(a, "--nthreads") == "1"  # dask-cuda's default, not the task's CPUs
         assert {w["nthreads"] for w in client.scheduler_info()["workers"].values()} == {1}
         env = client.run(lambda: (os.environ.get("CUDA_VISIBLE_DEVICES"), os.environ.get("CUDA_DEVICE_ORDER")))
         assert sorted(env.values()) == [("0", "PCI_BUS_ID"), ("1", "PCI_BUS_ID")]
@@ -184,18 +186,18 @@ def test_auto_pool_spill_limit_one_thread_and_pci_order(spark):
 def test_the_users_pool_and_threads_win_and_switches_use_the_programs_own_flags(spark):
     options = {"rmm_pool_size": "0.5", "enable_cudf_spill": False}
     with spark_dask.start(spark, progress=False, n_workers=1, threads_per_worker=2, worker_options=options, env=ENV) as client:
-        (a,) = _argv(client).values()
-        assert _flag(a, "--rmm-pool-size") == "0.5"
-        assert _flag(a, "--device-memory-limit") == "0.4"  # a fraction of the GPU stays a fraction
+        (a,) = worker_argv(client).values()
+        assert worker_flag(a, "--rmm-pool-size") == "0.5"
+        assert worker_flag(a, "--device-memory-limit") == "0.4"  # a fraction of the GPU stays a fraction
         assert "--disable-cudf-spill" in a and "--no-enable-cudf-spill" not in a
-        assert _flag(a, "--nthreads") == "2"
+        assert worker_flag(a, "--nthreads") == "2"
         cluster = client.cluster
     with dask.config.set({"spark-dask.rapids.rmm-pool-size": "4GiB"}):
         options = {"device_memory_limit": "1GB"}
         with spark_dask.start(spark, progress=False, n_workers=1, worker_options=options, env=ENV) as client:
-            (a,) = _argv(client).values()
-            assert _flag(a, "--rmm-pool-size") == str(4 * 2**30)
-            assert _flag(a, "--device-memory-limit") == "1GB"  # the user's limit, once
+            (a,) = worker_argv(client).values()
+            assert worker_flag(a, "--rmm-pool-size") == str(4 * 2**30)
+            assert worker_flag(a, "--device-memory-limit") == "1GB"  # the user's limit, once
     assert_no_leftovers(spark, cluster)
 
 
@@ -205,7 +207,7 @@ def test_configured_pool_without_rmm_starts_without_a_pool_and_warns(spark, with
             client = spark_dask.start(spark, progress=False, env=ENV)
     with client:
         cluster = client.cluster
-        for a in _argv(client).values():
+        for a in worker_argv(client).values():
             assert "--rmm-pool-size" not in a and "--device-memory-limit" not in a
         facts = [w["spark"] for w in client.scheduler_info()["workers"].values()]
         assert all(any("rmm is not installed" in m for m in f["warnings"]) for f in facts)

@@ -74,7 +74,7 @@ def spark_gpu_job(spark, n: int, timeout: float) -> list | None:
 
 def test_spark_gpu_tasks_run_beside_the_workers(spark):
     # auto shares for half-GPU tasks; with whole-GPU tasks it shares when the RAPIDS SQL
-    # plugin is on (a unit test: its jar is not here), so ask for it
+    # plugin is on (tests/test_rapids_plugin.py, with the real plugin), so ask for it
     mode = {} if spark.task_gpus < 1 else {"gpu_mode": "shared"}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
