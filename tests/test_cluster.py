@@ -178,7 +178,9 @@ def test_tls_off_warns_and_works(spark):
 def test_client_without_credentials_is_refused(spark):
     with spark_dask.start(spark, n_workers=1) as client:
         with pytest.raises(Exception):
-            Client(client.scheduler.address, timeout="3s")  # no TLS credentials
+            # no TLS credentials. set_as_default=False: a Client whose connection fails in
+            # __init__ leaves scheduler='dask.distributed' in dask.config (distributed 2026.8)
+            Client(client.scheduler.address, timeout="3s", set_as_default=False)
 
 
 def test_too_many_workers_fails_fast_without_a_job(spark):
