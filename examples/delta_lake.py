@@ -237,7 +237,7 @@ def main() -> None:
                         help="with --deletion-vectors: no REORG TABLE ... APPLY (PURGE) (the example then stops)")
     args = parser.parse_args()
     if args.deletion_vectors and args.writer == "deltalake":
-        parser.error("--deletion-vectors: the Spark writer's (the deltalake package's DELETE rewrites files)")
+        parser.error("--deletion-vectors needs the Spark writer (the deltalake package's DELETE rewrites files: no deletion vectors)")
 
     import dask_deltatable
     import numpy as np
