@@ -101,7 +101,7 @@ def choose_writer(writer: str, jars: str | None, on_databricks: bool, session_ex
     return "deltalake"
 
 
-def build_session(args, writer: str, jars: str | None, active, on_databricks: bool, extensions: str):
+def build_session(args, writer: str, active, on_databricks: bool, extensions: str):
     """The active session (Databricks, a notebook) or a new one; with the Spark writer,
     a new one loads Delta's connector."""
     import pyspark
@@ -127,9 +127,9 @@ def build_session(args, writer: str, jars: str | None, active, on_databricks: bo
         "spark.databricks.delta.snapshotPartitions", "2"
     )
     if writer == "spark":
-        if jars:
-            builder = builder.config("spark.jars", jars)
-            source = ", ".join(os.path.basename(j) for j in jars.split(","))
+        if args.jars:
+            builder = builder.config("spark.jars", args.jars)
+            source = ", ".join(os.path.basename(j) for j in args.jars.split(","))
         else:
             coordinate = delta_connector(pyspark.__version__)
             if coordinate is None:
@@ -254,7 +254,7 @@ def main() -> None:
     # without --path: a scratch directory, removed at the end
     scratch = None if args.path else tempfile.TemporaryDirectory(prefix="spark-dask-delta-")
     path = args.path or os.path.join(scratch.name, "events")
-    spark, source = build_session(args, writer, args.jars, active, on_databricks, extensions)
+    spark, source = build_session(args, writer, active, on_databricks, extensions)
     spark.sparkContext.setLogLevel("ERROR")
     try:
         written = None

@@ -14,15 +14,19 @@ import importlib.util
 import json
 import os
 import re
-import subprocess
 import sys
 
 import pytest
 
 from .conftest import TEST_JVM_CONF
 from .jars import JARS, coordinate, require
-from .test_cli import no_workers_left
-from .test_examples import EXAMPLES, example_env, needs_modules
+from .test_examples import (
+    EXAMPLES,
+    assert_left_nothing,
+    example_env,
+    needs_modules,
+    run_example,
+)
 
 pytestmark = pytest.mark.core
 
@@ -91,8 +95,7 @@ def _run_example(tmp_path, *args):
         [f"--conf {key}='{value}'" for key, value in TEST_JVM_CONF.items()] + ["--conf spark.ui.enabled=false pyspark-shell"]
     )
     cmd = [sys.executable, os.path.join(EXAMPLES, "delta_lake.py"), "--writer", "spark", "--jars", ",".join(jars), *args]
-    proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=280, env=env, cwd=str(tmp_path))
-    return proc, proc.stdout + proc.stderr
+    return run_example(cmd, env, tmp_path)
 
 
 @pytest.mark.spark
@@ -142,9 +145,7 @@ def test_spark_writes_dask_reads(tmp_path, deletion_vectors):
     assert commit, output[-4000:]
     removes = re.search(r"(\d+) remove\b", commit.group(1))
     assert removes and int(removes.group(1)) > 0, commit.group(0)
-    assert no_workers_left(output)
-    left = [f for f in os.listdir(tmp_path / "tmp") if f.startswith(("spark-dask-", "gpus-"))]
-    assert not left, left
+    assert_left_nothing(output, str(tmp_path / "tmp"))
 
 
 def _log(tmp_path, commits):

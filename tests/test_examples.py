@@ -66,6 +66,20 @@ def example_env(tmp_path) -> dict:
     return env
 
 
+def run_example(cmd: list[str], env: dict, tmp_path) -> tuple[subprocess.CompletedProcess, str]:
+    """Run an example's command in ``tmp_path``, bounded; its process and its whole output."""
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=280, env=env, cwd=str(tmp_path))
+    return proc, proc.stdout + proc.stderr
+
+
+def assert_left_nothing(output: str, tmpdir: str) -> None:
+    """No worker of the example's clusters runs on, and its temporary directory (its
+    environment's ``TMPDIR``) holds no spark-dask scratch."""
+    assert no_workers_left(output)
+    left = [f for f in os.listdir(tmpdir) if f.startswith(("spark-dask-", "gpus-"))]
+    assert not left, left
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_example_runs(name, tmp_path):
     args, modules, expected = CASES[name]
@@ -79,8 +93,7 @@ def test_example_runs(name, tmp_path):
         ]  # fmt: skip
     else:
         cmd = [sys.executable, os.path.join(EXAMPLES, args[0]), *args[1:]]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=280, env=env, cwd=str(tmp_path))
-    output = proc.stdout + proc.stderr
+    proc, output = run_example(cmd, env, tmp_path)
     assert proc.returncode == 0, output[-4000:]
     for line in expected:
         assert line in output, (line, output[-4000:])
@@ -92,6 +105,4 @@ def test_example_runs(name, tmp_path):
     assert "pyspark/sql/pandas/functions.py" not in output, output[-4000:]
     if name == "quickstart.py":
         assert "FutureWarning" not in output and "UserWarning" not in output, output[-4000:]
-    assert no_workers_left(output)
-    left = [f for f in os.listdir(env["TMPDIR"]) if f.startswith(("spark-dask-", "gpus-"))]
-    assert not left, left
+    assert_left_nothing(output, env["TMPDIR"])
