@@ -1,24 +1,26 @@
-"""Read a Delta Lake table written by Spark with Dask (``dask-deltatable``) on a spark-dask cluster.
+"""Write a Delta Lake table from Dask and read it back with Dask, right, on a spark-dask cluster.
 
-Spark writes the table with Delta Lake's Spark connector, as on Databricks: version 0 is
-1000 rows partitioned by ``k``, version 1 a ``DELETE`` (the log has ``remove``
-actions). Spark reads both versions (``versionAsOf``), then the Dask workers read the
-latest version and version 0 (time travel) from the same storage with
-``dask_deltatable.read_deltalake``, and the two reads must agree (row counts and sums
-per ``k``).
+``spark_dask.write_delta`` writes 1000 rows partitioned by ``k`` through Spark's own
+Delta writer (version 0), as on Databricks; then a ``DELETE`` (with
+``--deletion-vectors``, Databricks' default on new tables in many workspaces, it marks
+the rows in deletion vectors instead of rewriting the files). ``spark_dask.read_delta``
+reads the latest version and version 0 (time travel) from the table's files on the
+Dask workers, each file's deletion vector applied there, and both reads must equal
+Spark's own read of those versions (row counts and sums per ``k``).
 
     python examples/delta_lake.py [--writer auto|spark|deltalake] [--jars JARS]
-                                  [--master local-cluster[2,1,1024]] [--path DIR]
+                                  [--deletion-vectors] [--master local-cluster[2,1,1024]]
+                                  [--path DIR]
 
 Writers (the output's first lines say which one ran):
 
-- ``spark``: Delta Lake's Spark connector. ``--jars`` (or ``$SPARK_DASK_DELTA_JARS``):
-  the connector's jars, comma-separated (``delta-spark`` and ``delta-storage``);
-  without them ``spark.jars.packages`` fetches the release for this pyspark's Spark
-  line from Maven Central (:func:`delta_connector`). Delta Lake names its Spark line:
-  3.3.x for Spark 3.5 (Scala 2.12, pip's pyspark 3.5), 4.0.x for Spark 4.0, and from
-  4.1 the artifact carries it (``delta-spark_4.1_2.13``, ``delta-spark_4.2_2.13``).
-  There is no release for Spark 4.3 yet.
+- ``spark``: Delta Lake's Spark connector (``write_delta``). ``--jars`` (or
+  ``$SPARK_DASK_DELTA_JARS``): the connector's jars, comma-separated (``delta-spark``
+  and ``delta-storage``); without them ``spark.jars.packages`` fetches the release for
+  this pyspark's Spark line from Maven Central (:func:`delta_connector`). Delta Lake
+  names its Spark line: 3.3.x for Spark 3.5 (Scala 2.12, pip's pyspark 3.5), 4.0.x for
+  Spark 4.0, and from 4.1 the artifact carries it (``delta-spark_4.1_2.13``,
+  ``delta-spark_4.2_2.13``). There is no release for Spark 4.3 yet.
 - ``deltalake``: the ``deltalake`` package (delta-rs) writes the same table, the same
   Delta log format, on a Spark without Delta's jars; the check is then against the
   pandas frames written.
@@ -27,21 +29,14 @@ Writers (the output's first lines say which one ran):
   otherwise.
 
 Tested (tests/test_delta_spark.py, tests/test_examples.py): the Spark writer on pyspark
-3.5.5 with Delta Lake 3.3.2 (``io.delta:delta-spark_2.12:3.3.2``); the deltalake writer
-on the newest pyspark.
-
-Deletion vectors (``--deletion-vectors``): Databricks enables them on new tables in many
-workspaces (workspace setting "Auto-enable deletion vectors", Databricks Runtime 14.0+).
-A DELETE then marks the rows in a deletion vector instead of rewriting the file, and
-dask-deltatable (0.4) reads the Parquet files without applying it: the deleted rows
-come back, with no error. Run ``REORG TABLE <table> APPLY (PURGE)`` before Dask reads
-(the example does; time travel to a version before the purge still has them), or turn
-them off (``'delta.enableDeletionVectors' = 'false'``). The example stops when a
-version it reads has files with deletion vectors.
+3.5.5 with Delta Lake 3.3.2 (``io.delta:delta-spark_2.12:3.3.2``), with and without
+deletion vectors; the deltalake writer on the newest pyspark. docs/delta.md says what
+``read_delta`` reads right and which path to take on Databricks.
 
 On Databricks, point ``--path`` at the table's location that the workers can read: a
 volume path (``/Volumes/<catalog>/<schema>/<volume>/table``) or cloud storage
-(``s3://...``, ``abfss://...``, ``gs://...``) with ``storage_options`` for credentials.
+(``s3://...``, ``abfss://...``, ``gs://...``) with ``storage_options`` for credentials;
+a Unity Catalog table name reads through Spark (``read_delta("main.sales.orders")``).
 """
 
 from __future__ import annotations
@@ -51,7 +46,6 @@ import json
 import os
 import sys
 import tempfile
-import warnings
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # local runs: executors' Python
 
@@ -142,30 +136,37 @@ def build_session(args, writer: str, active, on_databricks: bool, extensions: st
     return builder.getOrCreate(), source
 
 
-def write_with_spark(spark, path: str, deletion_vectors: bool = False, purge: bool = True) -> None:
-    """Version 0: 1000 rows partitioned by k; version 1: a DELETE.
+def first_rows():
+    """Version 0's rows: k = i % 4, x = i for i in 0..999."""
+    import numpy as np
+    import pandas as pd
+
+    return pd.DataFrame({"k": np.arange(1000) % 4, "x": np.arange(1000, dtype="float64")})
+
+
+def write_with_spark(spark, path: str, deletion_vectors: bool = False) -> None:
+    """Version 0: 1000 rows from Dask, partitioned by k, by Spark's Delta writer
+    (``write_delta``, on the running cluster); then a DELETE.
 
     With ``deletion_vectors`` (Databricks' default on new tables in many workspaces):
-    version 1 enables them, version 2's DELETE marks the rows in deletion vectors
-    instead of rewriting the files, and version 3 (``REORG TABLE ... APPLY (PURGE)``)
-    rewrites the files that have one: dask-deltatable does not apply deletion vectors."""
-    df = spark.range(1000).selectExpr("id % 4 AS k", "CAST(id AS DOUBLE) AS x")
-    df.write.format("delta").partitionBy("k").save(path)
+    version 1 enables them, and version 2's DELETE marks the rows in deletion vectors
+    instead of rewriting the files."""
+    import dask.dataframe as dd
+
+    import spark_dask
+
+    spark_dask.write_delta(dd.from_pandas(first_rows(), npartitions=2), path, partition_by="k")
     table = f"delta.`{path}`"
     if deletion_vectors:  # Databricks' default on new tables; a commit of its own
         spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
     spark.sql(f"DELETE FROM {table} WHERE {DELETE_WHERE}")
-    if deletion_vectors and purge:
-        spark.sql(f"REORG TABLE {table} APPLY (PURGE)")
 
 
 def write_with_deltalake(path: str):
     """The same table with the deltalake package; returns the pandas frame of each version."""
-    import numpy as np
-    import pandas as pd
     from deltalake import DeltaTable, write_deltalake
 
-    first = pd.DataFrame({"k": np.arange(1000) % 4, "x": np.arange(1000, dtype="float64")})
+    first = first_rows()
     write_deltalake(path, first, partition_by=["k"])
     DeltaTable(path).delete(DELETE_WHERE)
     return {0: first, 1: first[first.x >= 100]}
@@ -233,15 +234,11 @@ def main() -> None:
                         help="Delta Lake's Spark connector jars, comma-separated ($SPARK_DASK_DELTA_JARS)")
     parser.add_argument("--deletion-vectors", action="store_true",
                         help="Spark writer: enable deletion vectors before the DELETE (Databricks' default)")
-    parser.add_argument("--no-purge", action="store_true",
-                        help="with --deletion-vectors: no REORG TABLE ... APPLY (PURGE) (the example then stops)")
     args = parser.parse_args()
     if args.deletion_vectors and args.writer == "deltalake":
         parser.error("--deletion-vectors needs the Spark writer (the deltalake package's DELETE rewrites files: no deletion vectors)")
 
-    import dask_deltatable
     import numpy as np
-    from deltalake import DeltaTable
     from pyspark.sql import SparkSession
 
     import spark_dask
@@ -257,55 +254,42 @@ def main() -> None:
     spark, source = build_session(args, writer, active, on_databricks, extensions)
     spark.sparkContext.setLogLevel("ERROR")
     try:
-        written = None
-        fresh = not os.path.exists(os.path.join(path, "_delta_log"))
-        if fresh:
-            if writer == "spark":
-                write_with_spark(spark, path, args.deletion_vectors, purge=not args.no_purge)
+        # one Dask worker: the other executor stays free for Spark's writes and reads
+        with spark_dask.start(spark, n_workers=1) as client:
+            written = None
+            fresh = not os.path.exists(os.path.join(path, "_delta_log"))
+            if fresh and writer == "spark":
+                write_with_spark(spark, path, args.deletion_vectors)
                 print(f"table written by Spark (Delta Lake's Spark connector, {source})")
-            else:
+            elif fresh:
                 written = write_with_deltalake(path)
                 print("table written by the deltalake package (no Delta jars on this Spark)")
-        else:
-            print(f"table {path} exists: read as it is")
-        latest = DeltaTable(path).version()
-        actions = log_actions(path, latest)
-        print(f"delta table {path}: version {latest}; its commit: "
-              + ", ".join(f"{n} {kind}" for kind, n in sorted(actions.items())))
-        if fresh:  # the DELETE rewrote (or marked) files: the log says which it removed
-            assert actions.get("remove"), actions
-        # the reference: Spark's own read of both versions when Spark has Delta, else the
-        # frames written (or, for a table that was there, the deltalake package's read)
-        if writer == "spark":
-            want = {v: summary_of_spark(spark, path, v) for v in (latest, 0)}
-            against = "Spark's read"
-        elif written is not None:
-            want = {v: summary(written[v]) for v in (latest, 0)}
-            against = "the pandas frames written"
-        else:
-            want = {v: summary(DeltaTable(path, version=v).to_pandas()) for v in (latest, 0)}
-            against = "the deltalake package's read"
-
-        # dask-deltatable reads the version's Parquet files as they are: the rows that a
-        # deletion vector marks deleted would come back
-        for v in (latest, 0):
-            marked = files_with_deletion_vectors(path, v)
+            else:
+                print(f"table {path} exists: read as it is")
+            latest = max(int(n[:20]) for n in os.listdir(os.path.join(path, "_delta_log")) if n.endswith(".json"))
+            actions = log_actions(path, latest)
+            print(f"delta table {path}: version {latest}; its commit: "
+                  + ", ".join(f"{n} {kind}" for kind, n in sorted(actions.items())))
+            if fresh:  # the DELETE rewrote (or marked) files: the log says which it removed
+                assert actions.get("remove"), actions
+            marked = files_with_deletion_vectors(path, latest)
             if marked:
-                sys.exit(f"version {v}: {marked} files have deletion vectors, which dask-deltatable "
-                         f"does not apply (the deleted rows would come back): run "
-                         f"REORG TABLE delta.`{path}` APPLY (PURGE) in Spark first")
-            if marked is None:
-                print(f"version {v}: the log's early commits are gone: deletion vectors not checked")
-        if fresh and writer == "spark" and args.deletion_vectors:
-            print("deletion vectors: the DELETE wrote them, REORG TABLE ... APPLY (PURGE) rewrote "
-                  f"those files (version {latest}); none in versions {latest} and 0")
-        # Spark's work is done: the Dask cluster's barrier stage may take every slot, and
-        # spark-dask's warning that later Spark jobs would wait for it does not apply
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=r"spark-dask: .* every task slot", category=UserWarning)
-            client = spark_dask.start(spark)
-        with client:
-            got = {v: summary(dask_deltatable.read_deltalake(path, version=v)) for v in (latest, 0)}
+                print(f"deletion vectors: {marked} files of version {latest} have them; read_delta applies "
+                      "each on the worker that reads the file")
+            # the reference: Spark's own read of both versions when Spark has Delta, else the
+            # frames written (or, for a table that was there, the deltalake package's read)
+            if writer == "spark":
+                want = {v: summary_of_spark(spark, path, v) for v in (latest, 0)}
+                against = "Spark's read"
+            elif written is not None:
+                want = {v: summary(written[v]) for v in (latest, 0)}
+                against = "the pandas frames written"
+            else:
+                from deltalake import DeltaTable
+
+                want = {v: summary(DeltaTable(path, version=v).to_pandas()) for v in (latest, 0)}
+                against = "the deltalake package's read"
+            got = {v: summary(spark_dask.read_delta(path, version=v, via="files")) for v in (latest, 0)}
             for v in (latest, 0):
                 assert sorted(got[v]) == sorted(want[v]), (v, got[v], want[v])
                 for k in want[v]:
@@ -316,7 +300,8 @@ def main() -> None:
             print(f"latest version: {rows[latest]} rows, sum per k {sums}")
             print(f"version 0 (time travel): {rows[0]} rows")
             print(f"Dask's reads equal {against} of versions {latest} and 0")
-            print(f"read by {len(client.scheduler_info()['workers'])} Dask workers")
+            n = len(client.scheduler_info()["workers"])
+            print(f"read by {n} Dask worker{'s' if n != 1 else ''}")
     finally:
         if not on_databricks:
             spark.stop()

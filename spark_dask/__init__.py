@@ -7,7 +7,9 @@
 
 from spark_dask import config as _config  # noqa: F401  (loads the package defaults)
 from spark_dask.cluster import SparkCluster, start
+from spark_dask.delta import read_delta, write_delta
 from spark_dask.errors import (
+    DeltaError,
     HandoffError,
     HandoffTypeError,
     PlanError,
@@ -21,6 +23,7 @@ from spark_dask.named import NamedCluster, list_clusters
 __version__ = "0.1.0"
 
 __all__ = [
+    "DeltaError",
     "HandoffError",
     "HandoffTypeError",
     "NamedCluster",
@@ -30,7 +33,9 @@ __all__ = [
     "TaskFailed",
     "WorkerStartError",
     "list_clusters",
+    "read_delta",
     "start",
     "to_dask",
     "to_spark",
+    "write_delta",
 ]

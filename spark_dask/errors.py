@@ -28,3 +28,9 @@ class HandoffError(RuntimeError):
 
 class HandoffTypeError(TypeError):
     """A column whose type cannot move between Spark and Dask; the message names it."""
+
+
+class DeltaError(SparkDaskError):
+    """A Delta table that cannot be read (or written) as asked: a table feature the
+    file reader does not implement, a version that no longer exists, a corrupt log or
+    deletion vector. The message names it and what works instead."""

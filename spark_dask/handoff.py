@@ -418,7 +418,7 @@ def _hosts(client) -> dict:
 
 def _backend(backend: str | None, cluster) -> str:
     if backend is None:
-        return "cudf" if cluster.gang_plan.kind == "cuda" else "pandas"
+        return "cudf" if cluster is not None and cluster.gang_plan.kind == "cuda" else "pandas"
     if backend not in ("pandas", "cudf"):
         raise PlanError(f"backend must be 'pandas' or 'cudf', got {backend!r}")
     if backend == "cudf":
@@ -431,6 +431,22 @@ def _backend(backend: str | None, cluster) -> str:
                 "pip install 'spark-dask[cuda12]'"
             ) from None
     return backend
+
+
+def read_backend(backend: str | None = None, client=None) -> str:
+    """The backend of a Dask DataFrame read onto the current Dask cluster (not only a
+    spark-dask one: ``spark_dask.read_delta`` reads files on any): ``backend`` checked,
+    or by default ``cudf`` on a spark-dask cluster of dask-cuda workers or when Dask's
+    ``dataframe.backend`` is ``cudf``, else ``pandas``."""
+    import dask
+
+    try:
+        cluster, _ = _cluster_and_client(client)
+    except HandoffError:
+        cluster = None
+    if backend is None and cluster is None:
+        backend = "cudf" if dask.config.get("dataframe.backend", "pandas") == "cudf" else "pandas"
+    return _backend(backend, cluster)
 
 
 # ---------------------------------------------------------------------------- to_dask

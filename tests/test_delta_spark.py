@@ -1,7 +1,7 @@
-"""examples/delta_lake.py with Spark as the writer: Delta Lake's Spark connector writes a
-partitioned table in two commits (the second a DELETE, so the log has ``remove``
-actions), dask-deltatable reads the latest version and version 0 on the spark-dask
-cluster, and the example checks both against Spark's own read of those versions.
+"""examples/delta_lake.py with Spark as the writer: ``write_delta`` writes a partitioned
+table through Delta Lake's Spark connector, a DELETE marks rows in deletion vectors,
+``read_delta`` reads the latest version and version 0 on the spark-dask cluster, and
+the example checks both against Spark's own read of those versions.
 
 Delta Lake has a release per Spark line (examples/delta_lake.py's DELTA_SPARK); the
 jars tests/jars.py pins are Delta 3.3.2 for Spark 3.5, so the Spark writer runs in CI's
@@ -87,7 +87,7 @@ def _run_example(tmp_path, *args):
         pytest.skip(example.no_connector_message(version))
     if line != (3, 5):
         pytest.skip(f"tests/jars.py pins Delta Lake's jars for Spark 3.5 only (pyspark {version})")
-    needs_modules(["deltalake", "dask_deltatable"])
+    needs_modules(["deltalake", "pyroaring"])
     jars = require("delta-3.5")
     env = example_env(tmp_path)
     # the test sessions' quick JVMs (tests/conftest.py's TEST_JVM_CONF) and no UI
@@ -100,48 +100,26 @@ def _run_example(tmp_path, *args):
 
 @pytest.mark.spark
 @pytest.mark.timeout(300)
-def test_unpurged_deletion_vectors_stop_the_example(tmp_path):
-    table = str(tmp_path / "table")
-    proc, output = _run_example(tmp_path, "--deletion-vectors", "--no-purge", "--path", table)
-    assert proc.returncode == 1, output[-4000:]
-    assert "version 2: 4 files have deletion vectors, which dask-deltatable does not apply" in output, output[-4000:]
-    assert "REORG TABLE delta.`" in output and "spark-dask:" not in output, output[-4000:]  # before the cluster
-    # why: dask-deltatable reads the files as they are, the 100 deleted rows included.
-    # When this fails, it applies deletion vectors: the example's check and the docs'
-    # warning (docs/rapids.md) can go.
-    import dask
-    import dask_deltatable
-
-    # in this process, whatever scheduler an earlier test left in dask.config
-    with dask.config.set(scheduler="sync"):
-        assert len(dask_deltatable.read_deltalake(table)) == 1000
-
-
-@pytest.mark.spark
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("deletion_vectors", [False, True], ids=["rewrite", "deletion-vectors"])
-def test_spark_writes_dask_reads(tmp_path, deletion_vectors):
-    """Without deletion vectors the DELETE rewrites the files (version 1); with them
-    (Databricks' default in many workspaces) it marks rows in place (version 2) and the
-    example purges them (version 3) before Dask reads: dask-deltatable does not apply
-    deletion vectors."""
-    proc, output = _run_example(tmp_path, *(["--deletion-vectors"] if deletion_vectors else []))
-    latest = 3 if deletion_vectors else 1
+def test_spark_writes_dask_reads(tmp_path):
+    """write_delta writes version 0 from Dask through Spark's Delta writer; with deletion
+    vectors on (Databricks' default in many workspaces) the DELETE marks rows in place
+    (version 2), and read_delta applies them on the workers: no purge, the table as it
+    is. (Without deletion vectors the DELETE rewrites files: tests/test_delta_read.py's
+    tables and the deltalake run in tests/test_examples.py.)"""
+    proc, output = _run_example(tmp_path, "--deletion-vectors")
     assert proc.returncode == 0, output[-4000:]
     for expected in [
         "table written by Spark (Delta Lake's Spark connector, delta-spark_2.12-3.3.2.jar, delta-storage-3.3.2.jar)",
+        "deletion vectors: 4 files of version 2 have them; read_delta applies each on the worker that reads the file",
         # 1000 rows, then DELETE x < 100: sums per k of i in 100..999
         "latest version: 900 rows, sum per k [123300.0, 123525.0, 123750.0, 123975.0]",
         "version 0 (time travel): 1000 rows",
-        f"Dask's reads equal Spark's read of versions {latest} and 0",
-        "read by 2 Dask workers",
+        "Dask's reads equal Spark's read of versions 2 and 0",
+        "read by 1 Dask worker",
     ]:
         assert expected in output, (expected, output[-4000:])
     assert "deltalake package" not in output
-    if deletion_vectors:
-        assert f"REORG TABLE ... APPLY (PURGE) rewrote those files (version {latest})" in output, output[-4000:]
-    # the latest commit (the DELETE or the REORG) removed the files it rewrote
-    commit = re.search(rf"version {latest}; its commit: (.*)", output)
+    commit = re.search(r"version 2; its commit: (.*)", output)
     assert commit, output[-4000:]
     removes = re.search(r"(\d+) remove\b", commit.group(1))
     assert removes and int(removes.group(1)) > 0, commit.group(0)

@@ -1,0 +1,285 @@
+"""The Delta log replayed on the driver: the table's state at one version.
+
+delta-io/delta ``PROTOCOL.md`` ("Action Reconciliation", "Checkpoints"): start from the
+newest complete checkpoint at or before the version (classic single-file, multi-part,
+or v2: a top-level JSON or Parquet file whose ``sidecar`` actions name Parquet files
+under ``_delta_log/_sidecars``), then apply each JSON commit after it in order. A data
+file's key is its path and its deletion vector's unique id: a DELETE that writes a DV
+removes ``(path, None)`` and adds ``(path, dv)``.
+
+No maintained Python library hands out what the workers need per file: deltalake's
+``get_add_actions()`` has no deletion-vector descriptor, and its
+``deletion_vectors()`` builds every file's mask in the calling process; there is no
+Python package of delta-kernel-rs. So the replay is here, with pyarrow reading the
+checkpoints batch by batch: the driver keeps one small record per live file and never
+reads a data file or a deletion vector.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from spark_dask.delta import dv as dvs
+from spark_dask.errors import DeltaError
+
+COMMIT = re.compile(r"^(\d{20})\.json$")
+CLASSIC = re.compile(r"^(\d{20})\.checkpoint\.parquet$")
+MULTIPART = re.compile(r"^(\d{20})\.checkpoint\.(\d{10})\.(\d{10})\.parquet$")
+V2 = re.compile(r"^(\d{20})\.checkpoint\.([0-9a-fA-F-]{36})\.(json|parquet)$")
+
+ADD_FIELDS = ("path", "partitionValues", "size", "stats", "deletionVector")
+
+
+@dataclass(frozen=True)
+class LogListing:
+    """What ``_delta_log`` holds: commit versions (with their modification times, in
+    ms) and checkpoints by version (each a list of file names)."""
+
+    commits: dict[int, int]
+    checkpoints: dict[int, list[list[str]]]
+
+
+@dataclass
+class Snapshot:
+    """A table's state at ``version``: its protocol, metadata and live data files."""
+
+    root: str
+    version: int
+    protocol: dict
+    metadata: dict
+    files: list[dict] = field(default_factory=list)
+    checkpoint: int | None = None
+
+
+def list_log(fs, root: str) -> LogListing:
+    """List ``root/_delta_log`` (one listing call)."""
+    log_dir = posixpath.join(root, "_delta_log")
+    try:
+        entries = fs.ls(log_dir, detail=True)
+    except FileNotFoundError:
+        raise DeltaError(f"spark-dask: {root} is not a Delta table (no _delta_log)") from None
+    commits: dict[int, int] = {}
+    classic: dict[int, list[str]] = {}
+    parts: dict[tuple[int, int], list[str]] = {}
+    v2: dict[int, list[list[str]]] = {}
+    for entry in entries:
+        name = posixpath.basename(entry["name"].rstrip("/"))
+        if m := COMMIT.match(name):
+            commits[int(m.group(1))] = modification_ms(entry)
+        elif m := CLASSIC.match(name):
+            classic[int(m.group(1))] = [name]
+        elif m := MULTIPART.match(name):
+            parts.setdefault((int(m.group(1)), int(m.group(3))), []).append(name)
+        elif m := V2.match(name):
+            v2.setdefault(int(m.group(1)), []).append([name])
+    checkpoints: dict[int, list[list[str]]] = {}
+    for version, names in classic.items():
+        checkpoints.setdefault(version, []).append(names)
+    for (version, total), names in parts.items():
+        if len(names) == total:  # a multi-part checkpoint counts only when whole
+            checkpoints.setdefault(version, []).append(sorted(names))
+    for version, choices in v2.items():
+        checkpoints.setdefault(version, []).extend(choices)
+    if not commits and not checkpoints:
+        raise DeltaError(f"spark-dask: {root} is not a Delta table (its _delta_log has no commit)")
+    return LogListing(commits, checkpoints)
+
+
+def modification_ms(entry: dict) -> int:
+    """A listing entry's modification time in ms since the epoch (fsspec backends name it
+    differently)."""
+    for key in ("mtime", "LastModified", "last_modified", "updated", "modified", "created"):
+        value = entry.get(key)
+        if value is None:
+            continue
+        if isinstance(value, datetime):
+            value = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+            return int(value.timestamp() * 1000)
+        if isinstance(value, str):
+            return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000)
+        return int(float(value) * 1000)
+    return 0
+
+
+def latest_version(listing: LogListing) -> int:
+    return max([*listing.commits, *listing.checkpoints])
+
+
+def start_point(listing: LogListing, version: int) -> tuple[int | None, list[str] | None]:
+    """The newest checkpoint at or before ``version`` (its version and files), then
+    checked that every commit after it is there.
+
+    >>> listing = LogListing({0: 0, 1: 0, 2: 0, 3: 0}, {2: [["x.parquet"]]})
+    >>> start_point(listing, 3), start_point(listing, 1)
+    ((2, ['x.parquet']), (None, None))
+    """
+    done = [v for v in listing.checkpoints if v <= version]
+    start, files = (max(done), listing.checkpoints[max(done)][0]) if done else (None, None)
+    first = -1 if start is None else start
+    missing = [v for v in range(first + 1, version + 1) if v not in listing.commits]
+    if missing:
+        raise DeltaError(
+            f"spark-dask: version {version} of the table can no longer be rebuilt: commit {missing[0]} is gone "
+            f"from _delta_log (log retention, delta.logRetentionDuration) and no checkpoint covers it"
+        )
+    return start, files
+
+
+def replay(fs, root: str, version: int, listing: LogListing) -> Snapshot:
+    """The table's :class:`Snapshot` at ``version``."""
+    start, files = start_point(listing, version)
+    state = _State()
+    log_dir = posixpath.join(root, "_delta_log")
+    if files is not None:
+        for name in files:
+            for action in checkpoint_actions(fs, log_dir, name):
+                state.apply(action)
+    for v in range(-1 if start is None else start, version):
+        with fs.open(posixpath.join(log_dir, f"{v + 1:020d}.json"), "rb") as f:
+            for line in f:
+                if line.strip():
+                    state.apply(json.loads(line))
+    if state.protocol is None or state.metadata is None:
+        raise DeltaError(f"spark-dask: the Delta log of {root} at version {version} has no protocol or metadata action")
+    return Snapshot(root, version, state.protocol, state.metadata, list(state.files.values()), start)
+
+
+class _State:
+    """The reconciliation of actions: live files by key, the latest protocol and metadata."""
+
+    def __init__(self):
+        self.files: dict[tuple[str, str | None], dict] = {}
+        self.protocol: dict | None = None
+        self.metadata: dict | None = None
+
+    def apply(self, action: dict) -> None:
+        if (add := action.get("add")) is not None:
+            record = {k: add.get(k) for k in ADD_FIELDS}
+            self.files[(add["path"], dvs.dv_unique_id(add.get("deletionVector")))] = record
+        elif (remove := action.get("remove")) is not None:
+            self.files.pop((remove["path"], dvs.dv_unique_id(remove.get("deletionVector"))), None)
+        elif (protocol := action.get("protocol")) is not None:
+            self.protocol = protocol
+        elif (metadata := action.get("metaData")) is not None:
+            self.metadata = metadata
+
+
+def checkpoint_actions(fs, log_dir: str, name: str):
+    """The actions of one checkpoint file, and of the sidecars a v2 checkpoint names."""
+    path = posixpath.join(log_dir, name)
+    if name.endswith(".json"):
+        with fs.open(path, "rb") as f:
+            actions = [json.loads(line) for line in f if line.strip()]
+    else:
+        actions = list(parquet_actions(fs, path))
+    for action in actions:
+        if (sidecar := action.get("sidecar")) is not None:
+            yield from parquet_actions(fs, posixpath.join(log_dir, "_sidecars", sidecar["path"]))
+        else:
+            yield action
+
+
+def parquet_actions(fs, path: str):
+    """Actions in a checkpoint (or sidecar) Parquet file, one row group at a time; only the
+    columns a reader needs, and only the non-null action of each row."""
+    import pyarrow.parquet as pq
+
+    with fs.open(path, "rb") as f:
+        pf = pq.ParquetFile(f)
+        wanted = [c for c in ("add", "protocol", "metaData", "sidecar") if c in pf.schema_arrow.names]
+        for batch in pf.iter_batches(columns=wanted, batch_size=8192):
+            for name in wanted:
+                column = batch.column(name)
+                if column.null_count == len(column):
+                    continue
+                for value in column.to_pylist():
+                    if value is not None:
+                        yield {name: _plain(name, value)}
+
+
+def _plain(name: str, value: dict) -> dict:
+    """A checkpoint row as the JSON action would have it (maps as dicts)."""
+    if name == "add":
+        value = {k: value.get(k) for k in ADD_FIELDS}
+        value["partitionValues"] = dict(value.get("partitionValues") or [])
+    elif name == "metaData":
+        value = dict(value)
+        value["configuration"] = dict(value.get("configuration") or [])
+    return value
+
+
+
+
+def commit_times(fs, root: str, listing: LogListing, metadata: dict) -> dict[int, int]:
+    """Each commit's timestamp (ms) as Delta's time travel sees it: the in-commit
+    timestamp (``commitInfo.inCommitTimestamp``) where the table records them
+    (``delta.enableInCommitTimestamps``), else the commit file's modification time,
+    made strictly increasing as Delta does (a later commit with an earlier or equal
+    time gets the previous one plus 1 ms).
+
+    >>> commit_times(None, "t", LogListing({0: 5, 1: 5, 2: 3, 3: 9}, {}), {})
+    {0: 5, 1: 6, 2: 7, 3: 9}
+    """
+    conf = metadata.get("configuration") or {}
+    ict_from = None
+    if str(conf.get("delta.enableInCommitTimestamps", "false")).lower() == "true":
+        ict_from = int(conf.get("delta.inCommitTimestampEnablementVersion", 0))
+    times, last = {}, None
+    for version in sorted(listing.commits):
+        ms = listing.commits[version]
+        if ict_from is not None and version >= ict_from:
+            ms = _in_commit_timestamp(fs, root, version, ms)
+        elif last is not None and ms <= last:
+            ms = last + 1
+        times[version] = last = ms
+    return times
+
+
+def _in_commit_timestamp(fs, root: str, version: int, fallback: int) -> int:
+    with fs.open(posixpath.join(root, "_delta_log", f"{version:020d}.json"), "rb") as f:
+        first = json.loads(f.readline() or b"{}")
+    return int((first.get("commitInfo") or {}).get("inCommitTimestamp", fallback))
+
+
+def version_at(times: dict[int, int], ms: int, shown: str) -> int:
+    """The newest version committed at or before ``ms`` (Spark's ``timestampAsOf``).
+
+    >>> version_at({0: 10, 1: 20, 2: 30}, 25, "t")
+    1
+    >>> version_at({0: 10, 1: 20}, 25, "t")
+    Traceback (most recent call last):
+    ...
+    spark_dask.errors.DeltaError: spark-dask: t is after the Delta table's latest commit (version 1, 1970-01-01 00:00:00.020 UTC), as Spark's timestampAsOf refuses too: leave timestamp out to read the latest version
+    >>> version_at({0: 10, 1: 20}, 5, "1970-01-01")
+    Traceback (most recent call last):
+    ...
+    spark_dask.errors.DeltaError: spark-dask: the Delta table has no version as of 1970-01-01: its earliest available commit is from 1970-01-01 00:00:00.010 UTC
+    """
+    before = [v for v, t in times.items() if t <= ms]
+    if not before:
+        raise DeltaError(
+            f"spark-dask: the Delta table has no version as of {shown}: its earliest available commit is from "
+            f"{_shown_ms(min(times.values()))}"
+        )
+    latest = max(times)
+    if ms > times[latest]:
+        raise DeltaError(
+            f"spark-dask: {shown} is after the Delta table's latest commit (version {latest}, "
+            f"{_shown_ms(times[latest])}), as Spark's timestampAsOf refuses too: leave timestamp out to "
+            "read the latest version"
+        )
+    return max(before)
+
+
+def _shown_ms(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+
+
+__all__ = [
+    "LogListing", "Snapshot", "commit_times", "latest_version", "list_log", "modification_ms", "replay",
+    "start_point", "version_at",
+]

@@ -1,0 +1,141 @@
+"""Which data files a filtered read can skip, decided on the driver from the log alone:
+partition values, and each file's min/max/null-count statistics.
+
+``filters`` take the form of ``dask.dataframe.read_parquet``'s (and pyarrow's): a list
+of ``(column, op, value)`` tuples ANDed together, or a list of such lists ORed
+together; ops ``==``/``=``, ``!=``, ``<``, ``<=``, ``>``, ``>=``, ``in``, ``not in``.
+Every kept file is also filtered row by row on its worker, so a skip only saves
+reading: it is made only when no row of the file can match. Statistics are used for
+numbers, dates and strings (Delta truncates long string statistics, so a string max
+of 32 characters or more is not used), never for timestamps (kept to milliseconds).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+
+from spark_dask.delta import schema as schemas
+from spark_dask.errors import PlanError
+
+OPS = {"=": "==", "==": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">=", "in": "in", "not in": "not in"}
+STATS_TYPES = {"byte", "short", "integer", "long", "float", "double", "date", "string"}
+
+
+def normalize(filters, fields: list[dict]) -> list[list[tuple]] | None:
+    """Filters in disjunctive normal form, checked against the table's columns.
+
+    >>> normalize([("k", "=", 1)], [{"name": "k", "type": "long"}])
+    [[('k', '==', 1)]]
+    >>> normalize([("z", ">", 1)], [{"name": "k", "type": "long"}])
+    Traceback (most recent call last):
+    ...
+    spark_dask.errors.PlanError: spark-dask: filter on 'z', which is not a column of the table (its columns: k)
+    """
+    if not filters:
+        return None
+    if not isinstance(filters, (list, tuple)):
+        raise PlanError(f"spark-dask: filters must be a list of (column, op, value) tuples, got {filters!r}")
+    groups = [filters] if isinstance(filters[0], tuple) else filters
+    names = [f["name"] for f in fields]
+    out = []
+    for group in groups:
+        conjunction = []
+        for term in group:
+            if not (isinstance(term, (tuple, list)) and len(term) == 3):
+                raise PlanError(f"spark-dask: a filter is (column, op, value), got {term!r}")
+            column, op, value = term
+            if column not in names:
+                raise PlanError(
+                    f"spark-dask: filter on {column!r}, which is not a column of the table (its columns: {', '.join(names)})"
+                )
+            if op not in OPS:
+                raise PlanError(f"spark-dask: filter op {op!r} is not one of {', '.join(sorted(set(OPS)))}")
+            if OPS[op] in ("in", "not in"):
+                value = list(value)
+            conjunction.append((column, OPS[op], value))
+        out.append(conjunction)
+    return out
+
+
+def keep(record: dict, dnf, fields: dict[str, dict], mode: str) -> bool:
+    """Whether a file (its log record) may hold a row that matches ``dnf``.
+
+    >>> fields = {"k": {"name": "k", "type": "integer"}, "x": {"name": "x", "type": "long"}}
+    >>> rec = {"partitionValues": {"k": "1"}, "stats": '{"numRecords": 3, "minValues": {"x": 5}, "maxValues": {"x": 9}}'}
+    >>> keep(rec, [[("k", "==", 2)]], fields, "none"), keep(rec, [[("x", ">", 9)]], fields, "none")
+    (False, False)
+    >>> keep(rec, [[("x", ">", 8)]], fields, "none"), keep(rec, [[("k", "==", 2)], [("x", "<=", 5)]], fields, "none")
+    (True, True)
+    """
+    if not dnf:
+        return True
+    stats = _stats(record)
+    return any(all(_may_match(record, stats, fields[c], op, v, mode) for c, op, v in group) for group in dnf)
+
+
+def _stats(record: dict) -> dict:
+    text = record.get("stats")
+    if not text:
+        return {}
+    try:
+        return json.loads(text)
+    except ValueError:
+        return {}
+
+
+def _may_match(record: dict, stats: dict, field: dict, op: str, value, mode: str) -> bool:
+    key = schemas.physical_name(field, mode)
+    partitions = record.get("partitionValues") or {}
+    if key in partitions:
+        actual = schemas.partition_value(partitions[key], field["type"], field["name"])
+        if actual is None:
+            return False  # a null matches no comparison (the row filter drops it too)
+        return _compare(actual, op, value)
+    if field["type"] not in STATS_TYPES or not stats:
+        return True
+    rows, nulls = stats.get("numRecords"), (stats.get("nullCount") or {}).get(key)
+    if rows is not None and nulls is not None and nulls >= rows:
+        return False
+    low, high = (stats.get("minValues") or {}).get(key), (stats.get("maxValues") or {}).get(key)
+    if low is None or high is None:
+        return True
+    if field["type"] == "date":
+        low, high = date.fromisoformat(low), date.fromisoformat(high)
+    if field["type"] == "string" and len(high) >= 32:
+        return True
+    try:
+        return _overlaps(low, high, op, value)
+    except TypeError:  # a value of another type than the column: let the row filter decide
+        return True
+
+
+def _compare(actual, op: str, value) -> bool:
+    try:
+        if op == "in":
+            return actual in value
+        if op == "not in":
+            return actual not in value
+        return {"==": actual == value, "!=": actual != value, "<": actual < value, "<=": actual <= value,
+                ">": actual > value, ">=": actual >= value}[op]  # fmt: skip
+    except TypeError:
+        return True
+
+
+def _overlaps(low, high, op: str, value) -> bool:
+    if op == "==":
+        return low <= value <= high
+    if op == "in":
+        return any(low <= v <= high for v in value)
+    if op == "<":
+        return low < value
+    if op == "<=":
+        return low <= value
+    if op == ">":
+        return high > value
+    if op == ">=":
+        return high >= value
+    return True  # != and not in: a file of one repeated value could still be skipped; not worth it
+
+
+__all__ = ["OPS", "STATS_TYPES", "keep", "normalize"]

@@ -1,0 +1,264 @@
+"""``spark_dask.read_delta``: a Delta table as a Dask DataFrame, read right.
+
+Two paths. ``via="files"``: the driver replays the Delta log (:mod:`.log`) and checks
+the table's features (:mod:`.features`); each live data file becomes one Dask
+partition, read on a worker with its deletion vector applied (:mod:`.files`).
+``via="spark"``: Spark reads the table (Unity Catalog names, row filters and column
+masks, any feature), and ``to_dask`` moves the rows. ``via="auto"``: table names
+through Spark, paths through the files when their features allow, else through Spark
+with one warning saying why.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import warnings
+from datetime import date, datetime, timezone
+
+from spark_dask import arrow_types, errors, handoff
+from spark_dask.delta import dv, features, files, log, prune
+from spark_dask.delta import schema as schemas
+from spark_dask.errors import DeltaError, PlanError
+from spark_dask.events import outside_package
+from spark_dask.session import active_session
+from spark_dask.shipping import ship_by_value
+from spark_dask.sparkconf import conf
+
+logger = logging.getLogger("spark_dask")
+
+# the modules a file read runs on the Dask workers, shipped by value (the workers need
+# not have spark_dask installed)
+WORKER_CODE = (errors, arrow_types, dv, schemas, files)
+
+VIAS = ("auto", "files", "spark")
+# catalog.schema.table, schema.table or table (back-quoted parts allowed): not a path
+TABLE_NAME = re.compile(r"^(`[^`]+`|[A-Za-z_][\w$]*)(\.(`[^`]+`|[A-Za-z_][\w$]*)){0,2}$")
+
+
+def is_table_name(source: str) -> bool:
+    """Whether ``source`` names a table (``catalog.schema.table``) rather than a path.
+
+    >>> [is_table_name(s) for s in ("main.sales.orders", "orders", "/tmp/t", "s3://b/t", "dbfs:/t", "./t")]
+    [True, True, False, False, False, False]
+    """
+    return bool(TABLE_NAME.match(source)) and "/" not in source
+
+
+def read_delta(
+    source: str,
+    *,
+    version: int | None = None,
+    timestamp=None,
+    columns: list[str] | None = None,
+    filters=None,
+    storage_options: dict | None = None,
+    via: str = "auto",
+    spark=None,
+    client=None,
+    backend: str | None = None,
+):
+    """A Delta table as a Dask DataFrame: deletion vectors applied, column mapping
+    read, types as Spark reads them.
+
+    Parameters
+    ----------
+    source : str
+        A table path or URI (``/dbfs/...``, ``s3://...``, ``abfss://...``: any
+        fsspec URL) or a table name (``catalog.schema.table``, read through Spark).
+    version : int, optional
+        Time travel: the table as of this version (Spark's ``versionAsOf``).
+    timestamp : str or datetime, optional
+        Time travel: the newest version committed at or before it (Spark's
+        ``timestampAsOf``; a time without a zone is in the session time zone, UTC
+        without a session). Not together with ``version``.
+    columns : list of str, optional
+        The columns to read (all by default).
+    filters : list, optional
+        ``[(column, op, value), ...]`` (AND) or a list of such lists (OR), as
+        ``dask.dataframe.read_parquet`` takes them: files whose partition values or
+        statistics rule every row out are not read, and the rows are filtered.
+    storage_options : dict, optional
+        fsspec options for the table's storage (credentials, endpoint).
+    via : {"auto", "files", "spark"}
+        ``files``: read the data files on the Dask workers; a table feature the file
+        reader does not implement is refused (:class:`~spark_dask.DeltaError`).
+        ``spark``: read through Spark and hand the rows over (``to_dask``; needs a
+        running spark-dask cluster). ``auto``: names through Spark, paths through the
+        files when their features allow, else through Spark (with a warning).
+    spark : SparkSession, optional
+        For ``via="spark"`` (default: the active session); for ``files``, its time zone.
+    client : distributed.Client, optional
+        Default: the current client.
+    backend : {"pandas", "cudf"}, optional
+        Default: ``cudf`` on dask-cuda workers, else ``pandas``.
+
+    Returns
+    -------
+    dask.dataframe.DataFrame
+        With ``via="files"``, one partition per data file (``npartitions`` is the
+        number of files read).
+    """
+    _check_arguments(source, version, timestamp, columns, via)
+    if via == "spark" or (via == "auto" and is_table_name(source)):
+        return read_with_spark(source, version, timestamp, columns, filters, spark, client, backend)
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(source, **(storage_options or {}))
+    root = root.rstrip("/")
+    tz = _time_zone(spark)
+    snapshot = _snapshot(fs, root, version, timestamp, tz)
+    why = features.refusal(snapshot.protocol, snapshot.metadata)
+    if why and via == "auto":
+        warnings.warn(f"spark-dask: reading {source} through Spark: {why}", UserWarning, **outside_package())
+        return read_with_spark(source, version, timestamp, columns, filters, spark, client, backend)
+    features.check(snapshot.protocol, snapshot.metadata, source)
+    location = source.rstrip("/") if "://" in source else root  # what the workers open
+    return read_files(snapshot, location, columns, filters, storage_options, tz, client, backend)
+
+
+def _check_arguments(source, version, timestamp, columns, via) -> None:
+    if not isinstance(source, str) or not source:
+        raise PlanError(f"spark-dask: read_delta needs a table path or name, got {source!r}")
+    if via not in VIAS:
+        raise PlanError(f"spark-dask: via must be one of {', '.join(VIAS)}, got {via!r}")
+    if version is not None and timestamp is not None:
+        raise PlanError("spark-dask: pass version or timestamp, not both")
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 0):
+        raise PlanError(f"spark-dask: version must be a non-negative integer, got {version!r}")
+    if columns is not None and (isinstance(columns, str) or not all(isinstance(c, str) for c in columns)):
+        raise PlanError(f"spark-dask: columns must be a list of column names, got {columns!r}")
+
+
+def _time_zone(spark) -> str:
+    if spark is None:
+        try:
+            spark = active_session()
+        except (ImportError, PlanError):
+            return "UTC"
+    return conf(spark, "spark.sql.session.timeZone", "UTC", sql=True) or "UTC"
+
+
+def timestamp_ms(value, tz: str) -> int:
+    """A time-travel timestamp in ms since the epoch; one without a zone is in ``tz``.
+
+    >>> timestamp_ms("1970-01-01 00:00:01", "UTC"), timestamp_ms("1970-01-01T01:00:00+01:00", "UTC")
+    (1000, 0)
+    >>> timestamp_ms("1970-01-01 01:00:00", "Europe/Paris")
+    0
+    """
+    from zoneinfo import ZoneInfo
+
+    if isinstance(value, date) and not isinstance(value, datetime):
+        value = datetime(value.year, value.month, value.day)
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise PlanError(f"spark-dask: timestamp {value!r} is not an ISO date or time (2024-05-01 12:00:00)") from None
+    if not isinstance(value, datetime):
+        raise PlanError(f"spark-dask: timestamp must be a string or a datetime, got {value!r}")
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc if tz.upper() in ("UTC", "Z") else ZoneInfo(tz))
+    return int(value.timestamp() * 1000)
+
+
+def _snapshot(fs, root: str, version, timestamp, tz: str) -> log.Snapshot:
+    listing = log.list_log(fs, root)
+    latest = log.latest_version(listing)
+    if timestamp is not None:
+        head = log.replay(fs, root, latest, listing)
+        times = log.commit_times(fs, root, listing, head.metadata)
+        version = log.version_at(times, timestamp_ms(timestamp, tz), str(timestamp))
+        return head if version == latest else log.replay(fs, root, version, listing)
+    if version is not None and version > latest:
+        raise DeltaError(f"spark-dask: the Delta table {root} has no version {version} (its latest is {latest})")
+    return log.replay(fs, root, latest if version is None else version, listing)
+
+
+def read_files(snapshot: log.Snapshot, root: str, columns, filters, storage_options, tz: str, client, backend):
+    """The ``via="files"`` read of one snapshot: a partition per file that may match."""
+    import dask.dataframe as dd
+
+    table_schema = schemas.table_schema(snapshot.metadata)
+    fields = table_schema["fields"]
+    names = [f["name"] for f in fields]
+    missing = [c for c in columns or [] if c not in names]
+    if missing:
+        raise PlanError(f"spark-dask: no column {missing[0]!r} in the table (its columns: {', '.join(names)})")
+    mode = features.column_mapping_mode(snapshot.metadata)
+    dnf = prune.normalize(filters, fields)
+    by_name = {f["name"]: f for f in fields}
+    tasks = [r for r in snapshot.files if prune.keep(r, dnf, by_name, mode)]
+    backend = handoff.read_backend(backend, client)
+    plan = files.plan(root, table_schema, mode, tz, columns, dnf, storage_options, backend)
+    meta = files.to_frame(files.logical_table(_empty(), {}, plan, _arrow(plan)), plan)
+    logger.debug(
+        "spark-dask: read_delta %s version %d: %d of %d files", root, snapshot.version, len(tasks), len(snapshot.files)
+    )
+    if not tasks:
+        return dd.from_pandas(meta, npartitions=1)
+    ship_by_value(*WORKER_CODE)
+    return dd.from_map(files.read_file, tasks, plan=plan, meta=meta, label="read-delta", enforce_metadata=False)
+
+
+def _arrow(plan: dict):
+    import pyarrow as pa
+
+    return pa.ipc.read_schema(pa.py_buffer(plan["schema"]))
+
+
+def _empty():
+    """A file of no rows and no columns: its logical table is the read's ``meta``."""
+    import pyarrow as pa
+
+    return pa.table({})
+
+
+def read_with_spark(source: str, version, timestamp, columns, filters, spark, client, backend):
+    """The ``via="spark"`` read: Spark's Delta reader, then ``to_dask``."""
+    spark = active_session(spark)
+    if is_table_name(source):
+        clause = f" VERSION AS OF {int(version)}" if version is not None else ""
+        if timestamp is not None:
+            clause = f" TIMESTAMP AS OF '{_sql_timestamp(timestamp)}'"
+        df = spark.sql(f"SELECT * FROM {source}{clause}")
+    else:
+        reader = spark.read.format("delta")
+        if version is not None:
+            reader = reader.option("versionAsOf", int(version))
+        if timestamp is not None:
+            reader = reader.option("timestampAsOf", _sql_timestamp(timestamp))
+        df = reader.load(source)
+    dnf = prune.normalize(filters, [{"name": n} for n in df.columns])
+    if dnf:
+        df = df.where(spark_condition(dnf))
+    if columns is not None:
+        df = df.select(*columns)
+    return handoff.to_dask(df, client=client, backend=backend)
+
+
+def _sql_timestamp(value) -> str:
+    return value.isoformat(sep=" ") if isinstance(value, (datetime, date)) else str(value)
+
+
+def spark_condition(dnf):
+    """The Spark Column of filters in disjunctive normal form."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    def term(column, op, value):
+        c = F.col(f"`{column}`")
+        if op == "in":
+            return c.isin(list(value))
+        if op == "not in":
+            return ~c.isin(list(value))
+        return {"==": c == value, "!=": c != value, "<": c < value, "<=": c <= value, ">": c > value,
+                ">=": c >= value}[op]  # fmt: skip
+
+    groups = [reduce(lambda a, b: a & b, [term(*t) for t in group]) for group in dnf]
+    return reduce(lambda a, b: a | b, groups)
+
+
+__all__ = ["VIAS", "is_table_name", "read_delta", "read_files", "read_with_spark", "spark_condition", "timestamp_ms"]
