@@ -277,3 +277,34 @@ def test_doctests(module):
 
     result = doctest.testmod(importlib.import_module(f"spark_dask.delta.{module}"))
     assert result.failed == 0 and result.attempted > 0
+
+
+def test_the_file_read_runs_where_spark_dask_is_missing(table, tmp_path):
+    """Dask workers on executors may lack spark_dask: the file read (and the deletion
+    vector's decoding) travels by value, as the hand-off's task code does."""
+    import subprocess
+    import sys
+
+    import cloudpickle
+    import fsspec
+
+    from spark_dask.delta import files, schema
+    from spark_dask.delta import read as delta_read
+    from spark_dask.shipping import ship_by_value
+
+    first = os.path.relpath(sorted(deltalake.DeltaTable(table).file_uris())[0], table)
+    version = with_deletion_vectors(table, {first: [1]}, "u")
+    fs = fsspec.filesystem("file")
+    snapshot = log.replay(fs, table, version, log.list_log(fs, table))
+    plan = files.plan(table, schema.table_schema(snapshot.metadata), "none", "UTC", ["x"], None, None, "pandas")
+    ship_by_value(*delta_read.WORKER_CODE)
+    (tmp_path / "payload").write_bytes(cloudpickle.dumps((files.read_file, snapshot.files, plan)))
+    script = (
+        "import sys, pickle\n"
+        "sys.modules['spark_dask'] = None  # any import of it fails\n"
+        "read, tasks, plan = pickle.loads(open('payload', 'rb').read())\n"
+        "print(sum(len(read(t, plan)) for t in tasks))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["19"]
