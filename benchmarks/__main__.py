@@ -2,15 +2,19 @@
 moving data between Spark and Dask); python -m benchmarks handoff [options]: only the
 latter. ``--quick`` (CI), ``--plot`` and ``--no-handoff`` leave the hand-off part out.
 ``--master hosts:2x4`` (the multi-host cluster, ``benchmarks/multihost.py``) measures
-its own hand-off across the hosts; the local hand-off runs only beside a local master."""
+its own hand-off across the hosts; the local hand-off runs only beside a local master.
+python -m benchmarks delta [options]: reading a Delta table with deletion vectors
+(``benchmarks/delta.py``), not part of the full run."""
 
 import sys
 
-from benchmarks import handoff, multihost, run
+from benchmarks import delta, handoff, multihost, run
 
 args = sys.argv[1:]
 if args[:1] == ["handoff"]:
     handoff.main(args[1:])
+elif args[:1] == ["delta"]:
+    delta.main(args[1:])
 else:
     run.main(args)
     masters = [v for a, v in zip(args, args[1:]) if a == "--master"] + [a.split("=", 1)[1] for a in args if a.startswith("--master=")]

@@ -150,3 +150,18 @@ def test_write_delta_round_trip(spark, tables, client, tmp_path):
     assert_same(spark_dask.read_delta(target, version=0, via="files"), source, "written")
     with pytest.raises(spark_dask.PlanError, match="mode must be one of error, append, overwrite"):
         spark_dask.write_delta(source, target, mode="ignore")
+
+
+def test_table_names_go_through_spark(spark, tables, client):
+    """A name (``schema.table``, as Unity Catalog's ``catalog.schema.table``) is written
+    with saveAsTable and read through Spark by default, time travel included."""
+    source = spark_dask.read_delta(tables["dv"].path, via="files")
+    spark_dask.write_delta(source, "default.dv_copy", partition_by="g")
+    spark_dask.write_delta(source.head(5, compute=False), "default.dv_copy", mode="append")
+    assert_same(spark_dask.read_delta("default.dv_copy", version=0), source, "by name, version 0")
+    assert len(spark_dask.read_delta("default.dv_copy", columns=["id"], filters=[("g", "==", "g1")])) == (
+        spark.table("default.dv_copy").where("g = 'g1'").count()
+    )
+    with pytest.raises(spark_dask.DeltaError, match="default.dv_copy exists already"):
+        spark_dask.write_delta(source, "default.dv_copy")
+    spark.sql("DROP TABLE default.dv_copy")
