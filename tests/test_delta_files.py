@@ -308,3 +308,22 @@ def test_the_file_read_runs_where_spark_dask_is_missing(table, tmp_path):
     out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["19"]
+
+
+def test_multi_part_checkpoints_count_only_when_whole(table):
+    """A checkpoint in two parts (as Spark writes large ones) is read as one; a set with
+    a part missing is passed over for the JSON commits."""
+    deltalake.DeltaTable(table).create_checkpoint()  # version 1, one file
+    log_dir = os.path.join(table, "_delta_log")
+    single = os.path.join(log_dir, f"{1:020d}.checkpoint.parquet")
+    rows = pq.read_table(single)
+    half = rows.num_rows // 2
+    for part, piece in ((1, rows.slice(0, half)), (2, rows.slice(half))):
+        pq.write_table(piece, os.path.join(log_dir, f"{1:020d}.checkpoint.{part:010d}.{2:010d}.parquet"))
+    os.remove(single)
+    os.remove(os.path.join(log_dir, "_last_checkpoint"))
+    os.remove(os.path.join(log_dir, f"{0:020d}.json"))  # only the checkpoint has version 0's files now
+    assert read(table).x.tolist() == list(range(20))
+    os.remove(os.path.join(log_dir, f"{1:020d}.checkpoint.{2:010d}.{2:010d}.parquet"))
+    with pytest.raises(spark_dask.DeltaError, match="commit 0 is gone"):
+        spark_dask.read_delta(table, via="files")
