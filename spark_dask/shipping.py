@@ -39,10 +39,14 @@ def ship_by_value(*modules: ModuleType) -> None:
         if not todo:
             return
         import cloudpickle
-        from pyspark import cloudpickle as spark_cloudpickle
 
+        try:  # Spark's closures; a Dask-only use (read_delta's file reader) has no pyspark
+            from pyspark import cloudpickle as spark_cloudpickle
+        except ImportError:
+            spark_cloudpickle = None
         for module in todo:
-            spark_cloudpickle.register_pickle_by_value(module)
+            if spark_cloudpickle is not None:
+                spark_cloudpickle.register_pickle_by_value(module)
             cloudpickle.register_pickle_by_value(module)
             _shipped.add(module.__name__)
 

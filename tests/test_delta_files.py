@@ -17,6 +17,7 @@ import zlib
 import dask
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -327,3 +328,31 @@ def test_multi_part_checkpoints_count_only_when_whole(table):
     os.remove(os.path.join(log_dir, f"{1:020d}.checkpoint.{2:010d}.{2:010d}.parquet"))
     with pytest.raises(spark_dask.DeltaError, match="commit 0 is gone"):
         spark_dask.read_delta(table, via="files")
+
+
+def test_filter_values_are_taken_as_their_columns_types(tmp_path):
+    """As Spark casts a literal: "2024-01-02" on a DATE column, a time without a zone on
+    a TIMESTAMP column (in the session time zone, UTC here), numbers on a DECIMAL."""
+    from decimal import Decimal
+
+    root = str(tmp_path / "typed")
+    days = pd.date_range("2024-01-01", periods=6, freq="D")
+    def typed(start: int):
+        return pa.table({
+            "x": pa.array(np.arange(start, start + 6)),
+            "d": pa.array(days.date, pa.date32()),
+            "t": pa.array(days.tz_localize("UTC"), pa.timestamp("us", tz="UTC")),
+            "m": pa.array([Decimal(f"{i}.50") for i in range(6)], pa.decimal128(5, 2)),
+        })  # fmt: skip
+
+    deltalake.write_deltalake(root, typed(0))
+    deltalake.write_deltalake(root, typed(6), mode="append")
+    for filters, want in [
+        ([("d", ">=", "2024-01-05")], [4, 5, 10, 11]),
+        ([("t", "<", "2024-01-02 12:00")], [0, 1, 6, 7]),
+        ([("m", ">", 3)], [3, 4, 5, 9, 10, 11]),
+        ([("d", "in", ["2024-01-01", "2024-01-06"])], [0, 5, 6, 11]),
+    ]:
+        assert read(root, filters=filters).x.tolist() == want, filters
+    with pytest.raises(spark_dask.PlanError, match="filter value 'soon' of column 'd' is not a date"):
+        spark_dask.read_delta(root, via="files", filters=[("d", "<", "soon")])

@@ -95,7 +95,6 @@ def _physical_columns(file_schema, plan: dict) -> list[str]:
 def logical_table(data, partition_values: dict, plan: dict, target):
     """The file's rows under the table's logical schema, filtered and projected."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     needed = _needed(plan)
     arrays, fields = [], []
@@ -111,10 +110,38 @@ def logical_table(data, partition_values: dict, plan: dict, target):
         fields.append(arrow_field)
     table = pa.Table.from_arrays(arrays, schema=pa.schema(fields))
     if plan["filters"]:
-        table = table.filter(pq.filters_to_expression(plan["filters"]))
+        table = table.filter(row_filter(plan["filters"], table.schema))
     if plan["columns"] is not None:
         table = table.select(plan["columns"])
     return table
+
+
+def row_filter(dnf, schema):
+    """The Arrow expression of filters in disjunctive normal form, each value a scalar of
+    its column's type (pyarrow's own ``filters_to_expression`` leaves a Decimal of
+    another scale or a string beside a date to the kernels, which get them wrong or fail).
+
+    >>> import pyarrow as pa
+    >>> str(row_filter([[("x", ">", 3), ("x", "!=", 5)], [("x", "==", 0)]], pa.schema([("x", pa.int64())])))
+    '(((x > 3) and (x != 5)) or (x == 0))'
+    """
+    import operator
+    from functools import reduce
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    compare = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
+               ">=": operator.ge}  # fmt: skip
+
+    def term(column, op, value):
+        target = schema.field(column).type
+        if op in ("in", "not in"):
+            member = pc.field(column).isin(pa.array(list(value), type=target))
+            return member if op == "in" else ~member
+        return compare[op](pc.field(column), pa.scalar(value, type=target))
+
+    return reduce(operator.or_, [reduce(operator.and_, [term(*t) for t in group]) for group in dnf])
 
 
 def to_frame(table, plan: dict):
@@ -125,4 +152,4 @@ def to_frame(table, plan: dict):
     return arrow_types.table_to_pandas(table)
 
 
-__all__ = ["file_uri", "logical_table", "plan", "read_file", "to_frame"]
+__all__ = ["file_uri", "logical_table", "plan", "read_file", "row_filter", "to_frame"]

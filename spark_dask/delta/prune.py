@@ -13,17 +13,19 @@ of 32 characters or more is not used), never for timestamps (kept to millisecond
 from __future__ import annotations
 
 import json
-from datetime import date
+from datetime import date, datetime, timezone
+from decimal import Decimal
 
 from spark_dask.delta import schema as schemas
-from spark_dask.errors import PlanError
+from spark_dask.errors import DeltaError, PlanError
 
 OPS = {"=": "==", "==": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">=", "in": "in", "not in": "not in"}
 STATS_TYPES = {"byte", "short", "integer", "long", "float", "double", "date", "string"}
 
 
-def normalize(filters, fields: list[dict]) -> list[list[tuple]] | None:
-    """Filters in disjunctive normal form, checked against the table's columns.
+def normalize(filters, fields: list[dict], tz: str | None = None) -> list[list[tuple]] | None:
+    """Filters in disjunctive normal form, checked against the table's columns; with
+    ``tz`` (the file reader), each value converted to its column's type (:func:`coerce`).
 
     >>> normalize([("k", "=", 1)], [{"name": "k", "type": "long"}])
     [[('k', '==', 1)]]
@@ -51,11 +53,59 @@ def normalize(filters, fields: list[dict]) -> list[list[tuple]] | None:
                 )
             if op not in OPS:
                 raise PlanError(f"spark-dask: filter op {op!r} is not one of {', '.join(sorted(set(OPS)))}")
+            field = fields[names.index(column)]
             if OPS[op] in ("in", "not in"):
-                value = list(value)
+                value = [coerce(v, field, tz) for v in value] if tz else list(value)
+            elif tz:
+                value = coerce(value, field, tz)
             conjunction.append((column, OPS[op], value))
         out.append(conjunction)
     return out
+
+
+def coerce(value, field: dict, tz: str):
+    """A filter's value as its column's Python type, as Spark would cast the literal: a
+    string for a number, date, timestamp or decimal column is parsed; a time without a
+    zone on a ``timestamp`` column is in ``tz``; numbers for decimals become Decimals.
+
+    >>> coerce("2026-11-01", {"name": "d", "type": "date"}, "UTC")
+    datetime.date(2026, 11, 1)
+    >>> coerce("2026-11-01 10:00", {"name": "t", "type": "timestamp"}, "Europe/Paris").isoformat()
+    '2026-11-01T10:00:00+01:00'
+    >>> coerce(3, {"name": "x", "type": "decimal(10,2)"}, "UTC"), coerce("7", {"name": "k", "type": "integer"}, "UTC")
+    (Decimal('3'), 7)
+    >>> coerce("x", {"name": "k", "type": "integer"}, "UTC")
+    Traceback (most recent call last):
+    ...
+    spark_dask.errors.PlanError: spark-dask: filter value 'x' of column 'k' is not a integer
+    """
+    kind = field.get("type")
+    if value is None or not isinstance(kind, str) or kind == "string":
+        return value
+    if isinstance(value, str):
+        try:
+            if kind == "timestamp":
+                parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+                value = parsed if parsed.tzinfo else parsed.replace(tzinfo=_zone(tz))
+            else:
+                value = schemas.partition_value(value, kind, field["name"])
+        except (ValueError, DeltaError):
+            raise PlanError(f"spark-dask: filter value {value!r} of column {field['name']!r} is not a {kind}") from None
+    if kind == "timestamp" and isinstance(value, datetime):
+        value = (value if value.tzinfo else value.replace(tzinfo=_zone(tz))).astimezone(_zone(tz))
+    elif kind == "timestamp_ntz" and isinstance(value, datetime) and value.tzinfo:
+        value = value.replace(tzinfo=None)
+    elif kind == "date" and isinstance(value, datetime):
+        value = value.date()
+    elif kind.startswith("decimal") and isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = Decimal(str(value))
+    return value
+
+
+def _zone(tz: str):
+    from zoneinfo import ZoneInfo
+
+    return timezone.utc if tz.upper() in ("UTC", "Z") else ZoneInfo(tz)
 
 
 def keep(record: dict, dnf, fields: dict[str, dict], mode: str) -> bool:
@@ -138,4 +188,4 @@ def _overlaps(low, high, op: str, value) -> bool:
     return True  # != and not in: a file of one repeated value could still be skipped; not worth it
 
 
-__all__ = ["OPS", "STATS_TYPES", "keep", "normalize"]
+__all__ = ["OPS", "STATS_TYPES", "coerce", "keep", "normalize"]

@@ -12,6 +12,7 @@ with one warning saying why.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import warnings
 from datetime import date, datetime, timezone
@@ -37,12 +38,26 @@ TABLE_NAME = re.compile(r"^(`[^`]+`|[A-Za-z_][\w$]*)(\.(`[^`]+`|[A-Za-z_][\w$]*)
 
 
 def is_table_name(source: str) -> bool:
-    """Whether ``source`` names a table (``catalog.schema.table``) rather than a path.
+    """Whether ``source`` names a table (``catalog.schema.table``) rather than a path: a
+    name has no ``/`` and is not a directory here (``events`` beside the notebook is a
+    path).
 
     >>> [is_table_name(s) for s in ("main.sales.orders", "orders", "/tmp/t", "s3://b/t", "dbfs:/t", "./t")]
     [True, True, False, False, False, False]
     """
-    return bool(TABLE_NAME.match(source)) and "/" not in source
+    return bool(TABLE_NAME.match(source)) and "/" not in source and not os.path.isdir(source)
+
+
+def file_source(source: str) -> str:
+    """Where the files of ``source`` are read from: ``dbfs:/x`` through Databricks' FUSE
+    mount ``/dbfs/x`` (fsspec has no ``dbfs:`` for it); anything else as it is.
+
+    >>> file_source("dbfs:/user/t"), file_source("s3://b/t")
+    ('/dbfs/user/t', 's3://b/t')
+    """
+    if source.startswith("dbfs:/"):
+        return "/dbfs/" + source[len("dbfs:/") :].lstrip("/")
+    return source
 
 
 def read_delta(
@@ -104,7 +119,8 @@ def read_delta(
         return read_with_spark(source, version, timestamp, columns, filters, spark, client, backend)
     import fsspec
 
-    fs, root = fsspec.core.url_to_fs(source, **(storage_options or {}))
+    files_at = file_source(source)
+    fs, root = fsspec.core.url_to_fs(files_at, **(storage_options or {}))
     root = root.rstrip("/")
     tz = _time_zone(spark)
     snapshot = _snapshot(fs, root, version, timestamp, tz)
@@ -113,7 +129,7 @@ def read_delta(
         warnings.warn(f"spark-dask: reading {source} through Spark: {why}", UserWarning, **outside_package())
         return read_with_spark(source, version, timestamp, columns, filters, spark, client, backend)
     features.check(snapshot.protocol, snapshot.metadata, source)
-    location = source.rstrip("/") if "://" in source else root  # what the workers open
+    location = files_at.rstrip("/") if "://" in files_at else root  # what the workers open
     return read_files(snapshot, location, columns, filters, storage_options, tz, client, backend)
 
 
@@ -187,7 +203,7 @@ def read_files(snapshot: log.Snapshot, root: str, columns, filters, storage_opti
     if missing:
         raise PlanError(f"spark-dask: no column {missing[0]!r} in the table (its columns: {', '.join(names)})")
     mode = features.column_mapping_mode(snapshot.metadata)
-    dnf = prune.normalize(filters, fields)
+    dnf = prune.normalize(filters, fields, tz)
     by_name = {f["name"]: f for f in fields}
     tasks = [r for r in snapshot.files if prune.keep(r, dnf, by_name, mode)]
     backend = handoff.read_backend(backend, client)

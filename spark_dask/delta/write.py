@@ -9,7 +9,7 @@ and Unity Catalog's governance applies to a table name.
 from __future__ import annotations
 
 from spark_dask import handoff
-from spark_dask.delta.read import is_table_name
+from spark_dask.delta.read import file_source, is_table_name
 from spark_dask.errors import DeltaError, PlanError
 from spark_dask.session import active_session
 
@@ -75,7 +75,10 @@ def exists(target: str, spark=None) -> bool:
         return bool(active_session(spark).catalog.tableExists(target))
     import fsspec
 
-    fs, path = fsspec.core.url_to_fs(target)
+    try:
+        fs, path = fsspec.core.url_to_fs(file_source(target))
+    except (ImportError, ValueError):  # no fsspec backend for it here: Spark's writer decides
+        return False
     return fs.exists(path.rstrip("/") + "/_delta_log")
 
 
