@@ -48,7 +48,6 @@ import ctypes
 import gc
 import json
 import os
-import platform
 import re
 import resource
 import shutil
@@ -62,6 +61,8 @@ import time
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 import psutil
+
+from benchmarks.machine import machine_facts
 
 MASTER = "local-cluster[2,3,2048]"
 WORKERS = 2
@@ -557,19 +558,7 @@ def leftovers(pids: list[int], timeout: float = 30) -> list[str]:
 def machine() -> dict:
     from importlib.metadata import version
 
-    import distributed
-    import pyspark
-
-    return {
-        "cpus": psutil.cpu_count(),
-        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "pyspark": pyspark.__version__,
-        "distributed": distributed.__version__,
-        "deltalake": version("deltalake"),
-        "dask_deltatable": version("dask-deltatable"),
-    }
+    return machine_facts(deltalake=version("deltalake"), dask_deltatable=version("dask-deltatable"))
 
 
 def bench(args, base: str, t_all: float) -> dict:

@@ -33,7 +33,6 @@ import argparse
 import gc
 import json
 import os
-import platform
 import shutil
 import sys
 import tempfile
@@ -43,6 +42,8 @@ import time
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 import psutil  # noqa: E402
+
+from benchmarks.machine import machine_facts  # noqa: E402
 
 MASTER = "local-cluster[2,4,1024]"
 ROW_BYTES = 64
@@ -311,8 +312,6 @@ def main(argv=None) -> dict:
         args.sizes = "0.1,1,4" if psutil.virtual_memory().total >= 16 * 2**30 else "0.1,1"
     from pyspark.sql import SparkSession
 
-    import distributed
-    import pyspark
 
     import spark_dask
 
@@ -344,14 +343,7 @@ def main(argv=None) -> dict:
     if not args.connect:
         spark.sparkContext.setLogLevel("ERROR")
     R: dict = {
-        "machine": {
-            "cpus": psutil.cpu_count(),
-            "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "pyspark": pyspark.__version__,
-            "distributed": distributed.__version__,
-        },
+        "machine": machine_facts(),
         "master": MASTER,
         "connect": args.connect,
         "reps": args.reps,

@@ -49,7 +49,6 @@ import io
 import json
 import math
 import os
-import platform
 import re
 import statistics
 import subprocess
@@ -63,6 +62,8 @@ if _BIN not in os.environ.get("PATH", "").split(os.pathsep):
     os.environ["PATH"] = _BIN + os.pathsep + os.environ.get("PATH", "")
 
 import psutil  # noqa: E402
+
+from benchmarks.machine import machine_facts  # noqa: E402
 
 from benchmarks import multihost  # noqa: E402
 from benchmarks.plots import write_plots  # noqa: E402
@@ -573,19 +574,9 @@ def main(argv=None) -> dict:
     ray = not (args.no_ray or args.quick)
     _ship_by_value()
     t_all = time.perf_counter()
-    import distributed
-    import pyspark
 
     R: dict = {
-        "machine": {
-            "cpus": psutil.cpu_count(),
-            "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "pyspark": pyspark.__version__,
-            "distributed": distributed.__version__,
-            "load_before": list(os.getloadavg()),
-        },
+        "machine": machine_facts(load_before=list(os.getloadavg())),
         "reps": args.reps,
         "options": options,
         "targets": TARGETS,
