@@ -339,14 +339,23 @@ def held(dask_worker) -> int:
     return len(dask_worker.data)
 
 
-def settle(client, timeout: float = 60) -> None:
-    """Until no worker holds a key (a released result is freed asynchronously), then
-    every heap trimmed."""
+def settle(client, pids: list[int], timeout: float = 60) -> None:
+    """Until no worker holds a key (a released result is freed asynchronously), every
+    heap is trimmed and the workers' RSS stopped falling (Arrow's allocator gives pages
+    back a second or two later)."""
     deadline = time.monotonic() + timeout
     while sum(client.run(held).values()) and time.monotonic() < deadline:
         time.sleep(0.1)
     client.run(trim_memory)
     trim_memory()
+    workers = PeakRSS({"workers": pids})
+    before = workers.sample()["workers"]
+    while time.monotonic() < deadline:
+        time.sleep(1)
+        now = workers.sample()["workers"]
+        if now > 0.99 * before:
+            return
+        before = now
 
 
 # ------------------------------------------------------------------------------ the methods
@@ -455,7 +464,7 @@ def rounds(spark, client, info: dict, reps: int, t_all: float) -> dict:
     runs: dict = {m: [] for m in todo}
     for r in range(reps):
         for name, fn in todo.items():
-            settle(client)
+            settle(client, groups["workers"])
             runs[name].append(measure(fn, groups))
             print(f"round {r + 1}/{reps} {name}: {runs[name][-1]['seconds']:.1f} s ({time.perf_counter() - t_all:.0f}s)",
                   file=sys.stderr)  # fmt: skip
