@@ -86,9 +86,9 @@ def column_mapping_mode(metadata: dict) -> str:
     return ((metadata.get("configuration") or {}).get("delta.columnMapping.mode") or "none").lower()
 
 
-def check(protocol: dict, metadata: dict, where: str) -> None:
-    """Raise :class:`DeltaError` naming the feature and ``via="spark"`` when refused."""
-    why = refusal(protocol, metadata)
+def check(why: str | None, where: str) -> None:
+    """Raise :class:`DeltaError` for a :func:`refusal` (naming the feature and
+    ``via="spark"``); nothing when ``why`` is None."""
     if why:
         raise DeltaError(
             f"spark-dask: cannot read the Delta table {where} from its files: {why}. "

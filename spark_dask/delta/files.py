@@ -14,6 +14,7 @@ from urllib.parse import unquote, urlparse
 
 from spark_dask import arrow_types
 from spark_dask.delta import dv as dvs
+from spark_dask.delta import prune
 from spark_dask.delta import schema as schemas
 
 
@@ -30,6 +31,13 @@ def plan(root: str, table_schema: dict, mode: str, tz: str, columns, filters, st
         "storage_options": storage_options or {},
         "backend": backend,
     }
+
+
+def target_schema(plan: dict):
+    """The Arrow schema of the table's rows (logical names and types), from the plan."""
+    import pyarrow as pa
+
+    return pa.ipc.read_schema(pa.py_buffer(plan["schema"]))
 
 
 def file_uri(root: str, path: str) -> str:
@@ -57,7 +65,7 @@ def read_file(task: dict, plan: dict):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    target = pa.ipc.read_schema(pa.py_buffer(plan["schema"]))
+    target = target_schema(plan)
     fs, _ = fsspec.core.url_to_fs(plan["root"], **plan["storage_options"])
     with fs.open(file_uri(plan["root"], task["path"]), "rb") as f:
         pf = pq.ParquetFile(f, coerce_int96_timestamp_unit="us")
@@ -125,23 +133,16 @@ def row_filter(dnf, schema):
     >>> str(row_filter([[("x", ">", 3), ("x", "!=", 5)], [("x", "==", 0)]], pa.schema([("x", pa.int64())])))
     '(((x > 3) and (x != 5)) or (x == 0))'
     """
-    import operator
-    from functools import reduce
-
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    compare = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
-               ">=": operator.ge}  # fmt: skip
+    def literal(name, value):
+        return pa.scalar(value, type=schema.field(name).type)
 
-    def term(column, op, value):
-        target = schema.field(column).type
-        if op in ("in", "not in"):
-            member = pc.field(column).isin(pa.array(list(value), type=target))
-            return member if op == "in" else ~member
-        return compare[op](pc.field(column), pa.scalar(value, type=target))
+    def isin(column, name, values):
+        return column.isin(pa.array(list(values), type=schema.field(name).type))
 
-    return reduce(operator.or_, [reduce(operator.and_, [term(*t) for t in group]) for group in dnf])
+    return prune.fold(dnf, pc.field, literal, isin)
 
 
 def to_frame(table, plan: dict):
@@ -152,4 +153,4 @@ def to_frame(table, plan: dict):
     return arrow_types.table_to_pandas(table)
 
 
-__all__ = ["file_uri", "logical_table", "plan", "read_file", "row_filter", "to_frame"]
+__all__ = ["file_uri", "logical_table", "plan", "read_file", "row_filter", "target_schema", "to_frame"]

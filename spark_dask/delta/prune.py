@@ -13,12 +13,15 @@ of 32 characters or more is not used), never for timestamps (kept to millisecond
 from __future__ import annotations
 
 import json
-from datetime import date, datetime, timezone
+import operator
+from datetime import date, datetime
 from decimal import Decimal
 
 from spark_dask.delta import schema as schemas
 from spark_dask.errors import DeltaError, PlanError
 
+COMPARE = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
+           ">=": operator.ge}  # fmt: skip
 OPS = {"=": "==", "==": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">=", "in": "in", "not in": "not in"}
 STATS_TYPES = {"byte", "short", "integer", "long", "float", "double", "date", "string"}
 
@@ -82,30 +85,20 @@ def coerce(value, field: dict, tz: str):
     kind = field.get("type")
     if value is None or not isinstance(kind, str) or kind == "string":
         return value
-    if isinstance(value, str):
-        try:
-            if kind == "timestamp":
-                parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-                value = parsed if parsed.tzinfo else parsed.replace(tzinfo=_zone(tz))
-            else:
-                value = schemas.partition_value(value, kind, field["name"])
-        except (ValueError, DeltaError):
-            raise PlanError(f"spark-dask: filter value {value!r} of column {field['name']!r} is not a {kind}") from None
-    if kind == "timestamp" and isinstance(value, datetime):
-        value = (value if value.tzinfo else value.replace(tzinfo=_zone(tz))).astimezone(_zone(tz))
-    elif kind == "timestamp_ntz" and isinstance(value, datetime) and value.tzinfo:
+    try:
+        if kind == "timestamp" and isinstance(value, (str, datetime)):
+            return schemas.local_time(value, tz).astimezone(schemas.zone(tz))
+        if isinstance(value, str):
+            value = schemas.partition_value(value, kind, field["name"])
+    except (ValueError, DeltaError):
+        raise PlanError(f"spark-dask: filter value {value!r} of column {field['name']!r} is not a {kind}") from None
+    if kind == "timestamp_ntz" and isinstance(value, datetime) and value.tzinfo:
         value = value.replace(tzinfo=None)
     elif kind == "date" and isinstance(value, datetime):
         value = value.date()
     elif kind.startswith("decimal") and isinstance(value, (int, float)) and not isinstance(value, bool):
         value = Decimal(str(value))
     return value
-
-
-def _zone(tz: str):
-    from zoneinfo import ZoneInfo
-
-    return timezone.utc if tz.upper() in ("UTC", "Z") else ZoneInfo(tz)
 
 
 def keep(record: dict, dnf, fields: dict[str, dict], mode: str) -> bool:
@@ -166,10 +159,33 @@ def _compare(actual, op: str, value) -> bool:
             return actual in value
         if op == "not in":
             return actual not in value
-        return {"==": actual == value, "!=": actual != value, "<": actual < value, "<=": actual <= value,
-                ">": actual > value, ">=": actual >= value}[op]  # fmt: skip
+        return COMPARE[op](actual, value)
     except TypeError:
         return True
+
+
+def fold(dnf, column, literal, isin):
+    """Filters in disjunctive normal form as one expression of an engine (Arrow's or
+    Spark's): ``column(name)`` is its column, ``literal(name, value)`` a value of the
+    column's type, ``isin(column, name, values)`` a membership test.
+
+    >>> class C(str):  # a stand-in engine whose expressions are strings
+    ...     def __gt__(self, v): return C(f"({self} > {v})")
+    ...     def __and__(self, o): return C(f"{self} & {o}")
+    ...     def __or__(self, o): return C(f"{self} | {o}")
+    >>> fold([[("x", ">", 1), ("y", ">", 2)], [("z", ">", 3)]], C, lambda name, value: value, None)
+    '(x > 1) & (y > 2) | (z > 3)'
+    """
+    from functools import reduce
+
+    def term(name, op, value):
+        left = column(name)
+        if op in ("in", "not in"):
+            member = isin(left, name, value)
+            return member if op == "in" else ~member
+        return COMPARE[op](left, literal(name, value))
+
+    return reduce(operator.or_, [reduce(operator.and_, [term(*t) for t in group]) for group in dnf])
 
 
 def _overlaps(low, high, op: str, value) -> bool:
@@ -188,4 +204,4 @@ def _overlaps(low, high, op: str, value) -> bool:
     return True  # != and not in: a file of one repeated value could still be skipped; not worth it
 
 
-__all__ = ["OPS", "STATS_TYPES", "coerce", "keep", "normalize"]
+__all__ = ["COMPARE", "OPS", "STATS_TYPES", "coerce", "fold", "keep", "normalize"]

@@ -15,7 +15,7 @@ import logging
 import os
 import re
 import warnings
-from datetime import date, datetime, timezone
+from datetime import date, datetime
 
 from spark_dask import arrow_types, errors, handoff
 from spark_dask.delta import dv, features, files, log, prune
@@ -30,7 +30,7 @@ logger = logging.getLogger("spark_dask")
 
 # the modules a file read runs on the Dask workers, shipped by value (the workers need
 # not have spark_dask installed)
-WORKER_CODE = (errors, arrow_types, dv, schemas, files)
+WORKER_CODE = (errors, arrow_types, dv, schemas, prune, files)
 
 VIAS = ("auto", "files", "spark")
 # catalog.schema.table, schema.table or table (back-quoted parts allowed): not a path
@@ -128,7 +128,7 @@ def read_delta(
     if why and via == "auto":
         warnings.warn(f"spark-dask: reading {source} through Spark: {why}", UserWarning, **outside_package())
         return read_with_spark(source, version, timestamp, columns, filters, spark, client, backend)
-    features.check(snapshot.protocol, snapshot.metadata, source)
+    features.check(why, source)
     location = files_at.rstrip("/") if "://" in files_at else root  # what the workers open
     return read_files(snapshot, location, columns, filters, storage_options, tz, client, backend)
 
@@ -163,20 +163,14 @@ def timestamp_ms(value, tz: str) -> int:
     >>> timestamp_ms("1970-01-01 01:00:00", "Europe/Paris")
     0
     """
-    from zoneinfo import ZoneInfo
-
     if isinstance(value, date) and not isinstance(value, datetime):
         value = datetime(value.year, value.month, value.day)
-    if isinstance(value, str):
-        try:
-            value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-        except ValueError:
-            raise PlanError(f"spark-dask: timestamp {value!r} is not an ISO date or time (2024-05-01 12:00:00)") from None
-    if not isinstance(value, datetime):
+    if not isinstance(value, (str, datetime)):
         raise PlanError(f"spark-dask: timestamp must be a string or a datetime, got {value!r}")
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc if tz.upper() in ("UTC", "Z") else ZoneInfo(tz))
-    return int(value.timestamp() * 1000)
+    try:
+        return int(schemas.local_time(value, tz).timestamp() * 1000)
+    except ValueError:
+        raise PlanError(f"spark-dask: timestamp {value!r} is not an ISO date or time (2024-05-01 12:00:00)") from None
 
 
 def _snapshot(fs, root: str, version, timestamp, tz: str) -> log.Snapshot:
@@ -208,7 +202,7 @@ def read_files(snapshot: log.Snapshot, root: str, columns, filters, storage_opti
     tasks = [r for r in snapshot.files if prune.keep(r, dnf, by_name, mode)]
     backend = handoff.read_backend(backend, client)
     plan = files.plan(root, table_schema, mode, tz, columns, dnf, storage_options, backend)
-    meta = files.to_frame(files.logical_table(_empty(), {}, plan, _arrow(plan)), plan)
+    meta = files.to_frame(files.logical_table(_empty(), {}, plan, files.target_schema(plan)), plan)
     logger.debug(
         "spark-dask: read_delta %s version %d: %d of %d files", root, snapshot.version, len(tasks), len(snapshot.files)
     )
@@ -216,12 +210,6 @@ def read_files(snapshot: log.Snapshot, root: str, columns, filters, storage_opti
         return dd.from_pandas(meta, npartitions=1)
     ship_by_value(*WORKER_CODE)
     return dd.from_map(files.read_file, tasks, plan=plan, meta=meta, label="read-delta", enforce_metadata=False)
-
-
-def _arrow(plan: dict):
-    import pyarrow as pa
-
-    return pa.ipc.read_schema(pa.py_buffer(plan["schema"]))
 
 
 def _empty():
@@ -260,21 +248,10 @@ def _sql_timestamp(value) -> str:
 
 def spark_condition(dnf):
     """The Spark Column of filters in disjunctive normal form."""
-    from functools import reduce
-
     from pyspark.sql import functions as F
 
-    def term(column, op, value):
-        c = F.col(f"`{column}`")
-        if op == "in":
-            return c.isin(list(value))
-        if op == "not in":
-            return ~c.isin(list(value))
-        return {"==": c == value, "!=": c != value, "<": c < value, "<=": c <= value, ">": c > value,
-                ">=": c >= value}[op]  # fmt: skip
-
-    groups = [reduce(lambda a, b: a & b, [term(*t) for t in group]) for group in dnf]
-    return reduce(lambda a, b: a | b, groups)
+    return prune.fold(dnf, lambda name: F.col(f"`{name}`"), lambda name, value: value,
+                      lambda column, name, values: column.isin(list(values)))  # fmt: skip
 
 
 __all__ = ["VIAS", "is_table_name", "read_delta", "read_files", "read_with_spark", "spark_condition", "timestamp_ms"]

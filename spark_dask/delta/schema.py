@@ -106,6 +106,26 @@ def _mask(array):
     return array.is_null() if array.null_count else None
 
 
+# ---------------------------------------------------------------------- times
+def zone(tz: str):
+    """The time zone of a Spark session time zone name."""
+    from zoneinfo import ZoneInfo
+
+    return timezone.utc if tz.upper() in ("UTC", "Z") else ZoneInfo(tz)
+
+
+def local_time(value, tz: str) -> datetime:
+    """An ISO string or a datetime as an aware datetime; one without a zone is in ``tz``
+    (as Spark reads a time literal in its session time zone). Raises ValueError.
+
+    >>> local_time("1970-01-01 01:00", "Europe/Paris").timestamp(), local_time("1970-01-01T00:00Z", "Asia/Tokyo").timestamp()
+    (0.0, 0.0)
+    """
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    return value if value.tzinfo else value.replace(tzinfo=zone(tz))
+
+
 # ---------------------------------------------------------------------- partition values
 def partition_value(text, delta_type: str, column: str):
     """A partition value from its string in the log, typed (``PROTOCOL.md``,
@@ -160,5 +180,5 @@ def partition_column(value, target, num_rows: int):
 
 __all__ = [
     "FIELD_ID", "PHYSICAL", "arrow_schema", "logical_column", "partition_column", "partition_value",
-    "field_index", "physical_name", "table_schema",
+    "field_index", "local_time", "physical_name", "table_schema", "zone",
 ]  # fmt: skip
