@@ -48,7 +48,6 @@ import ctypes
 import gc
 import json
 import os
-import re
 import resource
 import shutil
 import statistics
@@ -60,9 +59,11 @@ import time
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
+import fsspec
 import psutil
 
 from benchmarks.machine import machine_facts
+from spark_dask.delta import log
 
 MASTER = "local-cluster[2,3,2048]"
 WORKERS = 2
@@ -183,26 +184,12 @@ def write_tables(spark, base: str, gb: float, dv_fraction: float) -> dict:
 
 
 def live_files(path: str) -> list[dict]:
-    """The ``add`` actions of the table's latest version, its JSON commits replayed (a
-    file is known by its path and deletion vector, as Delta keys them)."""
-    log = os.path.join(path, "_delta_log")
-    names = sorted(os.listdir(log))
-    if any(".checkpoint." in n for n in names):
-        raise RuntimeError(f"{log} has a checkpoint: the benchmark's tables have a few commits only")
-    live: dict = {}
-
-    def key(action):
-        d = action.get("deletionVector") or {}
-        return action["path"], d.get("storageType"), d.get("pathOrInlineDv"), d.get("offset")
-
-    for name in (n for n in names if re.fullmatch(r"\d{20}\.json", n)):
-        with open(os.path.join(log, name), encoding="utf-8") as f:
-            for action in map(json.loads, filter(str.strip, f)):
-                if "remove" in action:
-                    live.pop(key(action["remove"]), None)
-                if "add" in action:
-                    live[key(action["add"])] = action["add"]
-    return list(live.values())
+    """The live files of the table's latest version (path, size, deletion vector), by
+    spark_dask's log replay: it only describes the tables, each result is checked
+    against Spark's own read."""
+    fs = fsspec.filesystem("file")
+    listing = log.list_log(fs, path)
+    return log.replay(fs, path, log.latest_version(listing), listing).files
 
 
 def describe(path: str) -> dict:
