@@ -3,13 +3,20 @@
 
 from __future__ import annotations
 
+import contextvars
 import datetime
 import logging
 import os
 import sys
+import threading
 import warnings
 
 logger = logging.getLogger("spark_dask")
+
+# The holds (Held) the calling code runs inside, innermost last. The event loop's work
+# for a user's start() or scale() runs in a copy of the calling thread's context
+# (distributed's sync, aio.blocking), so its warnings find their caller's hold.
+_holds: contextvars.ContextVar[tuple] = contextvars.ContextVar("spark_dask_holds", default=())
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
@@ -28,20 +35,35 @@ def outside_package() -> dict:
 
 
 class Held:
-    """While entered, the Python warnings of an :class:`Events` wait; at the exit they
-    are issued by the thread that entered (the user's, in sync mode, where the start
-    and ``scale()`` run on the event loop's thread, whose stack has no user line)."""
+    """While entered, the Python warnings of an :class:`Events` that the caller's work
+    gives wait; at the exit they are issued by the thread that entered (the user's, in
+    sync mode, where the start and ``scale()`` run on the event loop's thread, whose
+    stack has no user line). Each hold gets its own caller's warnings, also when two
+    overlap (a user's ``scale()`` and a handle's); ``issue=False``: only collected, in
+    the list entering returns (what a handle's ``scale()`` hears)."""
 
-    def __init__(self, events: Events):
+    def __init__(self, events: Events, issue: bool = True):
         self.events = events
+        self.issue = issue
+        self.said: list[str] = []
+        self.open = False
+        self.token = None
 
-    def __enter__(self) -> None:
-        self.events.held = []
+    def __enter__(self) -> list[str]:
+        with self.events.lock:
+            self.open = True
+            self.events.holds.append(self)
+        self.token = _holds.set((*_holds.get(), self))
+        return self.said
 
     def __exit__(self, *exc) -> None:
-        held, self.events.held = self.events.held or [], None
-        for msg in held:
-            warnings.warn(msg, UserWarning, **outside_package())
+        _holds.reset(self.token)
+        with self.events.lock:
+            self.open = False
+            self.events.holds.remove(self)
+        if self.issue:
+            for msg in self.said:
+                warnings.warn(msg, UserWarning, **outside_package())
 
 
 class Events:
@@ -59,8 +81,9 @@ class Events:
     def __init__(self, logs: list, quiet: bool = False):
         self.logs = logs
         self.quiet = quiet
-        self.held: list[str] | None = None  # Python warnings waiting (see hold)
-        self.warned: list[str] = []  # every Python warning given (a handle's scale() hears its own)
+        self.holds: list[Held] = []  # open, oldest first (see hold)
+        self.lock = threading.Lock()
+        self.warned: list[str] = []  # every Python warning given
 
     def _keep(self, msg: str) -> None:
         self.logs.append((datetime.datetime.now(), msg))
@@ -86,20 +109,29 @@ class Events:
         """Tell the user once: a Python warning (start-up decisions) or a WARNING log
         record (events while the cluster runs); kept either way."""
         self._keep(msg)
-        held = self.held
-        if python_warning:
-            self.warned.append(msg)
-        if python_warning and held is not None:
-            held.append(msg)
-        elif python_warning:
-            warnings.warn(msg, UserWarning, **outside_package())
-        else:
+        if not python_warning:
             logger.warning(msg)
+            return
+        self.warned.append(msg)
+        if not self._held(msg):
+            warnings.warn(msg, UserWarning, **outside_package())
 
-    def hold(self) -> Held:
-        """``with events.hold(): ...``: the Python warnings given meanwhile (from any
-        thread) are issued at the end by this thread, pointing at its caller's line."""
-        return Held(self)
+    def _held(self, msg: str) -> bool:
+        """Give ``msg`` to the open holds of the calling context (each collecting one, the
+        innermost issuing one); given where no hold's context reaches (a thread of its
+        own), to the oldest issuing hold. False where no hold issues it."""
+        with self.lock:
+            mine = [h for h in _holds.get() if h.events is self and h.open]
+            issuing = [h for h in mine if h.issue] or [h for h in self.holds if h.issue][:1]
+            for h in [h for h in mine if not h.issue] + issuing[-1:]:
+                h.said.append(msg)
+            return bool(issuing)
+
+    def hold(self, issue: bool = True) -> Held:
+        """``with events.hold(): ...``: the Python warnings the work inside gives (on the
+        event loop's thread too) are issued at the end by this thread, pointing at its
+        caller's line; ``with events.hold(issue=False) as said:`` only collects them."""
+        return Held(self, issue)
 
     def error(self, msg: str) -> None:
         """The cluster failed: kept, logged at ERROR and printed (unless quiet)."""

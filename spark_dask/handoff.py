@@ -120,17 +120,22 @@ class _Registry:
         scheduler = self.cluster.scheduler
         if scheduler is None or not dirs:
             return
-        with suppress(Exception):
+        try:
             await scheduler.broadcast(msg={"op": handoff_task_op("remove"), "dirs": list(dirs)}, on_error="ignore")
-            self.removed.extend(dirs)
+        except Exception as e:  # noqa: BLE001 - said; the transfer itself is done
+            files_left(dirs, e)
+            return
+        self.removed.extend(dirs)
 
     def remove_now(self, tid: str) -> None:
         """Driver thread: remove a transfer's files at once (failed transfer, to_spark done)."""
         with self.lock:
             entry = self.transfers.pop(tid, None)
         if entry and entry["dirs"]:
-            with suppress(Exception):
+            try:
                 self.cluster.sync(self._remove, sorted(entry["dirs"]))
+            except Exception as e:  # noqa: BLE001 - said; the transfer's own outcome stands
+                files_left(sorted(entry["dirs"]), e)
 
     async def close(self) -> None:
         """Cluster teardown, before the workers stop: remove every transfer's files,
@@ -144,6 +149,17 @@ class _Registry:
         await self._remove(dirs)
         if self.pending:
             await asyncio.gather(*list(self.pending), return_exceptions=True)
+
+
+def files_left(dirs, problem: BaseException) -> None:
+    """Say (WARNING) that the Dask workers could not remove the transfer directories
+    ``dirs`` (``(hostname, path)``) and why."""
+    where = ", ".join(f"{host}:{path}" for host, path in dirs)
+    logger.warning(
+        "spark-dask: the transfer files in %s (the executors' SPARK_LOCAL_DIRS) could not be removed (%s: %s); "
+        "they stay until the executors stop, when Spark removes its local directories, or are removed by hand",
+        where, type(problem).__name__, problem,
+    )  # fmt: skip
 
 
 def handoff_task_op(what: str) -> str:
@@ -234,13 +250,21 @@ def _cpu_profile(spark):
     # one profile per session: a scan of to_spark's cached result has the transfer's stage
     # in its lineage, and a stage may not mix two profiles
     key = application_id(spark) or id(spark)
-    profile = _cpu_profiles.get(key)
-    if profile is None:
-        profile = _cpu_profiles[key] = ResourceProfileBuilder().require(TaskResourceRequests().cpus(1)).build
-    return profile
+    forget_stopped(_cpu_profiles, is_stopped)
+    if key not in _cpu_profiles:
+        _cpu_profiles[key] = (ResourceProfileBuilder().require(TaskResourceRequests().cpus(1)).build, spark)
+    return _cpu_profiles[key][0]
 
 
-_cpu_profiles: dict = {}
+_cpu_profiles: dict = {}  # application id (or session id()) -> (profile, session)
+
+
+def forget_stopped(cache: dict, stopped) -> None:
+    """Drop the entries ``key -> (value, session)`` of ``cache`` whose session is
+    ``stopped(session)`` (its application is gone: its profile cannot serve again)."""
+    for key, (_, session) in list(cache.items()):
+        if stopped(session):
+            cache.pop(key, None)
 
 
 def _check_slots(cluster, direction: str) -> bool:

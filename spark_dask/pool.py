@@ -20,7 +20,7 @@ from dataclasses import replace
 
 from dask.utils import parse_bytes
 
-from spark_dask.aio import blocking
+from spark_dask.aio import background, blocking
 from spark_dask.errors import PlanError
 from spark_dask.events import Events
 from spark_dask.faults import (
@@ -192,7 +192,10 @@ class GangPool:
             self._gang_started(gang)
         extra = gang.surplus()
         if extra and self.running:
-            asyncio.ensure_future(self.close_workers({n: gang for n in extra}))
+            background(
+                self.close_workers({n: gang for n in extra}),
+                f"closing the surplus Dask workers {', '.join(extra)}",
+            )
 
     def _gang_started(self, gang: Gang) -> None:
         self.recovery.start_failures = 0
@@ -349,8 +352,8 @@ class GangPool:
                 msg = no_workers_message(
                     self.target, now - rec.no_workers_since, rec.timeout, rec.reason
                 )
-                asyncio.ensure_future(
-                    fail(msg)
+                background(
+                    fail(msg), "failing the cluster"
                 )  # not awaited here: the teardown cancels us
                 return
             await asyncio.sleep(every)

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sys
 import time
 from contextlib import suppress
 
-from spark_dask.aio import blocking
-from spark_dask.errors import SparkDaskError
+from spark_dask.aio import background, blocking
+from spark_dask.errors import ClusterError, ClusterTimeoutError
 from spark_dask.gang import Gang
 from spark_dask.launcher import stage_snapshot, summarize_spark_error
 from spark_dask.plan import max_workers
@@ -26,6 +27,8 @@ from spark_dask.slots import (
     no_slots_message,
     start_timeout_message,
 )
+
+logger = logging.getLogger("spark_dask")
 
 
 def in_notebook() -> bool:
@@ -61,7 +64,7 @@ class Progress:
             print(text, file=sys.stderr, flush=True)
 
 
-def gang_error(gang: Gang, what: str) -> SparkDaskError:
+def gang_error(gang: Gang, what: str) -> ClusterError:
     """The error of a gang whose Spark job ended: ``what`` happened, and Spark's cause
     (or, without one, the rows its tasks returned)."""
     err = gang.error
@@ -69,7 +72,7 @@ def gang_error(gang: Gang, what: str) -> SparkDaskError:
         detail = "the tasks returned: " + json.dumps(gang.launcher.rows)[:2000]
     else:
         detail = summarize_spark_error(err)
-    return SparkDaskError(f"spark-dask: {what}.\n{detail}")
+    return ClusterError(f"spark-dask: {what}.\n{detail}")
 
 
 class StartWait:
@@ -127,7 +130,7 @@ class StartWait:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 f = self.facts
-                raise SparkDaskError(start_timeout_message(
+                raise ClusterTimeoutError(start_timeout_message(
                     n, want, self.side.scheduler.address, timeout, tag, barrier, f.dynamic_allocation, f.max_executors,
                 ))  # fmt: skip
             if not slots_seen and time.monotonic() - submitted >= self.slot_wait:
@@ -158,14 +161,15 @@ class StartWait:
             return False
         n_tasks = sum(g.plan.n_tasks for g in gangs)
         others = busy_stages(stages, ours)
-        raise SparkDaskError(
+        raise ClusterError(
             no_slots_message(n_tasks, self.slot_wait, self.facts.slots, others)
         )
 
 
 async def watch_starved_stages(
-    spark, pool, tag: str, slot_wait: float, every: float = 2.0, patience: float = 10.0
-):
+    spark, pool, tag: str, slot_wait: float, every: float = 2.0, patience: float = 10.0,
+    snapshot=stage_snapshot,
+):  # fmt: skip
     """Warn when a Spark stage waits for task slots that the gangs hold, and when a
     scale-up gang waits for slots that Spark jobs hold (:class:`~spark_dask.slots.SlotWatch`).
 
@@ -173,30 +177,44 @@ async def watch_starved_stages(
     hold them all it waits until the Dask cluster closes (or shrinks). That must not
     be silent. Under dynamic allocation Spark adds executors for waiting stages: only
     said when the gangs hold every slot the application can ever have. Runs while
-    ``pool.running``.
+    ``pool.running``; a round that fails (Spark's status tracker unreadable) is logged
+    and the next one tries again. ``snapshot``: :func:`~spark_dask.launcher.stage_snapshot`.
     """
     watch = SlotWatch(tag, patience, slot_wait)
-    shape, facts = pool.shape, pool.facts
+    failed = False  # the last round
     while pool.running:
-        live = pool.live()
         try:
-            stages, ours = await blocking(stage_snapshot, spark, [g.tag for g in live])
-        except Exception:  # noqa: BLE001 - the context is stopping
-            return
-        capacity = facts.slots
-        if not shape.barrier:
-            bound = max_workers(facts, shape)
-            capacity = (
-                None if bound is None else bound // max(shape.workers_per_task, 1)
-            )
-        held = sum(g.tasks_held() for g in live)
-        cpus = shape.task_cpus if shape.task_cpus is not None else facts.task_cpus
-        cores = (cpus, facts.executors * facts.executor_cores) if shape.barrier and facts.executor_cores else None
-        for msg in watch.notes(
-            stages, ours, live, held, capacity, shape.barrier, time.monotonic(), cores, pool.others()
-        ):
-            pool.events.warn(msg, python_warning=False)
+            await starved_round(spark, pool, watch, snapshot)
+            failed = False
+        except Exception as e:  # noqa: BLE001 - logged; the next round tries again
+            with suppress(Exception):
+                if await blocking(is_stopped, spark):
+                    return  # the context is stopping
+            if pool.running:
+                (logger.debug if failed else logger.warning)(
+                    "spark-dask: the watch on Spark stages waiting for task slots failed (%s: %s); "
+                    "it tries again every %gs", type(e).__name__, e, every, exc_info=not failed,
+                )  # fmt: skip
+            failed = True
         await asyncio.sleep(every)
+
+
+async def starved_round(spark, pool, watch: SlotWatch, snapshot) -> None:
+    """One round of :func:`watch_starved_stages`: read the stages, say what waits."""
+    shape, facts = pool.shape, pool.facts
+    live = pool.live()
+    stages, ours = await blocking(snapshot, spark, [g.tag for g in live])
+    capacity = facts.slots
+    if not shape.barrier:
+        bound = max_workers(facts, shape)
+        capacity = None if bound is None else bound // max(shape.workers_per_task, 1)
+    held = sum(g.tasks_held() for g in live)
+    cpus = shape.task_cpus if shape.task_cpus is not None else facts.task_cpus
+    cores = (cpus, facts.executors * facts.executor_cores) if shape.barrier and facts.executor_cores else None
+    for msg in watch.notes(
+        stages, ours, live, held, capacity, shape.barrier, time.monotonic(), cores, pool.others()
+    ):
+        pool.events.warn(msg, python_warning=False)
 
 
 async def watch_session_stop(spark, pool, log, close, every: float = 1.0) -> None:
@@ -206,6 +224,7 @@ async def watch_session_stop(spark, pool, log, close, every: float = 1.0) -> Non
     while pool.running:
         if await blocking(is_stopped, spark):
             log("spark-dask: the SparkSession was stopped; closing the Dask cluster")
-            asyncio.ensure_future(close())  # not awaited here: the teardown cancels us
+            # not awaited here: the teardown cancels us
+            background(close(), "closing the cluster of the stopped session")
             return
         await asyncio.sleep(every)

@@ -75,6 +75,37 @@ def leftovers(local_dir) -> list[str]:
 
 # ------------------------------------------------------------------ errors without a cluster
 @pytest.mark.core
+def test_transfer_files_that_cannot_be_removed_are_named(caplog):
+    """A removal that cannot reach the workers (the cluster's event loop is gone) says
+    which files stay where (issue 37: nothing was said). No Spark: an unstarted
+    scheduler and a stopped loop."""
+    from functools import partial
+    from types import SimpleNamespace
+
+    from distributed import Scheduler
+    from distributed.utils import LoopRunner, sync
+
+    runner = LoopRunner(asynchronous=False)
+    runner.start()
+    loop = runner.loop
+    runner.stop()
+    registry = handoff._Registry(SimpleNamespace(scheduler=Scheduler(validate=False), sync=partial(sync, loop)))
+    registry.add("t1", [("host-a", "/local/spark-dask-x-t1"), ("host-b", "/data/spark-dask-x-t1")])
+    with caplog.at_level("WARNING", logger="spark_dask"):
+        registry.remove_now("t1")
+    [said] = [r.getMessage() for r in caplog.records if "could not be removed" in r.getMessage()]
+    assert said.startswith("spark-dask: the transfer files in host-a:/local/spark-dask-x-t1, host-b:/data/spark-dask-x-t1 "
+                           "(the executors' SPARK_LOCAL_DIRS) could not be removed (RuntimeError: IOLoop is closed)")  # fmt: skip
+
+
+@pytest.mark.core
+def test_the_cpu_profiles_of_stopped_sessions_are_forgotten():
+    cache = {"app-1": ("profile-1", "stopped"), "app-2": ("profile-2", "running")}
+    handoff.forget_stopped(cache, lambda session: session == "stopped")
+    assert cache == {"app-2": ("profile-2", "running")}
+
+
+@pytest.mark.core
 def test_without_a_cluster_the_error_says_to_start_one(spark):
     df = spark.range(3)
     with pytest.raises(HandoffError, match=r"no running Dask cluster.*spark_dask.start"):

@@ -6,17 +6,20 @@ what it says."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from types import SimpleNamespace
 
 import pytest
 
 from spark_dask import gang as gang_module
+from spark_dask.aio import background
 from spark_dask.errors import PlanError
 from spark_dask.events import Events
 from spark_dask.gang import Gang
 from spark_dask.plan import ClusterFacts, GangPlan
 from spark_dask.pool import GangPool, adapt_bounds, size_per_worker
+from spark_dask.watch import watch_starved_stages
 from tests.task_specs import make_spec
 from tests.test_gang import FakeLauncher
 
@@ -298,6 +301,48 @@ def test_closed_workers_shrink_the_target():
     first.launcher.finish()  # ended without error while wanted
     pool.ended(first)
     assert first.status == "ended: its workers were closed" and pool.target == 0
+
+
+def test_a_task_nobody_awaits_is_kept_and_its_exception_logged(caplog):
+    """What the pool starts and does not await (closing surplus workers, failing the
+    cluster) runs to its end and says why it failed (issue 37: it was lost)."""
+
+    async def fails():
+        await asyncio.sleep(0.01)
+        raise RuntimeError("the nanny did not answer")
+
+    async def main():
+        background(fails(), "closing the surplus Dask workers spark-3")  # no reference kept here
+        gc.collect()
+        await asyncio.sleep(0.1)
+
+    with caplog.at_level("WARNING", logger="spark_dask"):
+        asyncio.run(main())
+    said = [r.getMessage() for r in caplog.records if r.name == "spark_dask"]
+    assert said == ["spark-dask: closing the surplus Dask workers spark-3 failed: RuntimeError: the nanny did not answer"]
+
+
+def test_the_starved_stage_watch_survives_a_failed_round(caplog):
+    """A round whose stage snapshot fails is logged (WARNING, then DEBUG while it keeps
+    failing) and the watch goes on; it used to end for the cluster's life, silently."""
+    pool, *_ = running_pool(1)
+    rounds = []
+
+    def snapshot(spark, tags):  # launcher.stage_snapshot's seam: the status tracker
+        rounds.append(list(tags))
+        if len(rounds) in (1, 2):
+            raise RuntimeError("status tracker unreadable")
+        if len(rounds) == 4:
+            pool.running = False
+        return [], set()
+
+    with caplog.at_level("DEBUG", logger="spark_dask"):
+        asyncio.run(asyncio.wait_for(watch_starved_stages(None, pool, TAG, 15.0, every=0.01, snapshot=snapshot), 10))
+    assert rounds == [[pool.gangs[0].tag]] * 4
+    failed = [r for r in caplog.records if "the watch on Spark stages" in r.getMessage()]
+    assert [r.levelname for r in failed] == ["WARNING", "DEBUG"]
+    assert failed[0].getMessage().startswith("spark-dask: the watch on Spark stages waiting for task slots failed "
+                                             "(RuntimeError: status tracker unreadable); it tries again every 0.01s")  # fmt: skip
 
 
 def test_adapt_bounds_and_size_per_worker():

@@ -3,10 +3,14 @@ point at the caller's line even when the event loop's thread gives them (issue 2
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import warnings
 
+import pytest
+
 from spark_dask import faults, slots, widget
+from spark_dask.aio import blocking
 from spark_dask.events import Events
 from spark_dask.handoff_plan import no_slot_message, transfer_slots
 from spark_dask.plan import ClusterFacts, GangPlan, hog_warning, scale_step
@@ -58,3 +62,51 @@ def test_held_warnings_point_at_the_callers_line():
         events.warn("spark-dask: direct")
     assert [str(w.message) for w in got] == ["spark-dask: from the loop thread", "spark-dask: direct"]
     assert [w.filename for w in got] == [__file__, __file__]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("issue", [True, False])
+def test_overlapping_holds_each_get_their_own_warnings(issue):
+    """A user's ``scale()`` and a handle's at the same time (issue 37): each hold gets the
+    warnings of its own call, given on the event loop's thread (distributed's ``sync``) and
+    in a thread of ``aio.blocking``; none is lost, given twice or handed to the other."""
+    from distributed.utils import LoopRunner, sync
+
+    events = Events([], quiet=True)
+    runner = LoopRunner(asynchronous=False)
+    runner.start()
+    both_in = threading.Barrier(2, timeout=10)
+    said = {}
+
+    async def scale(n):  # as SparkCluster._scale: on the loop's thread, with a blocking call
+        await asyncio.sleep(0.05)
+        events.warn(f"spark-dask: grow to {n}")
+        await blocking(events.warn, f"spark-dask: {n} wait for slots")
+        await asyncio.sleep(0.05)
+        events.warn(f"spark-dask: done {n}")
+
+    def caller(n):
+        with events.hold(issue=issue) as mine:
+            both_in.wait()  # both holds open before either call gives a warning
+            sync(runner.loop, scale, n)
+            said[n] = list(mine)
+
+    got = []  # (the thread that issued it, the warning)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            warnings.showwarning = lambda message, *_, **__: got.append((threading.current_thread().name, str(message)))
+            threads = [threading.Thread(target=caller, args=(n,), name=f"caller-{n}") for n in (1, 2)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(30)
+    finally:
+        runner.stop()
+    own = {n: [f"spark-dask: grow to {n}", f"spark-dask: {n} wait for slots", f"spark-dask: done {n}"] for n in (1, 2)}
+    assert said == own
+    # issued once each: by its caller at the end of its hold, or (issue=False: only
+    # collected) at once, by the thread that gave it
+    assert sorted(msg for _, msg in got) == sorted(own[1] + own[2])
+    if issue:
+        assert sorted(got) == sorted((f"caller-{n}", msg) for n in (1, 2) for msg in own[n])
