@@ -35,6 +35,9 @@ from spark_dask.handoff_plan import (
 
 RESULT_DDL = "partition int, attempt int, hostname string, path string, rows long, bytes long, ip string"
 PUT, GET, REMOVE = "spark_dask_handoff_put", "spark_dask_handoff_get", "spark_dask_handoff_remove"
+# Seconds one RPC of a transfer may take, connection and answer (a partition file of some
+# hundred MB from another machine); distributed bounds only the connection (rpc's timeout).
+RPC_TIMEOUT = 300.0
 
 
 def hostname() -> str:
@@ -74,10 +77,19 @@ def _security_args(tls: dict | None) -> dict:
     return sec.get_connection_args("client")
 
 
+async def _call(remote, op: str, what: str, **kwargs):
+    """``remote.<op>(**kwargs)`` (an rpc to ``what``, a Dask server), at most
+    :data:`RPC_TIMEOUT` seconds: then a :class:`HandoffError` naming both."""
+    try:
+        return await asyncio.wait_for(getattr(remote, op)(**kwargs), RPC_TIMEOUT)
+    except asyncio.TimeoutError:
+        raise HandoffError(f"spark-dask: {what} did not answer the request {op} within {RPC_TIMEOUT:g}s") from None
+
+
 async def _find_workers(scheduler_rpc, ip: str, deadline: float) -> list[str]:
     attempt = 0
     while True:
-        ident = await scheduler_rpc.identity()
+        ident = await _call(scheduler_rpc, "identity", "the Dask scheduler")
         found = sorted(a for a, w in ident.get("workers", {}).items() if w.get("host") == ip)
         if found or time.monotonic() >= deadline:
             return found
@@ -98,7 +110,7 @@ async def _pull(spec: dict, part: dict, wait: float = 120.0) -> bytes:
             for address in workers:
                 try:
                     async with rpc(address, connection_args=args) as w:
-                        return await getattr(w, GET)(path=part["path"])
+                        return await _call(w, GET, f"Dask worker {address}", path=part["path"])
                 except Exception as e:  # noqa: BLE001 - the next worker of the machine may answer
                     errors.append(f"{address}: {type(e).__name__}: {e}")
             if time.monotonic() >= deadline:
@@ -242,7 +254,7 @@ async def _push(spec: dict, address: str, name: str, data: bytes) -> dict:
     from distributed.protocol import to_serialize
 
     async with rpc(address, connection_args=_security_args(spec.get("tls"))) as w:
-        return await getattr(w, PUT)(dirname=spec["dir"], name=name, data=to_serialize(data))
+        return await _call(w, PUT, f"Dask worker {address}", dirname=spec["dir"], name=name, data=to_serialize(data))
 
 
 def _open(part: dict, spec: dict):
@@ -278,7 +290,7 @@ def _pull_from_worker(part: dict) -> bytes:
                 if address == worker.address:
                     continue
                 try:
-                    return await getattr(worker.rpc(address), GET)(path=part["path"])
+                    return await _call(worker.rpc(address), GET, f"Dask worker {address}", path=part["path"])
                 except Exception:  # noqa: BLE001 - try the next worker of that machine
                     pass
             if time.monotonic() >= deadline:

@@ -29,6 +29,12 @@ logger = logging.getLogger(__name__)
 
 _unregistered_warned = False
 
+# Seconds between two looks at Spark's status tracker for a gang's ended job: the first
+# after LISTED_POLL_FIRST, each next one twice as late, at most LISTED_POLL_MAX apart
+# (the job's end usually reaches the tracker within milliseconds of the collect).
+LISTED_POLL_FIRST = 0.002
+LISTED_POLL_MAX = 0.1
+
 
 def resource_profile(plan: GangPlan):
     """The stage-level task resource request of the gang, or None for the default."""
@@ -207,13 +213,16 @@ class GangLauncher:
         try:
             tracker = self.spark.sparkContext.statusTracker()
             deadline = time.monotonic() + timeout
-            while True:
-                ours = set(tracker.getJobIdsForGroup(self.tag))
-                if not ours & set(tracker.getActiveJobsIds()):
-                    return True
-                if time.monotonic() >= deadline:
+            # the group's jobs are known: it is one collect's, ended (one gateway call a look)
+            ours = set(tracker.getJobIdsForGroup(self.tag))
+            pause = LISTED_POLL_FIRST
+            while ours & set(tracker.getActiveJobsIds()):
+                left = deadline - time.monotonic()
+                if left <= 0:
                     return False
-                time.sleep(0.005)
+                time.sleep(min(pause, left))
+                pause = min(pause * 2, LISTED_POLL_MAX)
+            return True
         except Exception as e:  # stopped context, gone gateway: no job can be active
             logger.debug("spark-dask: status of %s unknown: %s", self.tag, e)
             return True

@@ -18,6 +18,7 @@ only the standard library and distributed.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -27,27 +28,51 @@ import time
 
 from distributed import Nanny
 
+# Seconds the fast close (spark_dask_close) waits for the nanny to close before the
+# process leaves anyway (its Spark task then kills what is left of the worker).
+NANNY_CLOSE_WAIT = 30.0
 
-def alive(pid: int) -> bool:
-    """Whether process ``pid`` exists.
+
+def process_start(pid: int, proc: str = "/proc") -> str | None:
+    """When process ``pid`` started (field 22 of ``/proc/<pid>/stat``, clock ticks after
+    boot): with the pid it names one process, as pids are reused. None where unreadable
+    (no such process, not Linux)."""
+    try:
+        with open(f"{proc}/{pid}/stat") as f:
+            text = f.read()
+        # field 2, the command name, is in parentheses and may hold spaces and ")"
+        return text[text.rindex(")") + 1 :].split()[19]
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def alive(pid: int, start: str | None = None) -> bool:
+    """Whether process ``pid`` exists (and, given its ``start``, is still that process).
 
     Parameters
     ----------
     pid : int
         A process id.
+    start : str, optional
+        Its :func:`process_start`, read while it ran: a process that got the pid later
+        (pid reuse) does not count. None: any process of that pid counts.
 
     Returns
     -------
     bool
-        False only when no such process exists (one of another user counts as alive).
+        False when no such process exists, or another one has its pid (one of another
+        user counts as alive).
     """
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
+        pass
+    if start is None:
         return True
-    return True
+    now = process_start(pid)
+    return now is None or now == start  # unreadable: only the kill(0) answer is known
 
 
 def watch(task_pid: int, grace: float) -> None:
@@ -60,7 +85,10 @@ def watch(task_pid: int, grace: float) -> None:
     grace : float
         Seconds between SIGTERM and SIGKILL of the process group.
     """
-    while alive(task_pid):
+    # read now, while the task runs (had it ended before, its parent-death signal
+    # would have ended this process: Linux, the only system with /proc)
+    start = process_start(task_pid)
+    while alive(task_pid, start):
         time.sleep(1.0)
     pgid = os.getpgid(0)
     try:
@@ -89,7 +117,12 @@ def close_and_exit(nanny):
         # interpreter shutdown after `dask worker` ends costs 0.1-0.5 s that the Spark
         # task (and so the end of the Spark job) would wait for.
         try:
-            await nanny.close(reason=reason)
+            await asyncio.wait_for(nanny.close(reason=reason), NANNY_CLOSE_WAIT)
+        except asyncio.TimeoutError:
+            logging.getLogger("distributed.nanny").warning(
+                "spark-dask: the nanny did not close within %gs (spark_dask_close); its process leaves anyway",
+                NANNY_CLOSE_WAIT,
+            )
         finally:
             logging.shutdown()  # flush the log the Spark task reads
             os._exit(0)

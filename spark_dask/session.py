@@ -14,7 +14,7 @@ import socket
 import threading
 import time
 
-from spark_dask import databricks
+from spark_dask import databricks, jobtags
 from spark_dask import task as task_module
 from spark_dask.plan import ClusterFacts, PlanError
 from spark_dask.rapids import plugin_enabled
@@ -52,6 +52,9 @@ _LOCAL = re.compile(r"local(?:\[\s*(\d+|\*)\s*(?:,\s*\d+\s*)?\])?$")
 # Spark Connect sessions whose executors the probe job has seen (by session id).
 _probed_sessions: set[str] = set()
 _probe_lock = threading.Lock()
+# Seconds a probe job may run even when less of the probe's time is left (its tasks
+# sleep 0.3 s: where the executors are there it ends in about a second).
+PROBE_JOB_WAIT = 5.0
 
 
 PYSPARK_MISSING = (
@@ -317,12 +320,45 @@ def _probe_executors(spark, want: int, tasks: int, timeout: float) -> int:
     rounds = 0
     deadline = time.monotonic() + timeout
     while True:
-        rows = spark.range(0, tasks, 1, tasks).mapInArrow(fn, "info string").collect()
+        wait = max(deadline - time.monotonic(), PROBE_JOB_WAIT)
+        rows = _probe_job(spark, fn, tasks, wait)
+        if rows is None:
+            logger.warning(
+                "spark-dask: the executor probe job (Spark Connect) did not end within %gs: cancelled, "
+                "%d of %d executors seen",
+                wait, len(seen), want,
+            )  # fmt: skip
+            return len(seen)
         seen.update(json.loads(r["info"])["executor_id"] for r in rows)
         rounds += 1
         if len(seen) >= want or time.monotonic() >= deadline:
             logger.debug("spark-dask: probe saw %d/%d executors in %d jobs", len(seen), want, rounds)
             return len(seen)
+
+
+def _probe_job(spark, fn, tasks: int, wait: float) -> list | None:
+    """One probe job's rows; None when it did not end within ``wait`` seconds (it is
+    then cancelled). The ``collect()`` runs in a thread of its own, which this one waits
+    for: a job whose tasks get no slot would block it for good."""
+    tag = f"spark-dask-probe-{time.monotonic_ns()}"
+    out: dict = {}
+
+    def run():
+        try:
+            with jobtags.tagged(spark, tag, "spark-dask: executor probe"):  # thread-local: this thread submits
+                out["rows"] = spark.range(0, tasks, 1, tasks).mapInArrow(fn, "info string").collect()
+        except BaseException as e:  # noqa: BLE001 - raised in the caller's thread
+            out["error"] = e
+
+    thread = threading.Thread(target=run, name=tag, daemon=True)
+    thread.start()
+    thread.join(wait)
+    if thread.is_alive():
+        jobtags.cancel(spark, tag)
+        return None
+    if "error" in out:
+        raise out["error"]
+    return out["rows"]
 
 
 def connect_facts(spark, executor_wait: float = 30.0, n_workers: int | None = None) -> ClusterFacts:

@@ -56,6 +56,9 @@ from spark_dask.rapids import rmm_installed, rmm_option, rmm_problem
 from spark_dask.spec import TaskSpec
 
 PR_SET_PDEATHSIG = 1
+# Seconds the task waits for a worker to end after its SIGKILL: one in uninterruptible
+# sleep (D state, e.g. a hung NFS or GPU driver call) may never end; the task ends anyway.
+KILL_WAIT = 5.0
 # The module name under which each task writes the workers' preload (the text of
 # spark_dask.preload, carried in TaskSpec.preload) into its workers' directory.
 PRELOAD_MODULE = "spark_dask_preload"
@@ -86,17 +89,28 @@ def host_memory() -> int:
     return total
 
 
+def _prctl():
+    """libc's ``prctl``, looked up in this (the parent) process; None off Linux."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True).prctl
+
+
 def _make_death_signal(parent_pid: int):
-    """preexec_fn: die with the Spark task (Linux ``PR_SET_PDEATHSIG``)."""
+    """preexec_fn: die with the Spark task (Linux ``PR_SET_PDEATHSIG``).
+
+    libc is loaded and ``prctl`` looked up here, before the fork: the child only makes
+    the call (an import or a ``dlopen`` there could block on a lock another thread of
+    the task held at the fork)."""
+    prctl, sigterm, sigkill = _prctl(), int(signal.SIGTERM), int(signal.SIGKILL)
 
     def preexec():
-        if sys.platform.startswith("linux"):
-            import ctypes
-
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if prctl is not None:
+            prctl(PR_SET_PDEATHSIG, sigterm)
         if os.getppid() != parent_pid:  # the task died before prctl took effect
-            os.kill(os.getpid(), signal.SIGKILL)
+            os.kill(os.getpid(), sigkill)
 
     return preexec
 
@@ -139,12 +153,13 @@ def _drop_stderr_handlers() -> None:
                 logger.removeHandler(handler)
 
 
-def _nanny_child(cmd: list[str], env: dict, cwd: str, log_fd: int, parent_pid: int) -> None:
-    """The forked child of :class:`ForkedNanny`: becomes ``dask worker``; never returns."""
+def _nanny_child(cmd: list[str], env: dict, cwd: str, log_fd: int, death_signal) -> None:
+    """The forked child of :class:`ForkedNanny`: becomes ``dask worker``; never returns.
+    ``death_signal``: :func:`_make_death_signal`'s function, made before the fork."""
     code = 1
     try:
         os.setsid()  # its own process group, as start_new_session
-        _make_death_signal(parent_pid)()
+        death_signal()
         null = os.open(os.devnull, os.O_RDWR)
         for fd in _inherited_channels():
             os.dup2(null, fd)  # the numbers stay taken: no later file is closed by mistake
@@ -203,10 +218,10 @@ class ForkedNanny:
         self._lock = threading.Lock()
         sys.stdout.flush()
         sys.stderr.flush()
-        parent = os.getpid()
+        death_signal = _make_death_signal(os.getpid())
         pid = os.fork()
         if pid == 0:
-            _nanny_child(cmd, env, cwd, log_fd, parent)
+            _nanny_child(cmd, env, cwd, log_fd, death_signal)
         self.pid = pid
 
     def _reap(self) -> None:
@@ -285,8 +300,9 @@ def _read(path: str) -> str:
         return ""
 
 
-def _stop(procs, grace: float) -> None:
-    """SIGTERM every worker's process group, then SIGKILL what is left after ``grace``."""
+def _stop(procs, grace: float) -> list:
+    """SIGTERM every worker's process group, then SIGKILL what is left after ``grace``;
+    the processes still there :data:`KILL_WAIT` seconds after the SIGKILL."""
     for p in procs:
         if p.poll() is None:
             try:
@@ -304,7 +320,14 @@ def _stop(procs, grace: float) -> None:
             os.killpg(p.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-        p.wait()
+    deadline = time.monotonic() + KILL_WAIT
+    stuck = []
+    for p in procs:
+        try:
+            p.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            stuck.append(p)
+    return stuck
 
 
 def reach_error(address: str, timeout: float, tls: dict | None = None) -> str | None:
@@ -943,7 +966,12 @@ def _finish(spec: TaskSpec, procs: list, claims: list, mine: list[dict], logs: l
     log tails in ``row``, keep their whole logs in the cluster's log directory (if it
     has one; why not, in ``row["log_error"]``) and remove the task's directory (key
     material, spill files)."""
-    _stop(procs, float(spec.kill_grace))
+    for p in _stop(procs, float(spec.kill_grace)):
+        name = next((w["name"] for w, q in zip(mine, procs) if q is p), "?")
+        note = (f"spark-dask: the process {p.pid} of Dask worker {name} did not end within {KILL_WAIT:g}s "
+                "of its SIGKILL (uninterruptible sleep?): the Spark task ends without waiting for it")
+        print(note, file=sys.stderr, flush=True)  # the executor's log
+        row.setdefault("notes", []).append(note)
     for claim in claims:
         claim.close()
     for w, p, log in zip(mine, procs, logs):
