@@ -9,6 +9,8 @@ from spark_dask import config as _config  # noqa: F401  (loads the package defau
 from spark_dask.cluster import SparkCluster, start
 from spark_dask.delta import read_delta, write_delta
 from spark_dask.errors import (
+    ClusterError,
+    ClusterTimeoutError,
     DeltaError,
     HandoffError,
     HandoffTypeError,
@@ -19,10 +21,13 @@ from spark_dask.errors import (
 )
 from spark_dask.handoff import to_dask, to_spark
 from spark_dask.named import NamedCluster, list_clusters
+from spark_dask.xlang import XLangError, XLangTaskError
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ClusterError",
+    "ClusterTimeoutError",
     "DeltaError",
     "HandoffError",
     "HandoffTypeError",
@@ -32,6 +37,8 @@ __all__ = [
     "SparkDaskError",
     "TaskFailed",
     "WorkerStartError",
+    "XLangError",
+    "XLangTaskError",
     "list_clusters",
     "read_delta",
     "start",

@@ -35,7 +35,7 @@ from distributed.utils import Log, silence_logging_cmgr
 from spark_dask import connection, idle, logdir, named, options, registry, report, signals
 from spark_dask.aio import CloseHooks, blocking
 from spark_dask.databricks import DashboardSettings, worker_credentials
-from spark_dask.errors import PlanError, SparkDaskError
+from spark_dask.errors import ClusterError, PlanError
 from spark_dask.events import Events, outside_package
 from spark_dask.gang import Gang
 from spark_dask.plan import (
@@ -640,7 +640,7 @@ class SparkCluster(Cluster):
     # ------------------------------------------------------------------ scaling
     async def _scale(self, n: int) -> None:
         if self.status != Status.running:
-            raise SparkDaskError(f"spark-dask: the cluster is {self.status.name}; it cannot scale")
+            raise ClusterError(f"spark-dask: the cluster is {self.status.name}; it cannot scale")
         await self.pool.scale(n)
 
     async def _scale_down(self, workers) -> None:

@@ -30,7 +30,7 @@ from contextlib import suppress
 
 import yaml
 
-from spark_dask.errors import SparkDaskError
+from spark_dask.errors import ClusterError
 from spark_dask.task import write_private
 
 SCHEDULER_FILE = "scheduler.json"
@@ -187,7 +187,7 @@ def write_connection(cluster, directory: str | os.PathLike | None = None) -> str
     """
     scheduler = getattr(cluster, "scheduler", None)
     if scheduler is None or cluster.status.name not in ("running", "starting"):
-        raise SparkDaskError(
+        raise ClusterError(
             f"spark-dask: write_connection() needs a running cluster; this one is "
             f"{cluster.status.name}. Start it (SparkCluster(spark) or spark_dask.start(spark)) first."
         )

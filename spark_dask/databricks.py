@@ -36,7 +36,7 @@ import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from spark_dask.errors import PlanError
+from spark_dask.errors import ClusterError, PlanError
 from spark_dask.sparkconf import conf as read_conf
 
 RUNTIME_ENV = "DATABRICKS_RUNTIME_VERSION"
@@ -354,7 +354,8 @@ def detect(spark=None, env: Mapping[str, str] | None = None) -> DatabricksInfo |
 def free_port(host: str = "", ports=PROXY_PORTS, avoid=REFUSED_PORTS) -> int:
     """A port of ``ports`` (not in ``avoid``) that is free now on ``host``.
 
-    ``host`` ``""`` checks all interfaces, where the dashboard will listen.
+    ``host`` ``""`` checks all interfaces, where the dashboard will listen; none free is
+    a :class:`~spark_dask.errors.ClusterError`.
     """
     for port in port_choices(ports, avoid):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -363,7 +364,7 @@ def free_port(host: str = "", ports=PROXY_PORTS, avoid=REFUSED_PORTS) -> int:
             except OSError:
                 continue
         return port
-    raise OSError(
+    raise ClusterError(
         f"spark-dask: no free port in {ports.start}-{ports.stop - 1} on the driver for the "
         "dashboard (the range the Databricks driver proxy is known to pass); close other "
         "servers on the driver or start the cluster with dashboard=False"

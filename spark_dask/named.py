@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import fcntl
 import html
 import json
+import logging
 import os
 import shutil
 import socket
@@ -35,7 +37,7 @@ import threading
 import time
 import uuid
 import warnings
-from contextlib import suppress
+from contextlib import contextmanager, suppress
 from functools import partial
 
 from distributed.core import CommClosedError, Status, rpc
@@ -46,20 +48,28 @@ from distributed.security import Security
 
 from spark_dask import config, connection, report
 from spark_dask.aio import blocking
-from spark_dask.errors import SparkDaskError
+from spark_dask.errors import ClusterError, ClusterTimeoutError, SparkDaskError
 from spark_dask.events import outside_package
 from spark_dask.options import check_name
 from spark_dask.sizes import plural
+
+logger = logging.getLogger("spark_dask")
 
 RECORD_FILE = "cluster.json"
 # A directory without a record younger than this is a claim in progress (os.mkdir done,
 # the record not written yet); older, its owner died in between: stale.
 CLAIM_GRACE = 10.0
+# How long a take-over of a stale entry waits for the state directory's lock (held by
+# another process judging an entry: milliseconds, unless that process is stopped).
+LOCK_WAIT = 5.0
 # How long a handle waits for the owner to carry out scale() / adapt(), and for a
 # cluster it asked to close to be gone (the owner's close-timeout is 10 s by default).
 CALL_TIMEOUT = 60.0
 CLOSE_WAIT = 60.0
 SCALE, ADAPT, CLOSE = "spark_dask_cluster_scale", "spark_dask_cluster_adapt", "spark_dask_cluster_close"
+# A handle's worker-status subscription (HandleWatch): a handler of its own beside
+# distributed's subscribe_worker_status, which stays as distributed made it
+SUBSCRIBE = "spark_dask_subscribe_worker_status"
 
 
 # ---------------------------------------------------------------------- pure decisions
@@ -219,7 +229,7 @@ def process_identity(pid: int) -> str | None:
 def private_dir(path: str, create: bool = True) -> bool:
     """Make ``path`` a directory only this user can enter (mode 0700), parents too;
     False when it does not exist and ``create`` is false. A directory of another user,
-    or a link, is refused (:class:`~spark_dask.errors.SparkDaskError`)."""
+    or a link, is refused (:class:`~spark_dask.errors.ClusterError`)."""
     if not os.path.lexists(path):
         if not create:
             return False
@@ -227,7 +237,7 @@ def private_dir(path: str, create: bool = True) -> bool:
     info = os.lstat(path)
     mine = not hasattr(os, "getuid") or info.st_uid == os.getuid()
     if not stat.S_ISDIR(info.st_mode) or not mine:
-        raise SparkDaskError(
+        raise ClusterError(
             f"spark-dask: the state directory {path} is not a directory of this user (another "
             "user's, a link or a file); set spark-dask.state-dir to a directory of your own"
         )
@@ -253,6 +263,8 @@ def scan(root: str, remove_stale: bool = True) -> dict[str, tuple[str, dict]]:
         return {}
     host, found = socket.gethostname(), {}
     for name in sorted(os.listdir(root)):
+        if name.startswith("."):  # a stale entry moved aside, being removed (take_over)
+            continue
         directory = os.path.join(root, name)
         try:
             age = time.time() - os.stat(directory).st_mtime
@@ -265,8 +277,70 @@ def scan(root: str, remove_stale: bool = True) -> dict[str, tuple[str, dict]]:
         if state == "alive":
             found[name] = (directory, {**record, "directory": directory})
         elif state == "stale" and remove_stale:
-            shutil.rmtree(directory, ignore_errors=True)
+            take_over(directory, host)
     return found
+
+
+@contextmanager
+def root_lock(root: str, wait: float = LOCK_WAIT):
+    """Hold the state directory's lock (``flock`` of the directory itself) inside; where
+    it is not had within ``wait`` seconds (its holder stopped), or the file system has no
+    such locks, inside without it (logged at DEBUG)."""
+    fd, problem = None, None
+    try:
+        fd = os.open(root, os.O_RDONLY)
+        if not flock_within(fd, wait):
+            problem = f"still locked by another process after {wait:g}s"
+    except OSError as e:
+        problem = str(e)
+    if problem:
+        logger.debug("spark-dask: the state directory %s is not locked (%s): a stale entry is taken over without", root, problem)
+    try:
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)  # the lock goes with it
+
+
+def flock_within(fd: int, wait: float) -> bool:
+    """Take the exclusive ``flock`` of ``fd`` within ``wait`` seconds: True once had."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+
+
+def take_over(directory: str, host: str) -> tuple[bool, dict | None]:
+    """Remove the entry ``directory`` if it is stale: ``(True, None)``, its name is free;
+    else ``(False, its record)`` (None: a claim in progress).
+
+    Judged and moved aside (``os.rename`` to a hidden name, removed after) under the state
+    directory's lock (:func:`root_lock`): of two processes that both found the entry
+    stale, the second judges what the first put in its place, instead of removing it."""
+    root = os.path.dirname(directory)
+    aside = os.path.join(root, f".{os.path.basename(directory)}.stale-{uuid.uuid4().hex[:12]}")
+    with root_lock(root):
+        record = read_record(directory)
+        try:
+            age = time.time() - os.stat(directory).st_mtime
+        except OSError:  # removed meanwhile: the name is free
+            return True, None
+        if entry_state(record, age, host, process_identity) != "stale":
+            return False, record
+        try:
+            os.rename(directory, aside)
+        except FileNotFoundError:
+            return True, None
+        except OSError as e:
+            logger.warning("spark-dask: the stale entry %s could not be removed (%s)", directory, e)
+            return False, record
+    shutil.rmtree(aside, ignore_errors=True)
+    return True, None
 
 
 def configured_root() -> str | None:
@@ -353,12 +427,9 @@ class Entry:
             try:
                 os.mkdir(self.directory, 0o700)
             except FileExistsError:
-                other = read_record(self.directory)
-                with suppress(OSError):
-                    age = time.time() - os.stat(self.directory).st_mtime
-                    if entry_state(other, age, record["host"], process_identity) != "stale":
-                        raise SparkDaskError(name_taken_message(self.name, other)) from None
-                shutil.rmtree(self.directory, ignore_errors=True)
+                free, other = take_over(self.directory, record["host"])
+                if not free:
+                    raise ClusterError(name_taken_message(self.name, other)) from None
                 continue
             except FileNotFoundError:  # the last entry's close removed the empty root meanwhile
                 private_dir(self.root)
@@ -369,7 +440,7 @@ class Entry:
             self.record = record
             self.update()
             return
-        raise SparkDaskError(name_taken_message(self.name, None))
+        raise ClusterError(name_taken_message(self.name, None))
 
     def unlisted(self, problem: Exception) -> None:
         """Say that the cluster runs without an entry (it starts all the same)."""
@@ -387,11 +458,18 @@ class Entry:
             self.record = {**self.record, **changes}
             path = os.path.join(self.directory, RECORD_FILE)
             temporary = f"{path}.{os.getpid()}.{threading.get_ident()}"
-            with suppress(OSError):
+            try:
                 fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
                 with os.fdopen(fd, "w", encoding="utf-8") as f:
                     json.dump(self.record, f, indent=2)
                 os.replace(temporary, path)
+            except OSError as e:
+                with suppress(OSError):
+                    os.unlink(temporary)
+                logger.warning(
+                    "spark-dask: the record %s of cluster %r could not be rewritten (%s): spark-dask list and "
+                    "from_name() read its previous one", path, self.name, e,
+                )  # fmt: skip
 
     def publish(self, cluster) -> None:
         """The cluster runs: its connection files and record (address, dashboard,
@@ -402,7 +480,7 @@ class Entry:
         scheduler, security = cluster.scheduler, cluster.security
         # the handlers first: a handle may come as soon as the record says running
         scheduler.handlers.update(owner_handlers(cluster, self))
-        scheduler.handlers["subscribe_worker_status"] = subscribe_handler(scheduler)
+        scheduler.handlers[SUBSCRIBE] = subscribe_handler(scheduler)
         scheduler.add_plugin(EntryWatch(self))
         try:
             connection.write_connection(cluster, self.directory)
@@ -461,9 +539,9 @@ class HandleWatch(WorkerStatusPlugin):
 
 
 def subscribe_handler(scheduler):
-    """The scheduler's ``subscribe_worker_status`` handler once the cluster is published:
-    as distributed's own (the worker identities, then their changes on the comm), each
-    subscriber with a :class:`HandleWatch` of its own."""
+    """The scheduler's :data:`SUBSCRIBE` handler once the cluster is published: as
+    distributed's ``subscribe_worker_status`` (the worker identities, then their changes
+    on the comm), each subscriber with a :class:`HandleWatch` of its own."""
 
     def subscribe_worker_status(comm) -> dict:
         for name, plugin in list(scheduler.plugins.items()):  # those of handles that left
@@ -481,10 +559,11 @@ def subscribe_handler(scheduler):
 
 async def carry_out(cluster, fn, *args, **kwargs) -> dict:
     """Run the owner's ``fn(*args, **kwargs)`` (its public, blocking ``scale`` or
-    ``adapt``) in a thread, as a user's call would; the reply names the warnings it gave."""
-    before = len(cluster.events.warned)
-    result = await blocking(partial(fn, *args, **kwargs))
-    reply = {"warnings": list(cluster.events.warned[before:])}
+    ``adapt``) in a thread, as a user's call would; the reply names the warnings it gave
+    (its own: not those of a user's ``scale()`` at the same time)."""
+    with cluster.events.hold(issue=False) as said:
+        result = await blocking(partial(fn, *args, **kwargs))
+    reply = {"warnings": list(said)}
     if result is not None and hasattr(result, "minimum"):  # adapt(): distributed's Adaptive
         reply.update(minimum=result.minimum, maximum=result.maximum)
     return reply
@@ -560,15 +639,48 @@ def from_name(name: str, *, asynchronous: bool = False, loop=None, timeout: floa
     check_name(name)
     root = configured_root()
     if root is None:
-        raise SparkDaskError("spark-dask: spark-dask.state-dir is false, so clusters are not listed and none can be found by name")
+        raise ClusterError("spark-dask: spark-dask.state-dir is false, so clusters are not listed and none can be found by name")
     found = scan(root)
     if name not in found:
-        raise SparkDaskError(unknown_name_message(name, found, root))
+        raise ClusterError(unknown_name_message(name, found, root))
     directory, record = found[name]
     if record.get("status") != "running":
-        raise SparkDaskError(not_running_message(name, record))
+        raise ClusterError(not_running_message(name, record))
     return NamedCluster(directory, record, entry_security(directory, record), asynchronous=asynchronous,
                         loop=loop, timeout=timeout)  # fmt: skip
+
+
+class HandleRpc:
+    """A handle's ``scheduler_comm``: the scheduler's ``rpc``, whose live comms (what
+    ``Cluster._start`` subscribes on) send the subscription to :data:`SUBSCRIBE`."""
+
+    def __init__(self, scheduler_rpc):
+        self.rpc = scheduler_rpc
+
+    def __getattr__(self, name):
+        return getattr(self.rpc, name)
+
+    async def live_comm(self):
+        return SubscribingComm(await self.rpc.live_comm())
+
+
+class SubscribingComm:
+    """A comm whose ``{"op": "subscribe_worker_status"}`` goes to :data:`SUBSCRIBE`
+    (everything else as the comm's own)."""
+
+    def __init__(self, comm):
+        object.__setattr__(self, "comm", comm)
+
+    def __getattr__(self, name):
+        return getattr(self.comm, name)
+
+    def __setattr__(self, name, value):
+        setattr(self.comm, name, value)
+
+    async def write(self, msg, *args, **kwargs):
+        if isinstance(msg, dict) and msg.get("op") == "subscribe_worker_status":
+            msg = {**msg, "op": SUBSCRIBE}
+        return await self.comm.write(msg, *args, **kwargs)
 
 
 class NamedCluster(Cluster):
@@ -618,20 +730,29 @@ class NamedCluster(Cluster):
 
     async def _start(self):
         address = self.record["address"]
-        self.scheduler_comm = rpc(address, connection_args=self.security.get_connection_args("client"))
+        self.scheduler_comm = HandleRpc(rpc(address, connection_args=self.security.get_connection_args("client")))
         try:
             await asyncio.wait_for(super()._start(), self.timeout)
         except Exception as e:
             with suppress(Exception):
                 await Cluster._close(self)
-            raise SparkDaskError(
+            error = ClusterTimeoutError if isinstance(e, asyncio.TimeoutError) else ClusterError
+            raise error(
                 f"spark-dask: the cluster named {self.name!r} is listed (owner pid {self.record.get('pid')}) but "
                 f"its scheduler {address} could not be reached within {self.timeout:g}s: {type(e).__name__}: {e}"
             ) from e
 
     # ------------------------------------------------------------------ carried out by the owner
     async def _ask(self, op: str, **kwargs) -> dict:
-        return await asyncio.wait_for(getattr(self.scheduler_comm, op)(**kwargs), CALL_TIMEOUT)
+        try:
+            return await asyncio.wait_for(getattr(self.scheduler_comm, op)(**kwargs), CALL_TIMEOUT)
+        except asyncio.TimeoutError:
+            raise ClusterTimeoutError(
+                f"spark-dask: no answer from the owner of the cluster named {self.name!r} (pid "
+                f"{self.record.get('pid')}) within {CALL_TIMEOUT:g}s to {op.removeprefix('spark_dask_cluster_')}(); "
+                "it may be busy or stuck: "
+                "try again, or check the owner process"
+            ) from None
 
     def _carry_out(self, op: str, **kwargs):
         """The owner's answer to ``op``; its warnings issued here, as the owner's own
@@ -663,7 +784,7 @@ class NamedCluster(Cluster):
         keyword arguments of ``SparkCluster.adapt``). Returns the owner's reply: the
         ``minimum`` and ``maximum`` it adapts between."""
         if Adaptive is not None:
-            raise SparkDaskError(
+            raise ClusterError(
                 "spark-dask: adapt(Adaptive=...) is not possible on a cluster found by name: its owner runs "
                 "distributed's Adaptive; pass its keyword arguments (minimum=, maximum=, ...) only"
             )

@@ -23,7 +23,7 @@ from distributed.security import Security
 from spark_dask import databricks, xlang_scheduler
 from spark_dask.aio import blocking
 from spark_dask.databricks import DashboardSettings
-from spark_dask.errors import PlanError, SparkDaskError
+from spark_dask.errors import ClusterError, PlanError
 from spark_dask.faults import LEAVING
 from spark_dask.plan import encryption_problem
 from spark_dask.session import driver_host, spark_encrypted
@@ -76,15 +76,22 @@ credentials = Credentials()
 
 
 class WorkerWatch(SchedulerPlugin):
-    """Wakes the start-up wait whenever a worker joins or leaves, and tells the cluster
-    (which gang's worker it is)."""
+    """Wakes the start-up wait whenever a worker joins, leaves or changes status, and
+    tells the cluster (which gang's worker it is, which one leaves on purpose).
+
+    Public hooks only: a status change is heard through ``log_event``, which the
+    scheduler's event broker calls on every plugin for each event it logs, and
+    ``handle_worker_status_change`` logs one (topic: the worker's address, action
+    ``worker-status-change``) once ``ws.status`` is the new status (distributed 2024.8
+    to 2026.8)."""
 
     name = "spark-dask-watch"
 
-    def __init__(self, event: asyncio.Event, on_add=None, on_remove=None):
+    def __init__(self, event: asyncio.Event, on_add=None, on_remove=None, on_leaving=None):
         self.event = event
         self.on_add = on_add
         self.on_remove = on_remove
+        self.on_leaving = on_leaving
 
     def add_worker(self, scheduler, worker):
         self.event.set()
@@ -95,6 +102,13 @@ class WorkerWatch(SchedulerPlugin):
         self.event.set()
         if self.on_remove is not None:
             self.on_remove(worker)
+
+    def log_event(self, topic, msg):
+        if not isinstance(msg, dict) or msg.get("action") != "worker-status-change":
+            return
+        self.event.set()
+        if msg.get("status") in LEAVING and isinstance(topic, str) and self.on_leaving is not None:
+            self.on_leaving(topic)
 
 
 def task_group(ws) -> tuple:
@@ -110,13 +124,12 @@ class DriverScheduler:
     """The Dask scheduler of one cluster, in this process, and what ends its workers.
 
     ``changed`` is set whenever a worker joins, leaves or changes status (the
-    start-up wait sleeps on it); ``on_leaving(address)`` hears of a worker that is
-    leaving on purpose (its removal is no loss, :mod:`spark_dask.faults`).
+    start-up wait sleeps on it); :meth:`watch_workers` names who hears of a worker that
+    joins, leaves, or is leaving on purpose (its removal is no loss, :mod:`spark_dask.faults`).
     """
 
     def __init__(self, changed: asyncio.Event):
         self.changed = changed
-        self.on_leaving = None
         self.scheduler: Scheduler | None = None
         self.security: Security | None = None
         self.dashboard_settings: DashboardSettings | None = None
@@ -151,7 +164,6 @@ class DriverScheduler:
             validate=False,
         )
         await self.scheduler
-        self._watch_status_changes()
         xlang_scheduler.install(self.scheduler)
         return self.scheduler
 
@@ -159,29 +171,7 @@ class DriverScheduler:
         """Tell ``on_add(scheduler, address)`` and ``on_remove(address)`` of every worker
         that joins or leaves from now on, ``on_leaving(address)`` of one leaving on purpose."""
         watch = self.scheduler.plugins[WorkerWatch.name]
-        watch.on_add, watch.on_remove = on_add, on_remove
-        self.on_leaving = on_leaving
-
-    def _watch_status_changes(self) -> None:
-        """Wake the start-up wait when a worker turns from ``init`` to ``running``
-        (the scheduler has no plugin hook for that, only the stream handler)."""
-        handlers = self.scheduler.stream_handlers
-        original = handlers["worker-status-change"]
-
-        def status_changed(*args, **kwargs):
-            try:
-                return original(*args, **kwargs)
-            finally:
-                self.changed.set()
-                status, worker = kwargs.get("status"), kwargs.get("worker")
-                if (
-                    isinstance(worker, str)
-                    and str(getattr(status, "name", status)) in LEAVING
-                ):
-                    if self.on_leaving is not None:
-                        self.on_leaving(worker)
-
-        handlers["worker-status-change"] = status_changed
+        watch.on_add, watch.on_remove, watch.on_leaving = on_add, on_remove, on_leaving
 
     def running_workers(self) -> int:
         """Workers in status ``running`` (connected and ready)."""
@@ -210,7 +200,7 @@ class DriverScheduler:
     def err_waiting_tasks(self, msg: str) -> None:
         """Every task waiting for a worker (queued or unrunnable) errs with ``msg``."""
         scheduler = self.scheduler
-        exception = dumps_pickle(SparkDaskError(msg))
+        exception = dumps_pickle(ClusterError(msg))
         stimulus = f"spark-dask-failed-{time.time()}"
         recommendations: dict = {}
         for ts in [*scheduler.unrunnable, *scheduler.queued]:

@@ -33,16 +33,18 @@ from collections.abc import Mapping
 import dask
 from distributed import Future
 
+from spark_dask.errors import SparkDaskError
+
 PYTHON = "python"
 RESOURCE_PREFIX = "xlang-"
 ANNOTATION = "xlang"
 
 
-class XLangError(ValueError):
+class XLangError(SparkDaskError, ValueError):
     """A cross-language graph or value that cannot work; the message says which and why."""
 
 
-class XLangTaskError(RuntimeError):
+class XLangTaskError(SparkDaskError, RuntimeError):
     """A task of another language failed on its worker: the message is that language's
     error text; ``remote_traceback`` its stack, as the worker sent it."""
 

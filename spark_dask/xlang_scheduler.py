@@ -1,14 +1,20 @@
-"""The scheduler side of cross-language tasks (:mod:`spark_dask.xlang`): installed on
-every spark-dask scheduler (and on a plain ``dask scheduler`` with
-``--preload spark_dask.xlang_scheduler``).
+"""The scheduler side of cross-language tasks (:mod:`spark_dask.xlang`): its plugins are
+added to every spark-dask scheduler (and to a plain ``dask scheduler`` with
+``--preload spark_dask.xlang_scheduler``), and they use distributed's public hooks only
+until the first worker of another language registers: a cluster of Python workers runs
+distributed's scheduler as distributed made it.
 
 - **Placement.** A worker of another language (one declaring an ``xlang-<language>``
   resource, :func:`spark_dask.xlang.language_of`) can run only that language's tasks.
-  distributed sends an ordinary task to any running worker, so such a worker is kept
-  out of the scheduler's ``running``, ``idle`` and ``idle_task_count`` sets (what
-  every placement of an unrestricted task picks from: ``decide_worker_rootish_*``,
-  ``decide_worker_non_rootish``, work stealing's thieves, the memory manager's
-  recipients), and only tasks restricted to its resource are placed on it.
+  distributed sends an ordinary task to any running worker, so once such a worker
+  registers (:meth:`Placement.engage`, from the ``add_worker`` hook, before the
+  scheduler places anything on it) it is kept out of the scheduler's ``running``,
+  ``idle`` and ``idle_task_count`` sets (what every placement of an unrestricted task
+  picks from: ``decide_worker_rootish_*``, ``decide_worker_non_rootish``, work
+  stealing's thieves, the memory manager's recipients), and only tasks restricted to
+  its resource are placed on it. That wraps three scheduler methods and one stream
+  handler (:data:`spark_dask.internals.DISTRIBUTED` lists them, and a test checks their
+  signatures against the installed distributed).
 - **Versions.** distributed's version check compares Python packages, which such a
   worker does not have: its entry mirrors the scheduler's (its own in ``extra``).
 - **Errors.** Its ``task-erred`` carries the other language's text, not a pickled
@@ -25,9 +31,11 @@ every spark-dask scheduler (and on a plain ``dask scheduler`` with
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from functools import partial
 
+import distributed
 from distributed import Client, Future
 from distributed.core import Status
 from distributed.diagnostics.plugin import SchedulerPlugin
@@ -35,6 +43,7 @@ from distributed.protocol.pickle import dumps as dumps_pickle
 from distributed.scheduler import decide_worker
 from distributed.versions import get_versions
 
+from spark_dask import internals
 from spark_dask.xlang import (
     XLangError,
     XLangTaskError,
@@ -45,6 +54,8 @@ from spark_dask.xlang import (
     submit_ordered,
     task_order,
 )
+
+logger = logging.getLogger("spark_dask")
 
 NO_WORKER_TIMEOUT = 5.0  # seconds a task of a language with no worker waits before it errs
 HOLD_CHECK_INTERVAL = 2.0  # seconds between checks for holders whose connection closed
@@ -69,13 +80,25 @@ class Placement(SchedulerPlugin):
         self.scheduler = scheduler
         self.no_worker_timeout = no_worker_timeout
         self.foreign: dict[str, str] = {}  # worker address -> its language
-        self._wrap(scheduler)
+        self.engaged = False
 
-    def _wrap(self, scheduler) -> None:
+    def engage(self) -> None:
+        """Wrap the scheduler's placement of ordinary tasks and its ``task-erred`` handler
+        (once: called when the first worker of another language registers).
+
+        ``handle_worker_status_change`` calls ``check_idle_saturated`` right after it puts
+        a worker back into ``running`` (distributed 2024.8 to 2026.8), so the wrapped
+        ``check_idle_saturated`` also keeps a worker that resumes out of the sets."""
+        if self.engaged:
+            return
+        self.engaged = True
+        scheduler = self.scheduler
+        for problem in internals.problems(scheduler):
+            logger.warning("spark-dask: the placement of other languages' tasks may not work with distributed %s: %s",
+                           distributed.__version__, problem)  # fmt: skip
         original_valid = scheduler.valid_workers
         original_decide = scheduler.decide_worker_non_rootish
         original_idle = scheduler.check_idle_saturated
-        original_status = scheduler.stream_handlers["worker-status-change"]
         original_erred = scheduler.stream_handlers["task-erred"]
 
         def valid_workers(ts):
@@ -93,14 +116,6 @@ class Placement(SchedulerPlugin):
             if ws.address in self.foreign:
                 self.set_apart(ws)
 
-        def status_changed(*args, worker=None, **kwargs):
-            try:
-                return original_status(*args, worker=worker, **kwargs)
-            finally:
-                ws = scheduler.workers.get(worker)
-                if ws is not None and worker in self.foreign:
-                    self.set_apart(ws)
-
         def task_erred(key=None, worker=None, exception=None, **msg):
             if exception is None and worker in self.foreign:
                 exception = dumps_pickle(self.remote_error(key, worker, msg))
@@ -109,7 +124,6 @@ class Placement(SchedulerPlugin):
         scheduler.valid_workers = valid_workers
         scheduler.decide_worker_non_rootish = decide_worker_non_rootish
         scheduler.check_idle_saturated = check_idle_saturated
-        scheduler.stream_handlers["worker-status-change"] = status_changed
         scheduler.stream_handlers["task-erred"] = task_erred
 
     def set_apart(self, ws) -> None:
@@ -153,6 +167,7 @@ class Placement(SchedulerPlugin):
         ws = scheduler.workers.get(worker)
         language = language_of(ws.resources) if ws is not None else None
         if language is not None:
+            self.engage()
             self.foreign[worker] = language
             self.set_apart(ws)
             # distributed compares the Python packages of every worker with each client's

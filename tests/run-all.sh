@@ -5,7 +5,10 @@
 #            the documentation site built in strict mode, the notebooks executed, the
 #            announcement post's code, the Databricks specs, the Node.js client and worker)
 #   .venv35  pyspark 3.5.5 with pandas<3, numpy<2, pyarrow<18 (pyspark 3.5's connect
-#            extra excludes NumPy 2; the newest pyarrow needs it): the core tests
+#            extra excludes NumPy 2; the newest pyarrow needs it) and the lowest dask and
+#            distributed that pyproject declares (2024.8.0: the range the package
+#            declares is the range CI runs; spark_dask/internals.py lists what of
+#            distributed's internals that range must keep): the core tests
 #            (pytest -m "core and not newest": start, compute, teardown, bad input, GPU
 #            pinning with fake GPUs, CLI run, Spark Connect, Delta Lake written by Spark,
 #            the RAPIDS Accelerator's plugin; a few slow variants run on the newest only).
@@ -47,6 +50,10 @@ fetches() {  # the downloads that need no venv, beside the pip installs below
     fi
 }
 
+lowest() {  # lowest NAME: the lower bound pyproject.toml declares for NAME ("NAME>=X")
+    sed -n "s/^ *\"$1>=\([0-9][0-9.]*\)\",.*/\1/p" pyproject.toml | head -1
+}
+
 t0=$SECONDS
 fetches &
 fetches_pid=$!
@@ -55,12 +62,13 @@ t1=$SECONDS
 # pyspark[connect] pinned as such: with the connect extra's 'pyspark[connect]>=3.5' beside
 # 'pyspark==3.5.5', pip backtracks through every pyspark 4.x sdist (450 MB each; 7 min)
 venv .venv35 -e '.[test-core]' 'pyspark[connect]==3.5.5' 'pandas<3' 'numpy<2' 'pyarrow<18' \
-    'deltalake>=0.18' 'dask-deltatable>=0.3' ||
+    'deltalake>=0.18' 'dask-deltatable>=0.3' "dask[dataframe,array]==$(lowest dask)" "distributed==$(lowest distributed)" ||
     { echo "run-all: installing .venv35 failed" >&2; kill "$fetches_pid"; exit 1; }
 wait "$fetches_pid" || exit 1
 t2=$SECONDS
 newest=$(.venv/bin/python -c 'import pyspark; print(pyspark.__version__)')
 old=$(.venv35/bin/python -c 'import pyspark; print(pyspark.__version__)')
+lowest_dask=$(.venv35/bin/python -c 'import distributed; print(distributed.__version__)')
 echo "run-all: installed .venv (pyspark $newest) in $((t1 - t0)) s, .venv35 (pyspark $old) in $((t2 - t1)) s (the jars and the Node.js examples beside them)"
 
 # --durations: the slowest tests at the end of each run (where the CI time goes)
@@ -68,7 +76,7 @@ echo "run-all: pyspark $newest: the whole suite"
 .venv/bin/python -m pytest --durations=25 "$@"
 status_newest=$?
 t3=$SECONDS
-echo "run-all: pyspark $old: the core tests (-m 'core and not newest')"
+echo "run-all: pyspark $old, distributed $lowest_dask: the core tests (-m 'core and not newest')"
 .venv35/bin/python -m pytest -m "core and not newest" --durations=15 "$@"
 status_old=$?
 t4=$SECONDS

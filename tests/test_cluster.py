@@ -14,7 +14,7 @@ import pytest
 from distributed import Client
 
 import spark_dask
-from spark_dask import PlanError, SparkCluster, SparkDaskError
+from spark_dask import PlanError, SparkCluster, SparkDaskError, internals
 
 from .conftest import active_jobs, assert_no_leftovers, dask_processes, port_open, wait_until
 
@@ -38,6 +38,9 @@ def test_start_computes_and_leaves_nothing(spark):
 
         arr = np.random.default_rng(0).random((2000, 200))
         assert np.isclose(da.from_array(arr, chunks=(250, 200)).sum().compute(), arr.sum())
+
+        # a cluster of Python workers runs distributed's scheduler as distributed made it
+        assert client.run_on_scheduler(lambda dask_scheduler: internals.replaced(dask_scheduler)) == []
 
         # the work ran on the Spark-launched workers, not in this process
         pids = set(client.run(os.getpid).values())

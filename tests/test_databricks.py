@@ -9,6 +9,7 @@ import urllib.request
 import pytest
 
 from spark_dask import databricks as db
+from spark_dask.errors import ClusterError
 
 from .conftest import make_spark, stop_spark
 
@@ -116,7 +117,7 @@ def test_free_port_is_in_the_range_and_free():
     with socket.socket() as s:
         s.bind(("127.0.0.1", port))  # it is free
         # Only taken ports in a small range: refused with the reason.
-        with pytest.raises(OSError, match="no free port in"):
+        with pytest.raises(ClusterError, match="no free port in"):
             db.free_port("127.0.0.1", range(port, port + 1))
     assert db.workspace_host("  ") is None
     assert db.normalize_prefix("/") == ""

@@ -203,6 +203,64 @@ def test_stale_entries_are_ignored_and_removed(state):
         named.Entry("fresh-claim", "spark-dask-3333333333", state).claim()
 
 
+def test_two_starts_taking_over_one_stale_entry_leave_one_holder(state, monkeypatch):
+    """Both find the name's stale entry; the first takes it over and claims the name while
+    the second still holds its verdict. The second must then see the first's entry (the
+    name is taken), not remove it: two live clusters of one name otherwise."""
+    os.makedirs(state, mode=0o700)
+    write_entry(state, "etl", pid=dead_pid())
+    judged, first_done = threading.Event(), threading.Event()
+    real = named.entry_state
+
+    def entry_state(record, age, host, identity_of):  # the seam: between the read and the removal
+        verdict = real(record, age, host, identity_of)
+        if threading.current_thread().name == "second" and verdict == "stale" and not judged.is_set():
+            judged.set()
+            first_done.wait(1.0)  # a check-then-remove lets the first one claim the name here
+        return verdict
+
+    monkeypatch.setattr(named, "entry_state", entry_state)
+    results = {}
+
+    def start(who):
+        entry = named.Entry("etl", f"spark-dask-{who}", state)
+        try:
+            entry.claim()
+            results[who] = entry
+        except SparkDaskError as e:
+            results[who] = e
+        finally:
+            if who == "first":
+                first_done.set()
+
+    second = threading.Thread(target=start, args=("second",), name="second")
+    second.start()
+    assert judged.wait(10)
+    first = threading.Thread(target=start, args=("first",), name="first")
+    first.start()
+    first.join(30)
+    second.join(30)
+    winners = [who for who, r in results.items() if isinstance(r, named.Entry)]
+    assert len(winners) == 1, results
+    [loser] = {"first", "second"} - set(winners)
+    assert "a cluster named 'etl' already runs for this user" in str(results[loser])
+    assert named.read_record(os.path.join(state, "etl"))["tag"] == f"spark-dask-{winners[0]}"
+    assert os.listdir(state) == ["etl"]  # the stale entry, moved aside, is gone
+    results[winners[0]].remove()
+
+
+def test_a_record_that_cannot_be_rewritten_leaves_no_temporary_file(state, caplog):
+    with named.Entry("etl", "spark-dask-6666666666", state) as entry:
+        record = os.path.join(entry.directory, named.RECORD_FILE)
+        os.unlink(record)
+        os.makedirs(os.path.join(record, "in-the-way"))  # os.replace onto a directory fails
+        with caplog.at_level("WARNING", logger="spark_dask"):
+            entry.update(status="running")
+        assert sorted(os.listdir(entry.directory)) == [named.RECORD_FILE]  # no cluster.json.<pid>.<thread>
+        [said] = [r.getMessage() for r in caplog.records if "could not be rewritten" in r.getMessage()]
+        assert said.startswith(f"spark-dask: the record {record} of cluster 'etl' could not be rewritten (")
+
+
 def test_an_unknown_name_says_which_clusters_run(state):
     with named.Entry("etl", "spark-dask-4444444444", state) as entry:
         entry.update(status="running")

@@ -26,7 +26,7 @@ from distributed.core import Status
 from distributed.security import Security
 from distributed.versions import VersionMismatchWarning
 
-from spark_dask import connection, xlang
+from spark_dask import connection, internals, xlang
 from spark_dask.xlang import (
     XLangError,
     carry_problem,
@@ -122,10 +122,13 @@ def test_ordinary_tasks_never_reach_a_worker_of_another_language(xcluster):
     plain tasks (with and without dependencies, root-ish and not) all run on the real
     Python worker, the node task runs on it only (and its Python callable refuses)."""
     cluster, security, _ = xcluster
+    assert internals.replaced(cluster.scheduler) == []  # Python workers only: distributed's own scheduler
     cluster.worker_spec["fake-node"] = {"cls": Worker, "options": {"nthreads": 2, "resources": {"xlang-node": 1}, "security": security}}
     cluster.scale(2)
     with Client(cluster, security=security) as client:
         client.wait_for_workers(2)
+        assert client.run_on_scheduler(lambda dask_scheduler: internals.replaced(dask_scheduler)) == [
+            "valid_workers", "decide_worker_non_rootish", "check_idle_saturated", "stream_handlers['task-erred']"]
         workers = client.scheduler_info()["workers"]
         fake = next(a for a, w in workers.items() if w["name"] == "fake-node")
         python_worker = next(a for a in workers if a != fake)
