@@ -4,7 +4,8 @@ latter. ``--quick`` (CI), ``--plot`` and ``--no-handoff`` leave the hand-off par
 ``--master hosts:2x4`` (the multi-host cluster, ``benchmarks/multihost.py``) measures
 its own hand-off across the hosts; the local hand-off runs only beside a local master.
 python -m benchmarks delta [options]: reading a Delta table with deletion vectors
-(``benchmarks/delta.py``), not part of the full run."""
+(``benchmarks/delta.py``), not part of the full run. python -m benchmarks soak
+[--minutes N --seed S]: a chaos soak on the multi-host cluster (``benchmarks/soak.py``)."""
 
 import sys
 
@@ -15,6 +16,10 @@ if args[:1] == ["handoff"]:
     handoff.main(args[1:])
 elif args[:1] == ["delta"]:
     delta.main(args[1:])
+elif args[:1] == ["soak"]:
+    from benchmarks import soak
+
+    soak.main(args[1:])
 else:
     run.main(args)
     masters = [v for a, v in zip(args, args[1:]) if a == "--master"] + [a.split("=", 1)[1] for a in args if a.startswith("--master=")]
