@@ -52,15 +52,3 @@ class DeltaError(SparkDaskError, RuntimeError):
     file reader does not implement, a version that no longer exists, a corrupt log or
     deletion vector. The message names it and what works instead."""
 
-
-__all__ = [
-    "ClusterError",
-    "ClusterTimeoutError",
-    "DeltaError",
-    "HandoffError",
-    "HandoffTypeError",
-    "PlanError",
-    "SparkDaskError",
-    "TaskFailed",
-    "WorkerStartError",
-]
