@@ -96,6 +96,7 @@ def make_spark(master: str, **conf):
     JVM (so no conf of an earlier test module's session leaks into it)."""
     from pyspark.sql import SparkSession
 
+    DEFAULT_SPARK.release()
     fresh_jvm()
 
     builder = (
@@ -123,12 +124,99 @@ def stop_spark(spark) -> None:
     fresh_jvm()
 
 
+class SharedSpark:
+    """The default session (``local-cluster[2,1,1024]``), kept from one test module to
+    the next while each leaves it as it found it (:meth:`as_found`); a module that
+    changed it, or one that needs other confs (:func:`make_spark`), gets a fresh one.
+    An application start is ~8-10 s of CI time per module; pytest_collection_modifyitems
+    runs the modules that use it one after the other."""
+
+    MASTER = "local-cluster[2,1,1024]"
+
+    def __init__(self):
+        self.session = None
+        self.conf: set = set()
+
+    def take(self):
+        if self.session is None:
+            self.session = make_spark(self.MASTER)
+            self.conf = runtime_conf(self.session)
+        return self.session
+
+    def give_back(self) -> None:
+        """After a module: kept if it is as found, else stopped."""
+        if self.session is None:
+            return
+        try:
+            kept = self.as_found(self.session)
+        except Exception:  # noqa: BLE001 - a session that cannot even answer is not kept
+            kept = False
+        if not kept:
+            self.release()
+
+    def as_found(self, s) -> bool:
+        """Running, no job, both executors, no spark-dask cluster or worker of this
+        process, the runtime conf as it was made."""
+        from spark_dask.cluster import live_clusters
+
+        sc = s.sparkContext
+        if sc._jsc is None:  # stopped
+            return False
+        return (
+            not sc._jsc.sc().isStopped()
+            and wait_until(lambda: not active_jobs(s), timeout=10)
+            and sc._jsc.sc().getExecutorMemoryStatus().size() == 3  # the driver and 2 executors
+            and not live_clusters()
+            and wait_until(lambda: not dask_processes(spark=s), timeout=10)
+            and runtime_conf(s) == self.conf
+        )
+
+    def release(self) -> None:
+        s, self.session = self.session, None
+        if s is not None:
+            stop_spark(s)
+
+
+def runtime_conf(s) -> set:
+    """The session's runtime SQL conf set beyond the defaults (``SET``)."""
+    return {(r[0], r[1]) for r in s.sql("SET").collect()}
+
+
+DEFAULT_SPARK = SharedSpark()
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """The modules that use the default ``spark`` (not a ``spark`` fixture of their own)
+    run one after the other, from the first one's place, so they share its application."""
+    modules: dict = {}
+    for item in items:
+        modules.setdefault(item.module, []).append(item)
+    shared = [m for m, its in modules.items() if not hasattr(m, "spark") and any("spark" in i.fixturenames for i in its)]
+    if len(shared) < 2:
+        return
+    order, placed = [], False
+    for m in modules:
+        if m in shared:
+            if not placed:
+                order += shared
+                placed = True
+        else:
+            order.append(m)
+    items[:] = [item for m in order for item in modules[m]]
+
+
+@pytest.fixture(scope="session")
+def default_spark_pool():
+    yield DEFAULT_SPARK
+    DEFAULT_SPARK.release()
+
+
 @pytest.fixture(scope="module")
-def spark():
-    """local-cluster[2,1,1024]: two executors with one core each."""
-    s = make_spark("local-cluster[2,1,1024]")
-    yield s
-    stop_spark(s)
+def spark(default_spark_pool):
+    """local-cluster[2,1,1024]: two executors with one core each (shared by the modules
+    that leave it as they found it: :class:`SharedSpark`)."""
+    yield default_spark_pool.take()
+    default_spark_pool.give_back()
 
 
 def fake_gpu_script(addresses) -> str:
