@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from spark_dask import cli
 
-from .conftest import active_jobs, dask_processes, make_spark, stop_spark, wait_until
+from .conftest import active_jobs, dask_processes, wait_until
 
 pytestmark = pytest.mark.core
 
@@ -101,13 +101,6 @@ def test_dask_cli_entry_point():
 
 
 # -------------------------------------------------------------------------- real Spark
-
-
-@pytest.fixture(scope="module")
-def spark():
-    s = make_spark("local-cluster[2,1,1024]")
-    yield s
-    stop_spark(s)
 
 
 @pytest.mark.spark

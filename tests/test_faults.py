@@ -26,8 +26,6 @@ from spark_dask.faults import lost_worker, placeable
 from .conftest import (
     active_jobs,
     assert_no_leftovers,
-    make_spark,
-    stop_spark,
     wait_until,
 )
 
@@ -70,13 +68,6 @@ def test_a_barrier_relaunch_takes_only_the_free_slots():
 
 
 # ------------------------------------------------------------------ real Spark
-@pytest.fixture(scope="module")
-def spark():
-    s = make_spark("local-cluster[2,1,1024]")
-    yield s
-    stop_spark(s)
-
-
 def _jsc(spark):
     return spark.sparkContext._jsc.sc()
 
