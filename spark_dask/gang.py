@@ -86,6 +86,7 @@ class Gang:
         self.seen: set[str] = set()  # every name that ever connected
         self.hosts: dict[str, str] = {}  # every worker that connected: name -> "host (executor id)"
         self.retiring: set[str] = set()  # asked to leave (scale-down)
+        self.closed: set[str] = set()  # left on purpose without a scale-down (client.retire_workers)
         self.status = "created"
         self.cancelled = False
         self.submitted_at: float | None = None
@@ -154,13 +155,16 @@ class Gang:
 
     def outcome(self) -> str:
         """Why the job ended: ``cancelled``, ``retired`` (every worker scaled down),
-        ``closed`` (its workers closed otherwise), ``start-failed`` (a worker could not
-        start: relaunching would fail the same way) or ``lost`` (an executor or task was
-        lost while running: relaunch)."""
+        ``closed`` (its workers left on purpose otherwise: ``client.retire_workers``),
+        ``start-failed`` (a worker could not start: relaunching would fail the same way)
+        or ``lost`` (an executor or task was lost while running, or its workers ended by
+        themselves, e.g. cut off from the scheduler: relaunch)."""
         if self.cancelled:
             return "cancelled"
         if self.error is None:
-            return "retired" if self.wanted == 0 else "closed"
+            if self.wanted == 0:
+                return "retired"
+            return "closed" if self.seen <= self.closed | self.retiring else "lost"
         if "WorkerStartError" in str(self.error) or self.running_at is None and not self.seen:
             return "start-failed"
         return "lost"
@@ -177,8 +181,11 @@ class Gang:
             self.status = "running"
             self.running_at = time.monotonic()
 
-    def worker_left(self, name: str) -> None:
+    def worker_left(self, name: str, on_purpose: bool = False) -> None:
+        """``name`` left; ``on_purpose``: it was leaving (``closing_gracefully``)."""
         self.workers.pop(name, None)
+        if on_purpose:
+            self.closed.add(name)
 
     def give_up(self, name: str) -> bool:
         """A worker that was lost and did not come back: the gang stops counting on it
@@ -251,10 +258,19 @@ class Gang:
         return f"{kind} {self.tag}{extra}: {state}"
 
     def failure(self) -> str:
-        return summarize_spark_error(self.error) if self.error is not None else ""
+        if self.error is not None:
+            return summarize_spark_error(self.error)
+        if self.seen - self.closed - self.retiring:
+            return SELF_ENDED
+        return ""
 
     def __repr__(self) -> str:
         return f"<Gang {self.tag} {self.status}: {self.connected}/{self.wanted} workers, {self.plan.n_tasks} tasks>"
+
+
+# Why a gang whose Spark job ended without an error is relaunched: its workers ended
+# without being asked (a Dask worker that loses its scheduler for long closes itself).
+SELF_ENDED = "its Dask workers ended without being asked to (cut off from the scheduler, or closed from inside)"
 
 
 def gang_of_placeholder(name: str) -> str | None:

@@ -223,7 +223,7 @@ class GangPool:
         for name in [
             n for n, a in (gang.workers.items() if gang else ()) if a == address
         ]:
-            gang.worker_left(name)
+            gang.worker_left(name, on_purpose=leaving)
             running = self.running and not gang.done
             lost = lost_worker(
                 "closing_gracefully" if leaving else None,
@@ -263,8 +263,8 @@ class GangPool:
         elif outcome == "retired":
             gang.status = "ended: its workers were retired"
         elif outcome == "closed":
-            # Its workers left without a scale-down (client.retire_workers, a worker
-            # closed from Dask): the cluster is that much smaller now.
+            # Its workers left on purpose without a scale-down (client.retire_workers):
+            # the cluster is that much smaller now.
             gang.status = "ended: its workers were closed"
             self.target = max(self.target - gang.wanted, 0)
             gang.wanted = 0

@@ -104,7 +104,19 @@ def test_outcomes():
 
     g = make()
     g.launcher.finish()
-    assert g.outcome() == "closed"  # its workers left without a scale-down
+    assert g.outcome() == "closed"  # no worker ever joined
+
+    g = make()
+    g.worker_joined("spark-4", "tls://a:1", None)
+    g.worker_left("spark-4", on_purpose=True)  # client.retire_workers
+    g.launcher.finish()
+    assert g.outcome() == "closed" and g.failure() == ""  # its workers left without a scale-down
+
+    g = make()
+    g.worker_joined("spark-4", "tls://a:1", None)
+    g.worker_left("spark-4")  # cut off from the scheduler, it closed itself
+    g.launcher.finish()
+    assert g.outcome() == "lost" and "ended without being asked to" in g.failure()
 
     g = make()
     g.cancel()

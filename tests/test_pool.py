@@ -295,12 +295,33 @@ def test_a_worker_leaving_on_purpose_is_no_loss():
 
 
 def test_closed_workers_shrink_the_target():
+    """Workers retired from Dask (client.retire_workers: closing_gracefully, heard as
+    leaving) end their gang's job without error: the cluster is that much smaller."""
     pool, side, events, first, addresses = running_pool(2)
     for a in addresses:
+        pool.recovery.leaving.add(a)
         leave(pool, side, a)
     first.launcher.finish()  # ended without error while wanted
     pool.ended(first)
     assert first.status == "ended: its workers were closed" and pool.target == 0
+
+
+def test_workers_that_end_by_themselves_are_relaunched():
+    """A worker cut off from its scheduler closes itself, and its Spark task ends without
+    an error (the chaos soak, issue 37: the target went down for good). Not leaving on
+    purpose, so the gang is relaunched and the target stays."""
+    pool, side, events, first, addresses = running_pool(2)
+    leave(pool, side, addresses[1])  # its connection broke; then the task returned
+    first.launcher.finish()
+
+    async def main():
+        pool.ended(first)  # kicks the reconciliation: on the event loop
+        pool.running = False
+
+    asyncio.run(main())
+    assert pool.target == 2
+    assert first.status == "failed: its Dask workers ended without being asked to (cut off from the scheduler, or closed from inside)"
+    assert pool.recovery.lost == 2  # relaunched as after a lost executor (the pool's kick)
 
 
 def test_a_task_nobody_awaits_is_kept_and_its_exception_logged(caplog):
