@@ -51,6 +51,7 @@ from spark_dask.aio import blocking
 from spark_dask.errors import ClusterError, ClusterTimeoutError, SparkDaskError
 from spark_dask.events import outside_package
 from spark_dask.options import check_name
+from spark_dask.preload import stat_fields
 from spark_dask.sizes import plural
 
 logger = logging.getLogger("spark_dask")
@@ -211,12 +212,8 @@ def process_identity(pid: int) -> str | None:
     clock ticks since boot (Linux ``/proc/<pid>/stat``), which tells a reused pid apart,
     or ``""`` where that is not known (no ``/proc``)."""
     if os.path.exists("/proc/self/stat"):
-        try:
-            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            return None
-        return None if fields[0] in ("Z", "X") else fields[19]
+        fields = stat_fields(pid)
+        return None if fields is None or fields[0] in ("Z", "X") else fields[19]
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

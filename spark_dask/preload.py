@@ -33,17 +33,23 @@ from distributed import Nanny
 NANNY_CLOSE_WAIT = 30.0
 
 
+def stat_fields(pid: int, proc: str = "/proc") -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` from the third on (the state, ...: field ``n``
+    is ``[n - 3]``); None where unreadable (no such process, not Linux). Field 2, the
+    command name, is in parentheses and may hold spaces and ")"."""
+    try:
+        with open(f"{proc}/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
 def process_start(pid: int, proc: str = "/proc") -> str | None:
     """When process ``pid`` started (field 22 of ``/proc/<pid>/stat``, clock ticks after
     boot): with the pid it names one process, as pids are reused. None where unreadable
     (no such process, not Linux)."""
-    try:
-        with open(f"{proc}/{pid}/stat") as f:
-            text = f.read()
-        # field 2, the command name, is in parentheses and may hold spaces and ")"
-        return text[text.rindex(")") + 1 :].split()[19]
-    except (OSError, ValueError, IndexError):
-        return None
+    fields = stat_fields(pid, proc)
+    return fields[19] if fields is not None and len(fields) > 19 else None
 
 
 def alive(pid: int, start: str | None = None) -> bool:
