@@ -4,7 +4,7 @@ against the alternatives.
     python -m benchmarks delta [--size-gb 1] [--dv-fraction 0.05] [--reps 3] [--path DIR] [--json PATH]
                                [--master local-cluster[2,3,2048]] [--workers 2]
 
-The tables: Spark's Delta writer (Delta 3.3.2, ``tests/jars.py``'s ``delta-3.5``) writes
+The tables: Spark's Delta writer (Delta 3.3.2, ``tests/support/jars.py``'s ``delta-3.5``) writes
 about ``--size-gb`` of Parquet (``id`` long, ``k`` int, ``x`` double, ``s`` a 32-character
 string) in 40-100 files, with deletion vectors enabled; a ``DELETE`` of 1 % of the rows of
 ``--dv-fraction`` of the files then gives those files a deletion vector (``storageType
@@ -81,13 +81,13 @@ METHODS = {
 
 # ------------------------------------------------------------------------------ Spark
 def delta_jars() -> list[str]:
-    """Delta Lake's Spark jars (``tests/jars.py``'s ``delta-3.5``); exit when missing."""
-    from tests.jars import paths
+    """Delta Lake's Spark jars (``tests/support/jars.py``'s ``delta-3.5``); exit when missing."""
+    from tests.support.jars import paths
 
     jars = paths("delta-3.5")
     missing = [j for j in jars if not os.path.exists(j)]
     if missing:
-        raise SystemExit(f"missing {', '.join(missing)}: python -m tests.jars fetch delta-3.5")
+        raise SystemExit(f"missing {', '.join(missing)}: python -m tests.support.jars fetch delta-3.5")
     return jars
 
 

@@ -1,4 +1,4 @@
-"""The benchmarks on a multi-host Spark standalone cluster (``tests/hosts.py``: Linux
+"""The benchmarks on a multi-host Spark standalone cluster (``tests/support/hosts.py``: Linux
 network namespaces on this machine, root only).
 
     python -m benchmarks --master hosts:2x4 [--reps 3] [--no-handoff] [--quick]
@@ -6,7 +6,7 @@ network namespaces on this machine, root only).
 ``hosts:WxC``: W worker hosts (``worker-1`` ...) of C cores each, one Spark Worker on
 each, a Spark standalone Master and the Spark driver on host ``driver``. The Spark
 driver, and with it the Dask scheduler, run on ``driver`` in the hosts' *driver
-service* (``tests.hosts.Driver``): this process builds the hosts, starts the service
+service* (``tests.support.hosts.Driver``): this process builds the hosts, starts the service
 and sends it the measurements (the functions below marked "in the driver service")
 one call at a time; the times are taken there. What it measures:
 
@@ -24,7 +24,7 @@ one call at a time; the times are taken there. What it measures:
   that crossed the bridge (every host's ``eth0``, sent) are counted per step.
 
 The hosts are removed at the end, also on failure (``Hosts.down`` in a ``finally``;
-``tests.hosts`` also removes them at exit and on SIGTERM).
+``tests.support.hosts`` also removes them at exit and on SIGTERM).
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def prepare() -> str:
 
 
 def _spark():
-    from tests.hosts import session
+    from tests.support.hosts import session
 
     return session()
 
@@ -205,7 +205,7 @@ c.close()
 def worker_floor(h, n: int) -> float:
     """N bare ``dask worker`` processes on the worker hosts (round robin), started at
     once, to registration with a bare scheduler on ``driver``."""
-    from tests.hosts import DRIVER
+    from tests.support.hosts import DRIVER
 
     sched = h.exec(DRIVER, [sys.executable, "-c", FLOOR_SCHEDULER, h.hosts[DRIVER].ip, str(n)],
                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,

@@ -18,7 +18,7 @@ dashboard, nannies, progress output) plus the ``--option`` values given (passed 
 steady state, no Ray-on-Spark.
 
 ``--master hosts:WxC`` (e.g. ``hosts:2x4``): the multi-host Spark standalone cluster of
-``tests/hosts.py`` (network namespaces, root only), W worker hosts of C cores, the Spark
+``tests/support/hosts.py`` (network namespaces, root only), W worker hosts of C cores, the Spark
 driver and the Dask scheduler on its driver host: cold and warm start-up at N = 2 and 4
 against the same floors (the worker floor across the hosts), teardown, and the hand-off
 at 1 GB across the hosts on a bare and a shaped link (``benchmarks/multihost.py``).

@@ -1,4 +1,4 @@
-"""A chaos soak on the multi-host test cluster (``tests/hosts.py``; root only).
+"""A chaos soak on the multi-host test cluster (``tests/support/hosts.py``; root only).
 
     python -m benchmarks soak [--minutes 30] [--seed 37] [--workers 2] [--json PATH]
 
@@ -35,7 +35,7 @@ also no namespace, link, mount, run directory or process of the run's prefix.
 
 The report is a table (:func:`render`): faults per kind, results checked / retried /
 wrong, hangs, what was left behind, and the seconds the cluster ran below its wanted
-size. ``tests/test_multihost_soak.py`` runs the 2-minute version in CI.
+size. ``tests/multihost/test_multihost_soak.py`` runs the 2-minute version in CI.
 """
 
 from __future__ import annotations
@@ -179,7 +179,7 @@ def serve(name: str = NAME, n_workers: int = 2, wait: float = BOUNDS["start"], *
     from distributed import Client
 
     from spark_dask.cli import serve_cluster
-    from tests.hosts import session
+    from tests.support.hosts import session
 
     warnings.filterwarnings("ignore")
     logging.getLogger("distributed").setLevel(logging.ERROR)
@@ -304,7 +304,7 @@ def handoff(timeout: float = TRY) -> dict:
 
     import spark_dask
     from spark_dask import SparkCluster
-    from tests.hosts import session
+    from tests.support.hosts import session
 
     spark = session()
     df = spark.range(0, N_ROWS, 1, 6).selectExpr("id", "cast(id % 7 as int) as k", "cast(id as double) * 0.5 as x")
@@ -336,7 +336,7 @@ def close_by_name(wait: float = 120) -> dict:
     entry, active Spark jobs, the sampled time below the wanted size."""
     from spark_dask import SparkCluster
     from spark_dask.named import configured_root, list_clusters
-    from tests.hosts import session
+    from tests.support.hosts import session
 
     name = SOAK["name"]
     with contextlib.suppress(Exception):
@@ -440,7 +440,7 @@ def _short(e: BaseException) -> str:
 
 
 class Soak:
-    """Applies a schedule to a served cluster on ``hosts`` (a :class:`tests.hosts.Hosts`)."""
+    """Applies a schedule to a served cluster on ``hosts`` (a :class:`tests.support.hosts.Hosts`)."""
 
     def __init__(self, hosts, steps: list[Step], minutes: float, seed: int):
         self.hosts, self.steps, self.minutes, self.seed = hosts, steps, minutes, seed
@@ -522,7 +522,7 @@ class Soak:
                 self.result("handoff", lambda: self.call("handoff", bound=TRY + 20), BOUNDS["handoff"], loud=True)
 
     def _client(self, n: int) -> dict:
-        from tests.hosts import DRIVER
+        from tests.support.hosts import DRIVER
 
         out = self.hosts.python(DRIVER, CLIENT_CODE, NAME, str(n), str(TRY), timeout=TRY + 30)
         return json.loads(out.strip().splitlines()[-1])
@@ -704,7 +704,7 @@ class Soak:
 
     def _left_now(self) -> dict:
         from spark_dask.handoff_plan import DIR_PREFIX
-        from tests.hosts import alive
+        from tests.support.hosts import alive
 
         h = self.hosts
         procs, ports, files = [], [], []
@@ -747,7 +747,7 @@ def _parent(pid: int, psutil) -> int | None:
 
 
 def _cmd(pid: int) -> str:
-    from tests.hosts import cmdline
+    from tests.support.hosts import cmdline
 
     return cmdline(pid)[:200]
 

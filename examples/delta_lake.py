@@ -28,7 +28,7 @@ Writers (the output's first lines say which one ran):
   runtime) or when the active session has Delta's SQL extension; ``deltalake``
   otherwise.
 
-Tested (tests/test_delta_spark.py, tests/test_examples.py): the Spark writer on pyspark
+Tested (tests/spark/test_delta_spark.py, tests/spark/test_examples.py): the Spark writer on pyspark
 3.5.5 with Delta Lake 3.3.2 (``io.delta:delta-spark_2.12:3.3.2``), with and without
 deletion vectors; the deltalake writer on the newest pyspark. docs/delta.md says what
 ``read_delta`` reads right and which path to take on Databricks.

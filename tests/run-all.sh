@@ -14,7 +14,7 @@
 #            the RAPIDS Accelerator's plugin; a few slow variants run on the newest only).
 #            3.5.5 is the newest 3.5 patch that Maven Central's Spark Connect server jar,
 #            Delta Lake 3.3 and the RAPIDS Accelerator's Scala 2.12 jar all support:
-#            tests/jars.py fetches those (pinned, sha1-checked) into ~/.cache/spark-dask/jars
+#            tests/support/jars.py fetches those (pinned, sha1-checked) into ~/.cache/spark-dask/jars
 #
 # Then a short benchmark (python -m benchmarks --quick: N = 2, 1 repetition) prints its
 # table; it fails only if the benchmark breaks, not on timings.
@@ -35,9 +35,9 @@ venv() {  # venv DIR PIP-ARGS...: create DIR (once) and install into it
 
 fetches() {  # the downloads that need no venv, beside the pip installs below
     # Spark's own artifacts the pyspark 3.5 tests load (Connect server, Delta, RAPIDS)
-    timeout 900 "$PYTHON" -m tests.jars fetch >/dev/null ||
-        { echo "run-all: fetching the jars from Maven Central failed (python -m tests.jars fetch)" >&2; return 1; }
-    # the Node.js client and worker examples' packages (tests/test_connection.py,
+    timeout 900 "$PYTHON" -m tests.support.jars fetch >/dev/null ||
+        { echo "run-all: fetching the jars from Maven Central failed (python -m tests.support.jars fetch)" >&2; return 1; }
+    # the Node.js client and worker examples' packages (tests/spark/test_connection.py,
     # test_xlang.py and test_node_worker.py run them); without npm those checks skip
     # locally and fail under CI
     if command -v npm >/dev/null 2>&1; then

@@ -2,7 +2,7 @@
 
     python tools/errors.py            # list them: key, exception, where
 
-Used by ``tests/test_docs.py``: each message's *key* (its first literal phrase of at
+Used by ``tests/spark/test_docs.py``: each message's *key* (its first literal phrase of at
 least 10 characters, without a leading ``spark-dask:``, cut to 50 characters at a word
 boundary) must appear on ``docs/troubleshooting.md``, so a new error cannot be added
 without its cause and fix there.
@@ -17,7 +17,7 @@ What counts as a message:
 
 Every module under ``spark_dask/`` is read, subpackages included, so a new module needs
 no registration. A raise whose message is a variable or a call (``raise PlanError(msg)``)
-has no text to read: ``tests/test_docs.py`` lists the known ones (``UNREAD_OK``) and
+has no text to read: ``tests/spark/test_docs.py`` lists the known ones (``UNREAD_OK``) and
 fails on any other, so a message cannot slip past the check that way either.
 """
 

@@ -15,7 +15,7 @@ From the option table (``spark_dask/options.py``):
 From the Databricks notebook sources (``examples/notebooks/*.py``): the Jupyter
 notebooks next to them (``*.ipynb``, see ``tools/notebooks.py``).
 
-``tests/test_generated.py`` runs the check.
+``tests/unit/test_generated.py`` runs the check.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ name across modules. ``--ratchet FILE`` compares with a baseline written by
 than it: a class or function over its bound that was not over before, or that grew; an
 import inside a cycle that the baseline did not have; a private-name use that is new,
 or more frequent in its module. What got better is reported, so that the baseline can be
-lowered in the same commit. ``tests/test_structure.py`` runs the ratchet.
+lowered in the same commit. ``tests/unit/test_structure.py`` runs the ratchet.
 """
 
 from __future__ import annotations

@@ -1,0 +1,566 @@
+"""spark_dask.to_dask / to_spark on a real local-cluster[2,4,1024] application.
+
+The gang (2 workers, 3 CPUs each through a task profile) leaves one core per executor
+for the transfers' Spark tasks. Spark's local directories are a temporary directory of
+this module, so a leftover transfer file anywhere in them is seen.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import gc
+import glob
+import math
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+from distributed import Client
+
+import spark_dask
+from spark_dask import HandoffError, HandoffTypeError, handoff, handoff_task
+from spark_dask.handoff_plan import LOAD_KEY_PREFIX
+
+from tests.support.processes import wait_until
+from tests.support.spark import active_jobs, make_spark, stop_spark
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(240)]
+# core (also run on pyspark 3.5): the type table, empty data, errors, file lifetime; the
+# fault tests, the network path and the no-free-slot gang of 8 run on the newest pyspark only
+
+TZ = "America/Los_Angeles"
+UTC = dt.timezone.utc
+
+
+@pytest.fixture(scope="module")
+def local_dir(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("spark-local"))
+
+
+@pytest.fixture(scope="module")
+def spark(local_dir):
+    s = make_spark(
+        "local-cluster[2,4,1024]",
+        **{"spark.local.dir": local_dir, "spark.sql.session.timeZone": TZ, "spark.task.maxFailures": "4"},
+    )
+    yield s
+    stop_spark(s)
+
+
+@pytest.fixture(scope="module")
+def client(spark):
+    with spark_dask.start(spark, progress=False, memory_limit="2GiB") as c:
+        yield c
+
+
+def loaded(client, n: int, timeout: float = 60, exclude=()) -> dict:
+    """Wait until ``n`` partitions of Spark -> Dask transfers (other than ``exclude``) are
+    in worker memory; who has them."""
+
+    def held():
+        return {k: ws for k, ws in client.who_has().items()
+                if str(k).startswith(LOAD_KEY_PREFIX) and ws and k not in exclude}  # fmt: skip
+
+    assert wait_until(lambda: len(held()) >= n, timeout), held()
+    return held()
+
+
+def leftovers(local_dir) -> list[str]:
+    return glob.glob(os.path.join(local_dir, "**", "spark-dask-handoff-*"), recursive=True)
+
+
+# ------------------------------------------------------------------ errors without a cluster
+@pytest.mark.core
+def test_transfer_files_that_cannot_be_removed_are_named(caplog):
+    """A removal that cannot reach the workers (the cluster's event loop is gone) says
+    which files stay where (issue 37: nothing was said). No Spark: an unstarted
+    scheduler and a stopped loop."""
+    from functools import partial
+    from types import SimpleNamespace
+
+    from distributed import Scheduler
+    from distributed.utils import LoopRunner, sync
+
+    runner = LoopRunner(asynchronous=False)
+    runner.start()
+    loop = runner.loop
+    runner.stop()
+    registry = handoff._Registry(SimpleNamespace(scheduler=Scheduler(validate=False), sync=partial(sync, loop)))
+    registry.add("t1", [("host-a", "/local/spark-dask-x-t1"), ("host-b", "/data/spark-dask-x-t1")])
+    with caplog.at_level("WARNING", logger="spark_dask"):
+        registry.remove_now("t1")
+    [said] = [r.getMessage() for r in caplog.records if "could not be removed" in r.getMessage()]
+    assert said.startswith("spark-dask: the transfer files in host-a:/local/spark-dask-x-t1, host-b:/data/spark-dask-x-t1 "
+                           "(the executors' SPARK_LOCAL_DIRS) could not be removed (RuntimeError: IOLoop is closed)")  # fmt: skip
+
+
+@pytest.mark.core
+def test_the_cpu_profiles_of_stopped_sessions_are_forgotten():
+    cache = {"app-1": ("profile-1", "stopped"), "app-2": ("profile-2", "running")}
+    handoff.forget_stopped(cache, lambda session: session == "stopped")
+    assert cache == {"app-2": ("profile-2", "running")}
+
+
+@pytest.mark.core
+def test_without_a_cluster_the_error_says_to_start_one(spark):
+    df = spark.range(3)
+    with pytest.raises(HandoffError, match=r"no running Dask cluster.*spark_dask.start"):
+        spark_dask.to_dask(df)
+
+
+@pytest.mark.core
+def test_sparks_redundant_byte_limit_is_lifted_only_while_a_transfer_runs(spark):
+    """Spark >= 4.0 estimates an Arrow batch's size after every row it sends to Python
+    unless maxBytesPerBatch is Int.MaxValue; a transfer lifts the limit when it cannot
+    end a batch of its rows and puts the session's own setting back (Spark 3.x: no
+    such limit, nothing changes)."""
+    import pyarrow as pa
+
+    from spark_dask.session import spark_version
+
+    key, records = "spark.sql.execution.arrow.maxBytesPerBatch", "spark.sql.execution.arrow.maxRecordsPerBatch"
+    fixed = pa.schema([("a", pa.int64()), ("x", pa.float64()), ("b", pa.bool_())])
+    lifted = str(2**31 - 1) if spark_version(spark) >= (4, 0) else None
+    assert spark.conf.get(key, None) is None
+    with handoff._no_redundant_byte_limit(spark, fixed):
+        assert spark.conf.get(key, None) == lifted
+        with handoff._no_redundant_byte_limit(spark, fixed):  # a concurrent transfer
+            assert spark.conf.get(key, None) == lifted
+        assert spark.conf.get(key, None) == lifted  # the first one still runs
+    assert spark.conf.get(key, None) is None  # unset again: Spark's default applies
+    spark.conf.set(key, "4m")
+    try:
+        with handoff._no_redundant_byte_limit(spark, fixed):
+            assert spark.conf.get(key) == (lifted or "4m")
+        assert spark.conf.get(key) == "4m"
+        # strings: the limit can end a batch; 1M rows of 21 bytes > 4 MB: it can too
+        with handoff._no_redundant_byte_limit(spark, pa.schema([("s", pa.string())])):
+            assert spark.conf.get(key) == "4m"
+        with pytest.raises(RuntimeError, match="the job failed"), handoff._no_redundant_byte_limit(spark, fixed):
+            assert spark.conf.get(key) == (lifted or "4m")
+            raise RuntimeError("the job failed")
+        assert spark.conf.get(key) == "4m"  # restored after a failed job too
+        spark.conf.set(records, "1000000")
+        with handoff._no_redundant_byte_limit(spark, fixed):
+            assert spark.conf.get(key) == "4m"
+    finally:
+        spark.conf.unset(key)
+        spark.conf.unset(records)
+    assert not handoff._byte_limit_lifted
+
+
+@pytest.mark.core
+def test_a_client_of_another_cluster_is_refused(spark):
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as lc, Client(lc) as c:
+        with pytest.raises(HandoffError, match="not connected to a spark-dask cluster"):
+            spark_dask.to_dask(spark.range(3), client=c)
+
+
+# ------------------------------------------------------------------ the type table
+def _ts(*args):
+    return dt.datetime(*args, tzinfo=UTC)
+
+
+# column: (Spark DDL type, three values, Dask dtype as str(dtype))
+TYPES = {
+    "k": ("bigint not null", [0, 1, 2], "int64"),
+    "bool": ("boolean not null", [True, False, True], "bool"),
+    "bool_null": ("boolean", [True, None, False], "bool[pyarrow]"),
+    "i8": ("tinyint", [-128, 127, None], "int8[pyarrow]"),
+    "i16": ("smallint not null", [-32768, 32767, 0], "int16"),
+    "i32": ("int", [-(2**31), 2**31 - 1, None], "int32[pyarrow]"),
+    "i64": ("bigint", [-(2**63), 2**63 - 1, None], "int64[pyarrow]"),
+    "f32": ("float", [1.5, float("nan"), None], "float[pyarrow]"),
+    "f64": ("double not null", [1.5, float("nan"), float("-inf")], "float64"),
+    "f64_null": ("double", [2.5, float("nan"), None], "double[pyarrow]"),
+    "dec": ("decimal(38,10)", [decimal.Decimal("1234567890123456789012345678.0123456789"),
+                               decimal.Decimal("-0.0000000001"), None], "decimal128(38, 10)[pyarrow]"),
+    "str": ("string", ["ünïcödé 😀", "", None], "string"),
+    "bin": ("binary", [b"\x00\xff", b"", None], "binary[pyarrow]"),
+    "date": ("date", [dt.date(1, 1, 1), dt.date(9999, 12, 31), None], "date32[day][pyarrow]"),
+    # 2021-11-07 08:30 UTC is 01:30 PDT, the first of the two 01:30s of that night in Los Angeles
+    "ts": ("timestamp", [_ts(2021, 11, 7, 8, 30, 0, 123456), _ts(1900, 1, 1), None], f"datetime64[us, {TZ}]"),
+    "ntz": ("timestamp_ntz", [dt.datetime(2021, 3, 14, 2, 30), dt.datetime(1, 1, 1), None], "datetime64[us]"),
+    "dti": ("interval day to second", [dt.timedelta(days=3, microseconds=7), dt.timedelta(0), None],
+            "timedelta64[us]"),
+    "arr": ("array<int>", [[1, None, 3], [], None], "list<element: int32>[pyarrow]"),
+    "arr_ts": ("array<timestamp>", [[_ts(2020, 1, 1)], [], None],
+               f"list<element: timestamp[us, tz={TZ}]>[pyarrow]"),
+    "st": ("struct<a:int,b:string>", [(1, "x"), (None, None), None], "struct<a: int32, b: string>[pyarrow]"),
+    "map": ("map<string,double>", [{"a": 1.0, "b": None}, {}, None], "map<string, double>[pyarrow]"),
+    "with space": ("string", ["a", None, "c"], "string"),
+    "dot.ted": ("int", [1, None, 3], "int32[pyarrow]"),
+    "1st": ("bigint", [1, 2, None], "int64[pyarrow]"),
+    "ünï": ("double", [0.1, None, 0.3], "double[pyarrow]"),
+    "select": ("date", [dt.date(2020, 2, 29), None, dt.date(1970, 1, 1)], "date32[day][pyarrow]"),
+}  # fmt: skip
+
+
+def _schema(spark):
+    ddl = ", ".join(f"`{name}` {t}" for name, (t, _, _) in TYPES.items())
+    return spark.createDataFrame([], ddl).schema  # StructType.fromDDL needs Spark 4
+
+
+def _rows():
+    names = list(TYPES)
+    return [tuple(TYPES[n][1][i] for n in names) for i in range(3)]
+
+
+def _canon(rows) -> list[str]:
+    """Rows as comparable text (NaN == NaN, dict order ignored)."""
+    out = []
+    for r in rows:
+        fields = []
+        for v in r:
+            if isinstance(v, dict):
+                v = sorted(v.items())
+            fields.append(repr(v))
+        out.append("|".join(fields))
+    return out
+
+
+@pytest.fixture(scope="module")
+def round_trip(spark, client):
+    df = spark.createDataFrame(_rows(), _schema(spark)).repartition(2)
+    ddf = spark_dask.to_dask(df)
+    dtypes = {c: str(t) for c, t in ddf.dtypes.items()}
+    pdf = ddf.compute().sort_values("k").reset_index(drop=True)
+    back = spark_dask.to_spark(ddf)
+    return {"df": df, "ddf": ddf, "dtypes": dtypes, "pdf": pdf, "back": back,
+            "before": _canon(df.orderBy("k").collect()), "after": _canon(back.orderBy("k").collect())}  # fmt: skip
+
+
+@pytest.mark.core
+@pytest.mark.parametrize("column", list(TYPES))
+def test_type_table(round_trip, column):
+    spark_type, values, dask_dtype = TYPES[column]
+    assert round_trip["dtypes"][column] == dask_dtype
+    original = round_trip["df"].schema[column]
+    back = round_trip["back"].schema[column]
+    assert back.dataType == original.dataType
+    if "not null" in spark_type or original.dataType.typeName() not in ("string", "binary", "date", "decimal",
+                                                                         "timestamp", "timestamp_ntz"):
+        # nullability comes back for numbers and booleans (NumPy dtype: not null)
+        assert back.nullable == original.nullable, (back, original)
+    got = round_trip["pdf"][column].tolist()
+    assert len(got) == 3
+    # values, as Spark's rows compare them, unchanged by the round trip
+    i = list(TYPES).index(column)
+    assert [row.split("|")[i] for row in round_trip["after"]] == [row.split("|")[i] for row in round_trip["before"]]
+
+
+@pytest.mark.core
+def test_values_on_the_dask_side(round_trip):
+    pdf = round_trip["pdf"]
+    ts = pdf["ts"]
+    assert str(ts.dt.tz) == TZ  # the session time zone, as in Spark's Arrow batches
+    assert ts[0] == pd.Timestamp("2021-11-07 08:30:00.123456", tz="UTC")  # the same instant
+    assert ts[0].strftime("%H:%M %Z") == "01:30 PDT"  # the first 01:30 of that night (ambiguous wall time)
+    assert pd.isna(ts[2])
+    assert pdf["ntz"][0] == pd.Timestamp("2021-03-14 02:30")  # wall-clock time, no zone applied
+    assert math.isnan(pdf["f64"][1]) and pdf["f64"][2] == -np.inf
+    assert math.isnan(pdf["f64_null"][1]) and pd.isna(pdf["f64_null"][2])  # NaN and null stay apart
+    assert pdf["f64_null"].array._pa_array.null_count == 1
+    assert pdf["dec"][0] == decimal.Decimal("1234567890123456789012345678.0123456789")
+    assert pdf["date"][0] == dt.date(1, 1, 1) and pdf["date"][1] == dt.date(9999, 12, 31)
+    assert pdf["bin"][0] == b"\x00\xff"
+    assert pdf["str"][0] == "ünïcödé 😀" and pdf["str"][1] == "" and pd.isna(pdf["str"][2])
+    assert pdf["arr"][0] == [1, None, 3] and pdf["map"][0] == [("a", 1.0), ("b", None)]
+    assert pdf["st"][0] == {"a": 1, "b": "x"}
+    assert pdf["dti"][0] == pd.Timedelta(days=3, microseconds=7)
+    assert pdf["i64"][0] == -(2**63) and pd.isna(pdf["i64"][2])
+
+
+@pytest.mark.core
+def test_meta_is_known_without_computing(round_trip):
+    ddf = round_trip["ddf"]
+    assert list(ddf._meta.columns) == list(TYPES) and len(ddf._meta) == 0
+    assert ddf.npartitions == 2
+
+
+@pytest.mark.core
+def test_dask_frames_of_pandas_types_to_spark(spark, client):
+    import dask.dataframe as dd
+    from pyspark.sql import types as T
+
+    pdf = pd.DataFrame({
+        "i": np.arange(6, dtype="int32"),
+        "u8": np.arange(6, dtype="uint8"),
+        "u32": np.array([0, 1, 2, 3, 4, 2**32 - 1], dtype="uint32"),
+        "f": [0.5, np.nan, 1.5, 2.5, np.inf, -0.0],
+        "nullable": pd.array([1, None, 3, 4, 5, 6], dtype="Int64"),
+        "obj": ["a", "b", None, "d", "e", "f"],
+        "cat": pd.Categorical(["x", "y", "x", None, "y", "x"]),
+        "naive": pd.to_datetime(["2020-01-01 00:00:00.000001999"] * 6),  # ns: truncated to us as Spark does
+        "aware": pd.date_range("2020-03-08", periods=6, freq="h", tz="Europe/Berlin"),
+        "td": pd.to_timedelta(np.arange(6), unit="s"),
+        "flag": [True, False] * 3,
+    })  # fmt: skip
+    ddf = dd.from_pandas(pdf, npartitions=3)
+    sdf = spark_dask.to_spark(ddf)
+    schema = {f.name: (f.dataType, f.nullable) for f in sdf.schema}
+    assert schema["i"] == (T.IntegerType(), False)
+    assert schema["u8"] == (T.ShortType(), False) and schema["u32"] == (T.LongType(), False)
+    assert schema["f"] == (T.DoubleType(), False)
+    assert schema["nullable"] == (T.LongType(), True)
+    assert schema["obj"][0] == T.StringType() and schema["cat"][0] == T.StringType()
+    assert schema["naive"][0] == T.TimestampNTZType() and schema["aware"][0] == T.TimestampType()
+    assert schema["td"][0] == T.DayTimeIntervalType() and schema["flag"] == (T.BooleanType(), False)
+    rows = sdf.orderBy("i").collect()
+    assert rows[5]["u32"] == 2**32 - 1
+    assert math.isnan(rows[1]["f"]) and rows[4]["f"] == math.inf  # NaN stays NaN, not null
+    assert rows[1]["nullable"] is None and rows[2]["obj"] is None and rows[3]["cat"] is None
+    assert rows[0]["naive"] == dt.datetime(2020, 1, 1, 0, 0, 0, 1)
+    aware = sdf.selectExpr("i", "cast(aware as long) as epoch").orderBy("i").collect()
+    assert [r["epoch"] for r in aware] == [int(t.timestamp()) for t in pdf["aware"]]
+    assert rows[2]["td"] == dt.timedelta(seconds=2)
+    # an explicit schema: non-nullable, and what an object column holds
+    back = spark_dask.to_spark(ddf[["i", "obj"]], schema="i int not null, obj string")
+    assert [f.nullable for f in back.schema] == [False, True]
+
+
+@pytest.mark.core
+def test_unsupported_types_fail_before_any_data_moves(spark, client, monkeypatch):
+    jobs = []
+    monkeypatch.setattr(handoff, "_collect", lambda *a, **k: jobs.append(1))
+    df = spark.sql("SELECT 1 AS ok, INTERVAL '1-2' YEAR TO MONTH AS `months col`")
+    with pytest.raises(HandoffTypeError, match=r"column 'months col' has type interval year to month"):
+        spark_dask.to_dask(df)
+    with pytest.raises(HandoffTypeError, match="duplicate column names"):
+        spark_dask.to_dask(spark.sql("SELECT 1 AS a, 2 AS a"))
+    assert not jobs
+
+    import dask.dataframe as dd
+
+    bad = dd.from_pandas(pd.DataFrame({"ok": [1], "big": np.array([1], dtype="uint64")}), npartitions=1)
+    with pytest.raises(HandoffTypeError, match=r"column 'big'.*unsigned 64-bit"):
+        spark_dask.to_spark(bad)
+    cplx = dd.from_pandas(pd.DataFrame({"z": [1 + 2j]}), npartitions=1)
+    with pytest.raises(HandoffTypeError, match=r"column 'z' has pandas dtype complex128"):
+        spark_dask.to_spark(cplx)
+
+
+@pytest.mark.core
+def test_classic_spark_hands_the_jvms_arrow_batches_to_the_writers(spark, client, monkeypatch):
+    """Classic Spark: the transfer's tasks get the rows as Arrow batches made in the JVM
+    (toArrowBatchRdd), not through mapInArrow; the values are exact."""
+
+    def no_map_in_arrow(spec):
+        raise AssertionError("the classic transfer used mapInArrow")
+
+    monkeypatch.setattr(handoff_task, "spark_writer", no_map_in_arrow)
+    df = spark.range(0, 50_000, 1, 3).selectExpr("id", "CAST(id AS STRING) AS s", "id / 7 AS x")
+    pdf = spark_dask.to_dask(df).compute()
+    assert pdf["id"].tolist() == list(range(50_000))
+    assert pdf["s"].tolist() == [str(i) for i in range(50_000)]
+    assert pdf["x"].tolist() == [i / 7 for i in range(50_000)]
+
+
+@pytest.mark.core
+def test_empty_frames_and_empty_partitions(spark, client, local_dir):
+    empty = spark.range(0, 10, 1, 4).where("id > 100").selectExpr("id", "cast(id as string) as s")
+    ddf = spark_dask.to_dask(empty)
+    assert ddf.npartitions == 1 and len(ddf.compute()) == 0
+    assert {c: str(t) for c, t in ddf.dtypes.items()} == {"id": "int64", "s": "string"}
+    back = spark_dask.to_spark(ddf)
+    assert back.count() == 0 and [f.dataType for f in back.schema] == [f.dataType for f in empty.schema]
+
+    sparse = spark.range(0, 100, 1, 8).where("id < 10 OR id >= 90")  # 6 of 8 partitions empty
+    ddf = spark_dask.to_dask(sparse)
+    assert ddf.npartitions == 2
+    assert sorted(ddf.compute()["id"]) == list(range(10)) + list(range(90, 100))
+    import dask.dataframe as dd
+
+    holes = dd.from_pandas(pd.DataFrame({"x": np.arange(20)}), npartitions=4)
+    holes = holes[holes.x < 3]  # three empty partitions
+    assert sorted(r.x for r in spark_dask.to_spark(holes).collect()) == [0, 1, 2]
+
+
+def test_npartitions(spark, client):
+    df = spark.range(0, 1000, 1, 6)
+    assert spark_dask.to_dask(df, npartitions=2).npartitions == 2
+    ddf = spark_dask.to_dask(df, npartitions=9)
+    assert ddf.npartitions == 9 and ddf["id"].sum().compute() == sum(range(1000))
+    with pytest.raises(spark_dask.PlanError, match="npartitions"):
+        spark_dask.to_dask(df, npartitions=0)
+
+
+@pytest.mark.core
+def test_files_are_local_and_removed_when_released(spark, client, local_dir):
+    df = spark.range(0, 50_000, 1, 4).selectExpr("id", "id * 2 as y")
+    before, dirs_before = set(client.who_has()), set(leftovers(local_dir))
+    ddf = spark_dask.to_dask(df)
+    loaded(client, 4, exclude=before)
+    files = [f for d in set(leftovers(local_dir)) - dirs_before for f in glob.glob(os.path.join(d, "*.arrow"))]
+    assert len(files) == 4, files
+    roots = {w["root"] for w in client.run(handoff_task.host_info).values()}
+    assert all(any(f.startswith(r) for r in roots) for f in files)  # in an executor's SPARK_LOCAL_DIRS
+    persisted = (ddf.y + 1).persist()  # depends on the loaded partitions: they must stay
+    del ddf
+    gc.collect()
+    time.sleep(0.5)
+    assert all(os.path.exists(f) for f in files)
+    assert persisted.sum().compute() == sum(2 * i + 1 for i in range(50_000))
+    del persisted
+    gc.collect()
+    assert wait_until(lambda: not any(os.path.exists(f) for f in files), 10), files
+    assert set(leftovers(local_dir)) <= dirs_before
+
+
+def test_partitions_of_machines_without_workers_go_over_the_network(spark, client, monkeypatch, local_dir):
+    # Pretend the workers run on another machine: every Spark task then sends its
+    # partition to a worker over the cluster's TLS comms, and each loader, finding the
+    # file's machine is not its own, pulls it from the other worker of that machine.
+    real = handoff._hosts
+
+    def elsewhere(c):
+        return {f"elsewhere-{name}": entry for name, entry in real(c).items()}
+
+    monkeypatch.setattr(handoff, "_hosts", elsewhere)
+    dirs_before = set(leftovers(local_dir))
+    df = spark.range(0, 20_000, 1, 4).selectExpr("id", "cast(id as string) as s")
+    ddf = spark_dask.to_dask(df)
+    assert ddf["id"].sum().compute() == sum(range(20_000))
+    pdf = ddf.compute()
+    assert (pdf["s"] == pdf["id"].astype(str)).all()
+
+    # Dask -> Spark: the Spark tasks pull every file from a worker instead of reading it
+    original = handoff_task.write_partition
+
+    def written_elsewhere(*args):
+        out = original(*args)
+        return {**out, "hostname": "elsewhere"} if out["path"] else out
+
+    monkeypatch.setattr(handoff_task, "write_partition", written_elsewhere)
+    before_lazy = set(leftovers(local_dir))
+    lazy = spark_dask.to_spark(ddf)  # pulls the files at each Spark computation
+    assert lazy.count() == 20_000 and lazy.agg({"id": "sum"}).collect()[0][0] == sum(range(20_000))
+    lazy_dirs = set(leftovers(local_dir)) - before_lazy  # kept until the cluster closes
+    assert lazy_dirs
+    kept = spark_dask.to_spark(ddf, checkpoint=True)  # pulls them once into Spark's cache
+    assert kept.count() == 20_000 and kept.agg({"id": "sum"}).collect()[0][0] == sum(range(20_000))
+    kept.unpersist()
+    # the files the workers received are removed once released, like local ones; the
+    # kept DataFrame's at once; the lazy DataFrame's stay
+    del ddf
+    gc.collect()
+    assert wait_until(lambda: set(leftovers(local_dir)) <= dirs_before | lazy_dirs, 10), leftovers(local_dir)
+    assert lazy.count() == 20_000
+
+
+def test_a_dataframe_of_another_application_is_refused(spark, client):
+    class Other:
+        version = spark.version
+        sparkContext = type("SC", (), {"applicationId": "app-other", "_jsc": spark.sparkContext._jsc})()
+
+    with pytest.raises(HandoffError, match=r"another Spark application \(app-other\)"):
+        handoff._check_session(Other(), client.cluster, "the DataFrame")
+    # another session of the same application shares its executors: fine
+    other = spark.newSession()
+    assert spark_dask.to_dask(other.range(5))["id"].sum().compute() == 10
+
+
+# ------------------------------------------------------------------ faults
+def test_a_killed_worker_reloads_its_partitions_from_the_files(spark, client, local_dir):
+    df = spark.range(0, 200_000, 1, 8).selectExpr("id", "id % 7 as k", "rand(3) as x")
+    expected = df.groupBy("k").sum("x").toPandas().set_index("k")["sum(x)"].sort_index()
+    before = set(client.who_has())
+    ddf = spark_dask.to_dask(df)
+    holders = loaded(client, 8, exclude=before)
+    victim = next(iter(holders.values()))[0]
+    lost = [k for k, ws in holders.items() if victim in ws]
+    pid = client.run(os.getpid, workers=[victim])[victim]
+    os.kill(pid, signal.SIGKILL)
+    assert wait_until(lambda: victim not in client.scheduler_info()["workers"], 30)
+    got = ddf.groupby("k").x.sum().compute().sort_index()
+    np.testing.assert_allclose(got.to_numpy(), expected.to_numpy(), rtol=1e-12)
+    assert len(ddf) == 200_000
+    now = client.who_has()
+    assert all(now.get(k) and victim not in now[k] for k in lost), (lost, now)  # loaded again, elsewhere
+    client.wait_for_workers(2, timeout=60)
+
+
+def _slow_batches():
+    def slow(batches):
+        time.sleep(1.5)
+        yield from batches
+
+    return slow
+
+
+def _executor_jvms(app_id: str):
+    import psutil
+
+    return [p for p in psutil.process_iter(["cmdline"])
+            if "CoarseGrainedExecutorBackend" in " ".join(p.info["cmdline"] or []) and app_id in " ".join(p.info["cmdline"] or [])]  # fmt: skip
+
+
+@pytest.mark.timeout(300)
+def test_a_lost_executor_during_the_transfer_is_retried_and_the_result_is_exact(spark, client, local_dir):
+    cluster = client.cluster
+    df = spark.range(0, 80_000, 1, 8).selectExpr("id", "id % 5 as k")
+    df = df.mapInArrow(_slow_batches(), df.schema)  # 1.5 s per partition: time to kill an executor
+    result: dict = {}
+
+    def run():
+        try:
+            result["ddf"] = spark_dask.to_dask(df)
+        except BaseException as e:  # noqa: BLE001
+            result["error"] = e
+
+    t = threading.Thread(target=run)
+    t.start()
+    tracker = spark.sparkContext.statusTracker()
+    gang = set()
+    for job in tracker.getJobIdsForGroup(cluster.tag):
+        info = tracker.getJobInfo(job)
+        gang.update(info.stageIds if info else ())
+
+    def transfer_running():
+        stages = [tracker.getStageInfo(s) for s in tracker.getActiveStageIds() if s not in gang]
+        return any(s and s.numActiveTasks > 0 for s in stages)
+
+    assert wait_until(transfer_running, 60)
+    time.sleep(0.5)
+    _executor_jvms(spark.sparkContext.applicationId)[0].kill()
+    t.join(200)
+    assert "error" not in result, result.get("error")
+    ddf = result["ddf"]
+    pdf = ddf.compute()  # waits for the relaunched workers
+    assert sorted(pdf["id"]) == list(range(80_000))
+    assert (pdf["k"] == pdf["id"] % 5).all()
+    assert wait_until(lambda: cluster.gang_status == "running", 120), cluster.gang_status
+    assert cluster.relaunches == 1
+    del ddf, pdf, result
+    gc.collect()
+
+
+@pytest.mark.core
+def test_nothing_is_left_after_close(spark, client, local_dir):
+    """After the fault tests: close the module's cluster with live transfer data."""
+    ddf = spark_dask.to_dask(spark.range(0, 1000, 1, 2))
+    loaded(client, 2)
+    lazy = spark_dask.to_spark(ddf)  # the default: reads the files each time
+    assert lazy.count() == 1000 and lazy.count() == 1000
+    kept = spark_dask.to_spark(ddf, checkpoint=True)  # the rows in Spark's cache, its files removed at once
+    assert leftovers(local_dir)
+    cluster = client.cluster
+    client.close()
+    assert cluster.status.name == "closed"
+    assert not leftovers(local_dir), leftovers(local_dir)
+    with pytest.raises(Exception, match="is gone: the Dask cluster that wrote it closed .*pass checkpoint=True"):
+        lazy.count()
+    assert kept.count() == 1000 and sorted(r.id for r in kept.collect()) == list(range(1000))
+    kept.unpersist(blocking=True)  # dropped from the cache: the files are gone
+    with pytest.raises(Exception, match=r"is gone: .*dropped from its cache \(unpersist\(\)"):
+        kept.count()
+    assert wait_until(lambda: not active_jobs(spark))
+    with pytest.raises(HandoffError, match="closed"):
+        spark_dask.to_dask(spark.range(3), client=client)

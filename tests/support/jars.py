@@ -1,0 +1,122 @@
+"""Spark's own artifacts from Maven Central that some tests load, pinned and checked.
+
+pyspark's pip package carries Spark's jars but not these: the Spark Connect server for
+Spark 3.5 (pyspark 4 ships its own), Delta Lake's Spark connector and the RAPIDS
+Accelerator. ``tests/run-all.sh`` fetches them once into a cache outside the
+repository; the tests that need one ask :func:`require` for its path (a skip locally
+when it is absent, a failure under CI)::
+
+    python -m tests.support.jars fetch            # all of them (about 620 MB, once)
+    python -m tests.support.jars fetch delta-3.5  # one group
+    python -m tests.support.jars path rapids-3.5  # where a group's jars are
+
+The cache is ``$SPARK_DASK_JAR_CACHE``, by default ``~/.cache/spark-dask/jars``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import tempfile
+import urllib.request
+
+MAVEN = "https://repo1.maven.org/maven2"
+
+# group: [(groupId, artifactId, version, sha1 of the jar as Maven Central lists it)].
+# pyspark 3.5.5 in .venv35 is the newest 3.5 patch that all three support: Maven Central
+# has spark-connect_2.12 for 3.5.0, 3.5.1, 3.5.4, 3.5.5 and 3.5.7 only, and the Scala 2.12 RAPIDS jar
+# 25.04.0 (the last for Scala 2.12) has shims up to spark355.
+# Delta Lake 3.3.2, not 3.3.3: their POMs build against Spark 3.5.3 and 3.5.6 (newer than
+# the 3.5.5 here); Delta 3.3.x is the Spark 3.5 line.
+JARS = {
+    "connect-3.5": [
+        ("org.apache.spark", "spark-connect_2.12", "3.5.5", "e11554155e410b64e6e66e97350e89d8381ec829"),
+    ],
+    "delta-3.5": [
+        ("io.delta", "delta-spark_2.12", "3.3.2", "07fff11b74e7284eec27fe106f31c95b3acc8018"),
+        ("io.delta", "delta-storage", "3.3.2", "e24b01486ee7a26df8a2735eb186f4ee1821fc9e"),
+    ],
+    "rapids-3.5": [
+        ("com.nvidia", "rapids-4-spark_2.12", "25.04.0", "8441bfcb8211ca12b2ed0f0bb853b1c3986ea6e2"),
+    ],
+}
+
+
+def cache_dir() -> str:
+    return os.environ.get("SPARK_DASK_JAR_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "spark-dask", "jars"
+    )
+
+
+def coordinate(group: str) -> str:
+    """The group's Maven coordinates, as ``spark.jars.packages`` would take them."""
+    return ",".join(f"{g}:{a}:{v}" for g, a, v, _ in JARS[group])
+
+
+def paths(group: str) -> list[str]:
+    """Where the group's jars are (or will be) in the cache."""
+    return [os.path.join(cache_dir(), f"{a}-{v}.jar") for _, a, v, _ in JARS[group]]
+
+
+def _sha1(path: str) -> str:
+    digest = hashlib.sha1()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def fetch(group: str, timeout: float = 600) -> list[str]:
+    """Download the group's missing jars, check their sha1, and return their paths."""
+    os.makedirs(cache_dir(), exist_ok=True)
+    for (g, a, v, sha1), path in zip(JARS[group], paths(group)):
+        if os.path.exists(path):
+            continue
+        url = f"{MAVEN}/{g.replace('.', '/')}/{a}/{v}/{a}-{v}.jar"
+        fd, part = tempfile.mkstemp(dir=cache_dir(), suffix=".part")
+        try:
+            with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as response:
+                for block in iter(lambda: response.read(1 << 20), b""):
+                    out.write(block)
+            got = _sha1(part)
+            if got != sha1:
+                raise RuntimeError(f"{url}: sha1 {got}, expected {sha1}")
+            os.chmod(part, 0o644)
+            os.replace(part, path)
+        finally:
+            if os.path.exists(part):
+                os.remove(part)
+    return paths(group)
+
+
+def require(group: str) -> list[str]:
+    """The group's jar paths for a test: skip when they were not fetched (fail under CI)."""
+    import pytest  # here, not above: run-all.sh fetches with a bare interpreter
+
+    missing = [p for p in paths(group) if not os.path.exists(p)]
+    if missing:
+        message = f"{coordinate(group)} not in {cache_dir()}: python -m tests.support.jars fetch {group}"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return paths(group)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 1 or argv[0] not in ("fetch", "path"):
+        print(__doc__, file=sys.stderr)
+        return 2
+    groups = argv[1:] or list(JARS)
+    unknown = [g for g in groups if g not in JARS]
+    if unknown:
+        print(f"unknown group(s) {unknown}; known: {sorted(JARS)}", file=sys.stderr)
+        return 2
+    for group in groups:
+        found = fetch(group) if argv[0] == "fetch" else paths(group)
+        print(f"{group}: {','.join(found)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

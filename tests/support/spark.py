@@ -1,0 +1,174 @@
+"""Real Spark applications on ``local-cluster`` for the tests: sessions in a fresh JVM,
+the default session shared from one test module to the next (:class:`SharedSpark`,
+behind the ``spark`` fixture of ``tests/conftest.py``), and leak checks."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from tests.support.hosts import QUICK_JVM
+from tests.support.processes import dask_processes, port_open, wait_until
+
+
+def _pyspark_version() -> tuple[int, int]:
+    try:
+        import pyspark
+    except ImportError:
+        return (0, 0)
+    major, minor = pyspark.__version__.split(".")[:2]
+    return int(major), int(minor)
+
+
+PYSPARK_VERSION = _pyspark_version()
+
+# Tests of what only Spark >= 4.0 can do (CI also runs the core tests on pyspark 3.5).
+needs_spark4 = pytest.mark.skipif(
+    PYSPARK_VERSION < (4, 0),
+    reason="Spark < 4.0 splits a task profile's GPUs in the default profile's fractions (SPARK-45527)",
+)
+
+
+def fresh_jvm() -> None:
+    """Shut down the py4j gateway JVM left by an earlier session in this process.
+
+    spark-submit turns a session's confs into JVM system properties, and every later
+    ``SparkConf(loadDefaults=True)`` in that JVM reads them back: the fake GPUs of a
+    classic GPU test module would reach the Connect server, and the Connect plugin the
+    next classic module. A fresh JVM starts from the given confs only.
+    """
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return
+    proc = getattr(gateway, "proc", None)
+    try:
+        gateway.shutdown()
+    finally:
+        SparkContext._gateway = None
+        SparkContext._jvm = None
+    if proc is not None:
+        proc.stdin.close()  # the gateway JVM exits on EOF
+        try:
+            proc.wait(30)
+        except Exception:
+            proc.kill()
+            proc.wait(30)
+
+
+# JVM options of the test sessions' driver and executors: C1 only and the serial GC start
+# a local-cluster application (and run its first job) in about 16 s instead of 25 on a
+# 2-CPU machine (the test JVMs are short-lived and small); the product sets no JVM option.
+TEST_JVM_CONF = {
+    "spark.driver.extraJavaOptions": QUICK_JVM,
+    "spark.executor.extraJavaOptions": QUICK_JVM,
+}
+
+
+def make_spark(master: str, **conf):
+    """A classic SparkSession on a local-cluster master, quiet and UI-less, in a fresh
+    JVM (so no conf of an earlier test module's session leaks into it)."""
+    from pyspark.sql import SparkSession
+
+    DEFAULT_SPARK.release()
+    fresh_jvm()
+
+    builder = (
+        SparkSession.builder.master(master)
+        .appName("spark-dask-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
+        .config("spark.sql.shuffle.partitions", "4")
+    )
+    for k, v in {**TEST_JVM_CONF, **conf}.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def stop_spark(spark) -> None:
+    spark.stop()
+    # A new getOrCreate() in the same process must not find the stopped session.
+    from pyspark.sql import SparkSession
+
+    SparkSession._instantiatedSession = None
+    SparkSession._activeSession = None
+    fresh_jvm()
+
+
+class SharedSpark:
+    """The default session (``local-cluster[2,1,1024]``), kept from one test module to
+    the next while each leaves it as it found it (:meth:`as_found`); a module that
+    changed it, or one that needs other confs (:func:`make_spark`), gets a fresh one.
+    An application start is ~8-10 s of CI time per module; pytest_collection_modifyitems
+    runs the modules that use it one after the other."""
+
+    MASTER = "local-cluster[2,1,1024]"
+
+    def __init__(self):
+        self.session = None
+        self.conf: set = set()
+
+    def take(self):
+        if self.session is None:
+            self.session = make_spark(self.MASTER)
+            self.conf = runtime_conf(self.session)
+        return self.session
+
+    def give_back(self) -> None:
+        """After a module: kept if it is as found, else stopped."""
+        if self.session is None:
+            return
+        try:
+            kept = self.as_found(self.session)
+        except Exception:  # noqa: BLE001 - a session that cannot even answer is not kept
+            kept = False
+        if not kept:
+            self.release()
+
+    def as_found(self, s) -> bool:
+        """Running, no job, both executors, no spark-dask cluster or worker of this
+        process, the runtime conf as it was made."""
+        from spark_dask.cluster import live_clusters
+
+        sc = s.sparkContext
+        if sc._jsc is None:  # stopped
+            return False
+        return (
+            not sc._jsc.sc().isStopped()
+            and wait_until(lambda: not active_jobs(s), timeout=10)
+            and sc._jsc.sc().getExecutorMemoryStatus().size() == 3  # the driver and 2 executors
+            and not live_clusters()
+            and wait_until(lambda: not dask_processes(spark=s), timeout=10)
+            and runtime_conf(s) == self.conf
+        )
+
+    def release(self) -> None:
+        s, self.session = self.session, None
+        if s is not None:
+            stop_spark(s)
+
+
+def runtime_conf(s) -> set:
+    """The session's runtime SQL conf set beyond the defaults (``SET``)."""
+    return {(r[0], r[1]) for r in s.sql("SET").collect()}
+
+
+DEFAULT_SPARK = SharedSpark()
+
+
+def active_jobs(spark) -> list[int]:
+    return list(spark.sparkContext.statusTracker().getActiveJobsIds())
+
+
+def assert_no_leftovers(spark, cluster) -> None:
+    """Nothing of ``cluster`` is left: processes, Spark jobs, scheduler port."""
+    assert wait_until(lambda: not dask_processes(cluster.tag)), [
+        p.info for p in dask_processes(cluster.tag)
+    ]
+    assert wait_until(lambda: not active_jobs(spark)), active_jobs(spark)
+    assert not port_open(cluster.scheduler_address)
