@@ -91,8 +91,8 @@ class Peak:
 def worker_pids(tag: str | None = None) -> list[int]:
     """The processes of spark-dask cluster ``tag`` (of any cluster when None): a started
     worker's environment names it, a nanny forked from its task (and the worker it
-    forks) is known by its working directory (``spark_dask.plan.process_cluster``)."""
-    from spark_dask.plan import process_cluster
+    forks) is known by its working directory (``spark_dask.executor.command.process_cluster``)."""
+    from spark_dask.executor.command import process_cluster
 
     out = []
     for p in psutil.process_iter():
@@ -311,7 +311,6 @@ def main(argv=None) -> dict:
     if args.sizes is None:  # 4 GB: ~5 GB in the workers and the files' page cache (ran on 23.5 GiB)
         args.sizes = "0.1,1,4" if psutil.virtual_memory().total >= 16 * 2**30 else "0.1,1"
     from pyspark.sql import SparkSession
-
 
     import spark_dask
 

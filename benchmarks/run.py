@@ -63,11 +63,10 @@ if _BIN not in os.environ.get("PATH", "").split(os.pathsep):
 
 import psutil  # noqa: E402
 
-from benchmarks.machine import machine_facts  # noqa: E402
-
 from benchmarks import multihost  # noqa: E402
+from benchmarks.machine import machine_facts  # noqa: E402
 from benchmarks.plots import write_plots  # noqa: E402
-from spark_dask.plan import process_cluster  # noqa: E402
+from spark_dask.executor.command import process_cluster  # noqa: E402
 
 MASTERS = ["local-cluster[2,1,1024]", "local-cluster[2,4,1024]"]
 TARGETS = {
@@ -368,9 +367,10 @@ def workloads():
 
 def steady_state(spark, reps: int, options: dict, minimum: float = 10.0) -> dict:
     """Each workload on spark-dask and LocalCluster (TLS and TCP), runs interleaved."""
-    import spark_dask
     from distributed import Client, LocalCluster
     from distributed.security import Security
+
+    import spark_dask
 
     common = {"n_workers": 2, "threads_per_worker": 1, "memory_limit": "4GiB"}
     quiet = io.StringIO()

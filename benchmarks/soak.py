@@ -703,7 +703,7 @@ class Soak:
         return left
 
     def _left_now(self) -> dict:
-        from spark_dask.handoff_plan import DIR_PREFIX
+        from spark_dask.handoff.files import DIR_PREFIX
         from tests.support.hosts import alive
 
         h = self.hosts

@@ -19,9 +19,9 @@ from spark_dask.errors import (
     TaskFailed,
     WorkerStartError,
 )
-from spark_dask.handoff import to_dask, to_spark
+from spark_dask.handoff.driver import to_dask, to_spark
 from spark_dask.named import NamedCluster, list_clusters
-from spark_dask.xlang import XLangError, XLangTaskError
+from spark_dask.xlang.graph import XLangError, XLangTaskError
 
 __version__ = "0.1.0"
 

@@ -2,7 +2,7 @@
 
 Pure functions: no Spark, no cluster. They read Spark schemas as JSON
 (``df.schema.jsonValue()``), so they run anywhere pyarrow does. Shipped by value to the
-Dask workers (which load the Arrow files) together with :mod:`spark_dask.handoff_task`.
+Dask workers (which load the Arrow files) together with :mod:`spark_dask.handoff.transfer`.
 
 Spark → Arrow follows Spark's own conversion (``pyspark/sql/pandas/types.py``
 ``to_arrow_type``, the JVM's ``ArrowUtils.toArrowType``): ``TimestampType`` is

@@ -32,14 +32,15 @@ from dask.utils import format_bytes, parse_timedelta
 from spark_dask import __version__, config, databricks, named, options, rapids
 from spark_dask.cluster import SparkCluster
 from spark_dask.connection import ENV_SCHEDULER_FILE, proxied_dashboard_link
-from spark_dask.errors import SparkDaskError
 from spark_dask.connection import client_config as connection_config
-from spark_dask.plan import PlanError, gang_threads, hog_warning, plan_gang, spare_slots, worker_command, worker_memory
+from spark_dask.errors import SparkDaskError
+from spark_dask.executor.command import worker_command
+from spark_dask.executor.gang_task import PRELOAD_MODULE, host_memory
+from spark_dask.executor.sizing import worker_memory
+from spark_dask.plan import PlanError, gang_threads, hog_warning, plan_gang, spare_slots
 from spark_dask.session import cluster_facts, require_pyspark
-from spark_dask.sizes import plural
 from spark_dask.session import conf as spark_conf
-from spark_dask.task import PRELOAD_MODULE
-from spark_dask.task import host_memory
+from spark_dask.sizes import plural
 
 # --------------------------------------------------------------------------------------
 # Options. Those of spark_dask.start() come from the option table (spark_dask/options.py),
@@ -590,7 +591,7 @@ def _shell_line(cmd: list[str]) -> str:
 
 
 def info_worker_command(plan, opts: dict, threads: int | str, memory: int | None) -> list[str]:
-    """The command line of one Dask worker of ``plan`` (:func:`spark_dask.plan.worker_command`,
+    """The command line of one Dask worker of ``plan`` (:func:`spark_dask.executor.command.worker_command`,
     what each Spark task runs), with ``<...>`` where only the task knows the value
     (its interpreter, the scheduler's address, the worker's name and directory, the
     credentials' files). A dask-cuda worker's RMM pool flags, which its task derives

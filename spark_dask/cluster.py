@@ -7,7 +7,7 @@ This module is the Cluster contract (distributed's ``Cluster``: ``scale``, ``ada
 holds: the scheduler side (:mod:`spark_dask.scheduler`), the gangs and the policy that
 keeps them at their target (:mod:`spark_dask.pool`), the start-up wait and the slot
 watch (:mod:`spark_dask.watch`), the plan of a gang (:mod:`spark_dask.plan`), the task
-specification (:mod:`spark_dask.spec`) and what the widget and logs show
+specification (:mod:`spark_dask.executor.task_spec`) and what the widget and logs show
 (:mod:`spark_dask.report`).
 """
 
@@ -32,30 +32,45 @@ from distributed.deploy.cluster import Cluster
 from distributed.security import Security
 from distributed.utils import Log, silence_logging_cmgr
 
-from spark_dask import connection, idle, logdir, named, options, registry, report, signals
+from spark_dask import (
+    connection,
+    idle,
+    logdir,
+    named,
+    options,
+    registry,
+    report,
+    signals,
+)
 from spark_dask.aio import CloseHooks, blocking
 from spark_dask.databricks import DashboardSettings, worker_credentials
 from spark_dask.errors import ClusterError, PlanError
 from spark_dask.events import Events, outside_package
+from spark_dask.executor.gang_task import host_memory
+from spark_dask.executor.sizing import memory_problem
+from spark_dask.executor.task_spec import TaskSpec
 from spark_dask.gang import Gang
+from spark_dask.gang_spec import by_host, rmm_spec, task_spec
 from spark_dask.plan import (
     GangPlan,
     check_request,
     gang_steps,
     hog_warning,
     max_workers,
-    memory_problem,
     plan_gang,
     workers_for,
 )
 from spark_dask.pool import GangPool, adapt_bounds, size_per_worker
 from spark_dask.scheduler import DriverScheduler, task_group
-from spark_dask.session import active_session, cluster_facts, connect_session_problem, is_connect
+from spark_dask.session import (
+    active_session,
+    cluster_facts,
+    connect_session_problem,
+    is_connect,
+)
 from spark_dask.session import conf as spark_conf
 from spark_dask.sizes import plural
 from spark_dask.slots import other_clusters
-from spark_dask.spec import TaskSpec, by_host, rmm_spec, task_spec
-from spark_dask.task import host_memory
 from spark_dask.watch import StartWait, watch_session_stop, watch_starved_stages
 from spark_dask.worker_flags import TaskWarnings, check_worker_options
 
@@ -169,7 +184,7 @@ class GangMaker:
                     on_done=self.on_done)  # fmt: skip
 
     def task_spec(self) -> TaskSpec:
-        """What every task of the cluster is handed (:func:`spark_dask.spec.task_spec`)."""
+        """What every task of the cluster is handed (:func:`spark_dask.gang_spec.task_spec`)."""
         opts, sec, scheduler = self.options, self.side.security, self.side.scheduler
         tls = {"ca": sec.tls_ca_file, "cert": sec.tls_worker_cert, "key": sec.tls_worker_key} if opts["tls"] else None
         # warnings the tasks attach to their workers (rmm missing, distributed patch level)

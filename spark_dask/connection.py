@@ -31,7 +31,7 @@ from contextlib import suppress
 import yaml
 
 from spark_dask.errors import ClusterError
-from spark_dask.task import write_private
+from spark_dask.executor.gang_task import write_private
 
 SCHEDULER_FILE = "scheduler.json"
 CONFIG_FILE = "spark-dask-client.yaml"

@@ -2,7 +2,7 @@
 them), all under :class:`SparkDaskError`; the cross-language ones,
 :class:`spark_dask.xlang.XLangError` and :class:`~spark_dask.xlang.XLangTaskError`,
 derive from it in their own module. Leaf module: it imports nothing of the package, so
-the task code shipped to the executors (:func:`spark_dask.shipping.ship_task_code`) can
+the task code shipped to the executors (:data:`spark_dask.executor.SHIPPED`) can
 carry it."""
 
 from __future__ import annotations

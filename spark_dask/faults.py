@@ -50,7 +50,7 @@ def lost_worker(last_status: str | None, retiring: bool, cluster_running: bool) 
 
 def worker_slot(name: str) -> str:
     """A worker's name without the attempt suffix that a task Spark ran again adds
-    (:func:`spark_dask.plan.worker_name`): the new attempt's worker replaces the old.
+    (:func:`spark_dask.executor.placement.worker_name`): the new attempt's worker replaces the old.
 
     >>> worker_slot("spark-3-a1"), worker_slot("spark-3-gpu1-a2"), worker_slot("spark-3")
     ('spark-3', 'spark-3-gpu1', 'spark-3')

@@ -18,7 +18,7 @@ connected, how many it should keep (``wanted``: scale-down lowers it before its 
 are retired), its status, and cancels itself.
 
 Every gang's worker names continue one count over the cluster's tasks
-(:func:`spark_dask.plan.worker_name`): names never repeat, across scale-ups and
+(:func:`spark_dask.executor.placement.worker_name`): names never repeat, across scale-ups and
 relaunches. Everything here runs on the cluster's event loop, except the launcher
 thread, which reports through ``on_done``.
 """
@@ -30,10 +30,10 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
+from spark_dask.executor.task_spec import TaskSpec
 from spark_dask.launcher import GangLauncher, summarize_spark_error
 from spark_dask.plan import GangPlan, tasks_for
 from spark_dask.sizes import plural
-from spark_dask.spec import TaskSpec
 
 logger = logging.getLogger("spark_dask")
 

@@ -30,8 +30,9 @@ import time
 from dataclasses import dataclass
 
 import spark_dask
-from spark_dask import config, handoff
-from spark_dask.handoff_plan import needs_cpu_profile
+from spark_dask import config
+from spark_dask.handoff import driver as handoff
+from spark_dask.handoff.capacity import needs_cpu_profile
 
 QUERY = ["--query-gpu=index,pci.bus_id,name,memory.total", "--format=csv,noheader,nounits"]
 # What must be importable for the checks (module -> what to install).

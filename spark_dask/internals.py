@@ -11,7 +11,7 @@ user's cluster does).
 A cluster of Python workers changes none of the scheduler's own methods or handlers:
 :func:`replaced` asks a running scheduler which ones it runs as distributed did not make
 them (``[]`` for a plain cluster; the cross-language placement's, once a worker of
-another language joined, :mod:`spark_dask.xlang_scheduler`).
+another language joined, :mod:`spark_dask.xlang.scheduler`).
 """
 
 from __future__ import annotations

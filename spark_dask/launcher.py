@@ -2,7 +2,7 @@
 
 One :class:`GangLauncher` is one Spark job: a barrier stage of ``n_tasks`` tasks (or,
 under dynamic allocation, a plain job of one task), each running
-:func:`spark_dask.task.run_task`. ``collect()`` blocks for as long as the workers
+:func:`spark_dask.executor.gang_task.run_task`. ``collect()`` blocks for as long as the workers
 run, so it happens in a background thread; the job carries a unique job group
 and job tag (classic) or session tag (Spark Connect) so it can be cancelled.
 :mod:`spark_dask.gang` builds on it.
@@ -17,12 +17,12 @@ import threading
 import time
 from collections.abc import Callable
 
-from spark_dask import databricks, jobtags
-from spark_dask import task as task_module
+from spark_dask import databricks, executor, jobtags
 from spark_dask.errors import TaskFailed
+from spark_dask.executor import gang_task
+from spark_dask.executor.task_spec import TaskSpec
 from spark_dask.plan import GangPlan
-from spark_dask.shipping import ship_task_code
-from spark_dask.spec import TaskSpec
+from spark_dask.shipping import ship_by_value
 from spark_dask.sparkconf import is_connect
 
 logger = logging.getLogger(__name__)
@@ -140,7 +140,7 @@ class GangLauncher:
         self._thread = threading.Thread(target=self._run, name=f"spark-dask-{tag}", daemon=True)
 
     def start(self) -> None:
-        ship_task_code()
+        ship_by_value(*executor.SHIPPED)
         self._thread.start()
 
     def join(self, timeout: float | None = None) -> bool:
@@ -171,7 +171,7 @@ class GangLauncher:
         # this thread, which submits the job.
         with jobtags.tagged(self.spark, self.tag, self.description, job_group=True):
             self._register_with_databricks()
-            return gang_rdd(sc, self.plan, task_module.classic_partition(self.spec)).collect()
+            return gang_rdd(sc, self.plan, gang_task.classic_partition(self.spec)).collect()
 
     def _register_with_databricks(self) -> None:
         """On Databricks, have the REPL's detach / restart cancel this job group."""
@@ -198,7 +198,7 @@ class GangLauncher:
                     active.session = spark
                 kwargs["profile"] = profile
             df = spark.range(0, n, 1, n).mapInArrow(
-                task_module.arrow_partition(self.spec), "status string", **kwargs
+                gang_task.arrow_partition(self.spec), "status string", **kwargs
             )
             return [r["status"] for r in df.collect()]
 

@@ -22,9 +22,8 @@ at close, after every gang ended. A Spark task writes only into ``workers/``, wh
 the driver made: where it does not find it, the path is not shared with the driver,
 and the task says so in its status row instead of making a directory nobody reads.
 
-This module is shipped by value with the task code (:mod:`spark_dask.shipping`): the
-executors call :func:`save_worker_logs`. At import it needs the standard library and
-:mod:`spark_dask.sizes` (standard library only, shipped with it) only.
+What a Spark task does with ``workers/`` (:func:`~spark_dask.executor.logs.save_worker_logs`)
+is in :mod:`spark_dask.executor.logs`; the rest, here, runs on the driver.
 """
 
 from __future__ import annotations
@@ -32,39 +31,17 @@ from __future__ import annotations
 import logging
 import os
 import re
-import shutil
 
+from spark_dask.executor.logs import WORKERS, safe_name
 from spark_dask.sizes import plural
 
 SCHEDULER_LOG = "scheduler.log"
 CLUSTER_LOG = "cluster.log"
 TASKS_LOG = "spark-tasks.log"
-WORKERS = "workers"
 # distributed's default ``distributed.admin.log-format`` (what get_logs()["Scheduler"] shows)
 LOG_FORMAT = "%(asctime)s - %(name)s - %(levelname)s - %(message)s"
 # the logger whose records scheduler.log keeps: the scheduler runs in the driver process
 SCHEDULER_LOGGER = "distributed"
-
-
-def safe_name(text: str) -> str:
-    """``text`` as one file or directory name: runs of characters other than letters,
-    digits, ``.``, ``_`` and ``-`` become ``_``; no leading or trailing dot.
-
-    Parameters
-    ----------
-    text : str
-        A cluster or worker name.
-
-    Returns
-    -------
-    str
-        A name that is never empty, ``.`` or ``..``, and has no ``/``.
-
-    >>> safe_name("spark-3-gpu1"), safe_name("team a/etl"), safe_name("..")
-    ('spark-3-gpu1', 'team_a_etl', '_')
-    """
-    name = re.sub(r"[^A-Za-z0-9._-]+", "_", str(text)).strip(".")
-    return name or "_"
 
 
 def cluster_directory(root: str | None, name: str, cluster_id: str) -> str | None:
@@ -96,54 +73,6 @@ def cluster_directory(root: str | None, name: str, cluster_id: str) -> str | Non
     if not base.endswith(cluster_id):
         base = f"{base}-{cluster_id}"
     return os.path.join(os.path.abspath(os.path.expanduser(str(root))), base)
-
-
-def worker_log_path(directory: str, worker: str) -> str:
-    """Where a worker's whole log is kept: ``<directory>/workers/<worker>.log``.
-
-    >>> worker_log_path("/logs/etl-ab12", "spark-0")
-    '/logs/etl-ab12/workers/spark-0.log'
-    """
-    return os.path.join(directory, WORKERS, safe_name(worker) + ".log")
-
-
-def save_worker_logs(directory: str, logs: list[tuple[str, str]]) -> str | None:
-    """Copy each worker's log file into ``<directory>/workers/`` (run by the Spark task
-    when its workers ended, before it removes its working directory).
-
-    Parameters
-    ----------
-    directory : str
-        The cluster's log directory (made by the driver).
-    logs : list of (str, str)
-        ``(worker name, path of its log file)``.
-
-    Returns
-    -------
-    str or None
-        Why the logs (some or all) could not be kept, for the task's status row; None
-        when every one was. Never raises for a file system error: keeping logs must not
-        fail the worker's task.
-    """
-    target = os.path.join(directory, WORKERS)
-    if not os.path.isdir(target):
-        return not_shared_message(target)
-    problems = []
-    for worker, source in logs:
-        try:
-            with open(source, "rb") as src, open(worker_log_path(directory, worker), "wb") as dst:
-                shutil.copyfileobj(src, dst)  # read and write, from the start: no sendfile, no seek
-        except OSError as e:
-            problems.append(f"{worker}: {type(e).__name__}: {e}")
-    return "; ".join(problems) or None
-
-
-def not_shared_message(target: str) -> str:
-    """A task's reason when the driver's ``workers/`` directory is not there for it."""
-    return (
-        f"{target} does not exist on this executor: the log directory is not on a file "
-        f"system that the driver and this executor share"
-    )
 
 
 def not_kept_message(directory: str, rows: list[dict]) -> str | None:

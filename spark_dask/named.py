@@ -50,8 +50,8 @@ from spark_dask import config, connection, report
 from spark_dask.aio import blocking
 from spark_dask.errors import ClusterError, ClusterTimeoutError, SparkDaskError
 from spark_dask.events import outside_package
+from spark_dask.executor.preload import stat_fields
 from spark_dask.options import check_name
-from spark_dask.preload import stat_fields
 from spark_dask.sizes import plural
 
 logger = logging.getLogger("spark_dask")

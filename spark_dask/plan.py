@@ -1,26 +1,23 @@
-"""Pure decisions: how many Spark tasks and Dask workers, which GPU, how many threads,
-what memory limit, which command line, which error.
+"""Pure decisions on the driver: how many Spark tasks and Dask workers, which resource
+profile, how many slots a gang needs and has, when to scale, which warning or error.
 
 Nothing here touches Spark, processes or the network, so every rule is unit-tested
-without a cluster. The module uses the standard library only: it is shipped to the
-executors by value together with :mod:`spark_dask.task`.
+without a cluster. What each Spark task decides for itself (its workers' GPUs, names,
+threads, memory, command line) is in :mod:`spark_dask.executor`, which this module uses
+and which must not use it.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import re
-import shlex
 from dataclasses import dataclass, replace
 
 from spark_dask.errors import PlanError
-from spark_dask.sizes import human_bytes, plural
+from spark_dask.executor.sizing import thread_cores, worker_threads
+from spark_dask.sizes import plural
 
 KINDS = ("auto", "cuda", "cpu")
 GPU_MODES = ("auto", "shared", "exclusive")
-MIN_MEMORY = 256 * 2**20  # below this a Dask worker is not useful
-REGISTERED_MARKER = "Registered to:"  # what distributed's worker logs once it joined
 
 
 @dataclass(frozen=True)
@@ -335,75 +332,6 @@ def encryption_problem(require: bool, tls: bool, spark_encrypted: bool) -> str |
             "key would reach the executors in clear. Start the Spark application with "
             "spark.network.crypto.enabled=true (and spark.authenticate=true), or spark.ssl.enabled=true; "
             "or accept the risk with require_encryption=False."
-        )
-    return None
-
-
-def _release(version: str) -> tuple[int, int] | None:
-    """(year, month) of a calendar version such as ``2026.8.0`` or ``2026.8.1rc1``."""
-    parts = version.split(".")
-    if len(parts) < 2 or not parts[0].isdigit():
-        return None
-    month = ""
-    for ch in parts[1]:
-        if not ch.isdigit():
-            break
-        month += ch
-    return (int(parts[0]), int(month)) if month else None
-
-
-def version_problem(driver: str, executor: str | None, where: str = "the executor") -> tuple[str, str] | None:
-    """A ``distributed`` version on an executor that differs from the driver's.
-
-    Returns None when they are equal (or the executor has none: reported as a missing
-    package elsewhere), else ``(level, message)``:
-
-    * ``"error"`` when the release differs (year or month of the calendar version,
-      ``2026.7.x`` vs ``2026.8.x``): the scheduler runs on the driver and the workers
-      on the executors, and distributed's scheduler-worker protocol changes between
-      releases without any compatibility promise (Dask itself only warns, after the
-      workers joined);
-    * ``"warning"`` when only the patch level differs (``2026.8.0`` vs ``2026.8.1``):
-      bug-fix releases of one month keep the protocol, so the workers start, but the
-      user is told which executor differs and how to align it.
-
-    >>> version_problem("2026.8.0", "2026.8.0") is None
-    True
-    >>> version_problem("2026.8.0", "2026.7.1")[0]
-    'error'
-    >>> version_problem("2026.8.0", "2026.8.1")[0]
-    'warning'
-    """
-    if executor is None or driver == executor:
-        return None
-    fix = (
-        f"Install the driver's version on every executor (Databricks: %pip install "
-        f"distributed=={driver} in the notebook, which installs it on the executors too; "
-        f"elsewhere: the Python environment the executors run), or the executors' version "
-        f"on the driver."
-    )
-    d, e = _release(driver), _release(executor)
-    if d is not None and d == e:
-        return (
-            "warning",
-            f"{where} has distributed {executor}, the driver (Dask scheduler) has {driver}: "
-            f"only the patch level differs, so the workers start. {fix}",
-        )
-    return (
-        "error",
-        f"{where} has distributed {executor}, but the driver, where the Dask scheduler runs, "
-        f"has {driver}: the scheduler and its workers must run the same release of "
-        f"distributed (its protocol changes between releases). {fix}",
-    )
-
-
-def memory_problem(limit: int, host_memory: int) -> str | None:
-    """A memory limit larger than the host has."""
-    if limit > host_memory:
-        return (
-            f"memory_limit={human_bytes(limit)} per worker exceeds the {human_bytes(host_memory)} of "
-            "memory of the host; use memory_limit='auto' (the host's memory left after the Spark "
-            "executors, split over its Dask workers) or a smaller size"
         )
     return None
 
@@ -755,194 +683,15 @@ def starved_stages(stages: list[dict], gang_stages: set[int]) -> list[dict]:
 # --------------------------------------------------------------------------------------
 
 
-def physical_gpu(address: str, cuda_visible_devices: str | None) -> str:
-    """Map a Spark GPU address (an index) through an existing ``CUDA_VISIBLE_DEVICES``.
-
-    >>> physical_gpu("1", "4,5,6")
-    '5'
-    >>> physical_gpu("GPU-abc", None)
-    'GPU-abc'
-    """
-    if not cuda_visible_devices:
-        return address
-    visible = [d.strip() for d in cuda_visible_devices.split(",") if d.strip()]
-    if address.isdigit() and int(address) < len(visible):
-        return visible[int(address)]
-    return address
-
-
-def worker_name(index: int, gpu: str | None = None, attempt: int = 0) -> str:
-    """Dask worker name: ``spark-<n>`` or ``spark-<n>-gpu<id>``.
-
-    ``n`` numbers the cluster's Spark tasks over every gang it ever submitted (the
-    first gang's tasks are 0, 1, ...; each scale-up and relaunch continues the count),
-    so names stay unique: the scheduler refuses a worker whose name another worker still
-    holds. A task that Spark itself runs again (attempt > 0, plain jobs under dynamic
-    allocation) adds ``-a<attempt>``.
-
-    >>> worker_name(3), worker_name(3, "1"), worker_name(3, None, 1)
-    ('spark-3', 'spark-3-gpu1', 'spark-3-a1')
-    """
-    name = f"spark-{index}" if gpu is None else f"spark-{index}-gpu{gpu}"
-    return f"{name}-a{attempt}" if attempt else name
-
-
-def task_number(name: str) -> int | None:
-    """The task number in a worker name of :func:`worker_name`; None for other names.
-
-    >>> task_number("spark-3-gpu1"), task_number("spark-12"), task_number("other")
-    (3, 12, None)
-    """
-    parts = str(name).split("-")
-    return int(parts[1]) if len(parts) > 1 and parts[0] == "spark" and parts[1].isdigit() else None
-
-
-def assign_workers(gathered: list[dict], pinned: bool, base: int = 0) -> dict[int, list[dict]]:
-    """Which task starts which workers, from every task's facts (``allGather``).
-
-    Each entry of ``gathered`` has ``partition``, ``host`` and ``gpus`` (physical ids).
-    With ``pinned``, every physical GPU of a host gets exactly one worker, started by
-    the lowest partition that owns it; tasks that share a GPU (fractional
-    ``spark.task.resource.gpu.amount``) agree on this without talking to each other.
-    Without ``pinned``, each task starts one unpinned worker. Worker names count from
-    ``base`` (the gang's first task number in the cluster).
-    """
-    out: dict[int, list[dict]] = {}
-    claimed: set[tuple[str, str]] = set()
-    for t in sorted(gathered, key=lambda t: t["partition"]):
-        p = t["partition"]
-        mine = []
-        if not pinned:
-            mine.append({"name": worker_name(base + p, None), "gpu": None})
-        else:
-            for gpu in t.get("gpus") or []:
-                key = (t["host"], gpu)
-                if key in claimed:
-                    continue
-                claimed.add(key)
-                mine.append({"name": worker_name(base + p, gpu), "gpu": gpu})
-        out[p] = mine
-    return out
-
-
-def executor_gpu_list(candidates: list[list[str]], own: list[str], count: int) -> list[str]:
-    """The GPU addresses of an executor, from what the driver knows of its host.
-
-    ``candidates`` are the address lists of the executors on the executor's host;
-    ``own`` the addresses Spark gave the asking task (a share of one of them), which
-    tells executors on one host apart. Without a single answer, the executor's
-    ``count`` GPUs are taken to be ``0..count-1``, what discovery scripts based on
-    ``nvidia-smi`` report (Databricks, the Spark RAPIDS examples).
-
-    >>> executor_gpu_list([["0", "1"], ["2", "3"]], ["2"], 2)
-    ['2', '3']
-    >>> executor_gpu_list([], [], 2)
-    ['0', '1']
-    """
-    matches = [list(c) for c in candidates if set(own) <= set(c)] if own else [list(c) for c in candidates]
-    distinct = {tuple(m) for m in matches}
-    if len(distinct) == 1:
-        return list(next(iter(distinct)))
-    return [str(i) for i in range(int(count))]
-
-
-def assign_shared(gang: list[dict], executor_gpus: dict[str, list[str]], base: int = 0) -> dict[int, list[dict]]:
-    """Which task starts which worker when the gang shares the executors' GPUs.
-
-    Spark gives the gang's tasks GPU *shares* (or none), so the addresses it assigns do
-    not tell the tasks apart. Instead the tasks on one executor (``executor`` of each
-    entry of ``gang``) take its GPUs (``executor_gpus[executor]``, physical ids) in the
-    order of their partitions: the k-th task on an executor runs the worker of its k-th
-    GPU. Every task computes the same answer from the gang's placement alone. Worker
-    names count from ``base``. Other gangs of the cluster may already use some of these
-    GPUs: each task then takes another free one (``run_task``'s GPU claims).
-    """
-    out: dict[int, list[dict]] = {}
-    rank: dict[str, int] = {}
-    for t in sorted(gang, key=lambda t: t["partition"]):
-        i = rank.get(t["executor"], 0)
-        rank[t["executor"]] = i + 1
-        gpus = executor_gpus.get(t["executor"]) or []
-        p = t["partition"]
-        out[p] = [{"name": worker_name(base + p, gpus[i]), "gpu": gpus[i]}] if i < len(gpus) else []
-    return out
-
-
-def gang_shortfall(
-    assignment: dict[int, list[dict]], expected: int, pinned: bool, shared: bool = False
-) -> str | None:
-    """Explain why the gang would start fewer workers than ``expected``, else None."""
-    total = sum(len(v) for v in assignment.values())
-    if total == expected:
-        return None
-    empty = sorted(p for p, ws in assignment.items() if not ws)
-    if shared:
-        return (
-            f"the Spark tasks can start {total} Dask workers, not the {expected} requested: Spark "
-            "placed more of the gang's tasks on some executors than they have GPUs, and fewer "
-            "on others (their task slots were busy with Spark jobs)"
-            + (f"; tasks without a GPU: {empty}" if empty else "")
-            + f". Start the cluster again once those jobs are done, or pass n_workers={total}."
-        )
-    why = (
-        "several tasks were given the same GPU (fractional spark.task.resource.gpu.amount "
-        "without stage-level scheduling) or tasks got no GPU"
-        if pinned
-        else "tasks were placed unexpectedly"
-    )
-    return (
-        f"the Spark tasks can start {total} Dask workers, not the {expected} requested: {why}"
-        + (f" (tasks without a GPU of their own: {empty})" if empty else "")
-        + ". Set spark.task.resource.gpu.amount=1, or pass n_workers="
-        + f"{total}."
-    )
-
-
-def worker_threads(
-    override: int | None,
-    task_cpus: int,
-    executor_cores: int,
-    tasks_on_executor: int,
-    workers_in_task: int,
-    kind: str = "cpu",
-) -> int:
-    """Threads per Dask worker.
-
-    ``override`` (``threads_per_worker``) wins. A dask-cuda worker (``kind="cuda"``)
-    gets one thread, dask-cuda's own default: a GPU runs one task's kernels at a time,
-    and more threads mostly add host-memory pressure and contention for the device.
-    A CPU worker gets the task's CPUs, or the executor's cores when the gang has a
-    single task on this executor, split over the workers the task starts.
-    """
-    if override is not None:
-        return int(override)
-    if kind == "cuda":
-        return 1
-    cpus = executor_cores if tasks_on_executor == 1 and executor_cores else task_cpus
-    return max(1, int(cpus) // max(workers_in_task, 1))
-
-
 def alone_on_executor(plan: GangPlan, facts: ClusterFacts) -> bool:
     """Whether each of the plan's tasks asks for more than half of an executor's cores,
     so no other task (of the gang or of Spark) runs next to it."""
     return bool(plan.task_cpus and 2 * plan.task_cpus > facts.executor_cores)
 
 
-def thread_cores(executor_cores: int, gpu_mode: str | None, barrier: bool, own_executor: bool) -> int:
-    """The executor cores a task that is alone on its executor gives its workers
-    (:func:`worker_threads`' ``executor_cores``); 0: only the task's own CPUs.
-
-    Sharing GPUs with Spark's tasks, the worker gets its task's CPUs, never the
-    executor's other cores (Spark's tasks use them). A plain job's task likewise (other
-    workers' tasks may run on the same executor), unless its CPUs keep it alone there.
-    """
-    shares = gpu_mode == "shared" or not (barrier or own_executor)
-    return 0 if shares else int(executor_cores)
-
-
 def gang_threads(facts: ClusterFacts, plan: GangPlan, override: int | None) -> tuple[int, int]:
     """(fewest, most) threads per worker that the plan's tasks will give their workers:
-    :func:`worker_threads` as each task calls it (``spark_dask.task``), for each number
+    :func:`worker_threads` as each task calls it (``spark_dask.executor.gang_task``), for each number
     of the gang's tasks that an executor gets.
 
     Spark hands a stage's tasks to idle executors round-robin (one task per executor and
@@ -960,257 +709,20 @@ def gang_threads(facts: ClusterFacts, plan: GangPlan, override: int | None) -> t
     return min(values), max(values)
 
 
-def worker_memory(
-    override: int | str | None,
-    host_memory: int,
-    executor_memory: int,
-    executors_on_host: int,
-    workers_on_host: int,
-) -> int:
-    """Memory limit (bytes) of each Dask worker on a host.
-
-    ``auto``: what the host has left after the executor JVMs placed on it, split over
-    the Dask workers on that host, and never below 256 MiB. A number of bytes wins.
-    """
-    if override not in (None, "auto"):
-        return int(override)
-    left = host_memory - executors_on_host * executor_memory
-    return max(MIN_MEMORY, left // max(workers_on_host, 1))
-
-
-def option_flags(options: dict | None) -> list[str]:
-    """Turn ``worker_options`` into command-line flags.
-
-    ``{"rmm_pool_size": "10GB", "no_nanny": True, "resources": {"GPU": 1}}`` becomes
-    ``--rmm-pool-size 10GB --no-nanny --resources GPU=1``; a list repeats the flag.
-    ``False`` gives ``--no-<flag>``; on the driver,
-    :func:`spark_dask.worker_flags.check_worker_options` has already turned ``False``
-    into the program's own off-switch (``{"enable_cudf_spill": False}`` →
-    ``{"disable_cudf_spill": True}``).
-    """
-    out: list[str] = []
-    for key, value in (options or {}).items():
-        flag = "--" + str(key).replace("_", "-")
-        if value is True:
-            out.append(flag)
-        elif value is False:
-            out.append("--no-" + flag[2:])
-        elif value is None:
-            continue
-        elif isinstance(value, (list, tuple)):
-            for v in value:
-                out += [flag, str(v)]
-        elif isinstance(value, dict):
-            out += [flag, " ".join(f"{k}={v}" for k, v in value.items())]
-        else:
-            out += [flag, str(value)]
-    return out
-
-
-def worker_command(fields: dict, kind: str, template=None, options: dict | None = None) -> list[str]:
-    """The command line that starts one Dask worker.
-
-    ``fields`` fills the placeholders (``python``, ``scheduler_address``, ``name``,
-    ``nthreads``, ``memory_limit``, ``local_directory``, ``death_timeout``, ``preload``,
-    ``tls_ca_file``, ``tls_cert``, ``tls_key``). A ``template`` (string or list)
-    replaces the default command; ``options`` are appended as flags in both cases.
-    The interpreter is always the Spark task's own (``sys.executable``), so
-    notebook-scoped packages are the ones the worker imports.
-
-    The default command loads the preload by module name (``preload_module``, its
-    directory on the worker's ``PYTHONPATH``) where the field is given: a preload *file*
-    makes distributed call ``importlib.invalidate_caches()``, which on Python 3.11 reads
-    again the directory of every zip on ``sys.path``; a Spark executor's Python has
-    PySpark's zips and ``spark-core``'s jar (6,000 entries) there, and the nanny and the
-    worker load the preload three times (what it cost each worker's start:
-    docs/benchmarks.md, "What the figures mean"). A template's
-    ``{preload}`` is the file.
-
-    A CPU worker runs under a nanny unless ``options`` says ``no_nanny: True`` (then
-    neither ``--nanny`` nor ``--preload-nanny`` is given, never both switches).
-
-    The worker's own dashboard is off (``--no-dashboard``) unless ``options`` mention
-    it (``dashboard``, ``no_dashboard``, ``dashboard_address``): it costs each worker an
-    import of bokeh at start, on the critical path of start-up (docs/benchmarks.md, "What
-    the figures mean"), and Databricks' driver proxy reaches only the driver,
-    never an executor's port. The scheduler's dashboard shows every worker.
-    """
-    if template:
-        parts = shlex.split(template) if isinstance(template, str) else list(template)
-        cmd = [str(p).format(**fields) for p in parts]
-        return cmd + option_flags(options)
-    options = dict(options or {})
-    preload = fields.get("preload_module") or fields["preload"]
-    if kind == "cuda":
-        cmd = [fields["python"], "-m", "dask", "cuda", "worker"]
-    else:
-        cmd = [fields["python"], "-m", "distributed.cli.dask_worker"]
-    cmd += [
-        fields["scheduler_address"],
-        "--name", fields["name"],
-        "--nthreads", str(fields["nthreads"]),
-        "--memory-limit", str(fields["memory_limit"]),
-        "--local-directory", fields["local_directory"],
-        "--death-timeout", str(fields["death_timeout"]),
-        "--preload", preload,
-    ]  # fmt: skip
-    if kind == "cpu":
-        no_nanny = options.pop("no_nanny", None) is True
-        no_nanny = options.pop("nanny", None) is False or no_nanny
-        if no_nanny:
-            cmd += ["--nworkers", "1", "--no-nanny"]
-        else:
-            cmd += ["--nworkers", "1", "--nanny", "--preload-nanny", preload]
-    if not {"dashboard", "no_dashboard", "dashboard_address"} & set(options):
-        cmd.append("--no-dashboard")
-    if fields.get("tls_ca_file"):
-        cmd += [
-            "--tls-ca-file", fields["tls_ca_file"],
-            "--tls-cert", fields["tls_cert"],
-            "--tls-key", fields["tls_key"],
-        ]  # fmt: skip
-    return cmd + option_flags(options)
-
-
-def forks_nanny(kind: str, template, cmd: list[str], env: dict, enabled: bool = True) -> bool:
-    """Whether the Spark task forks this worker's nanny from its own Python process
-    rather than starting ``python -m distributed.cli.dask_worker``.
-
-    Only for what a fork reproduces exactly: a CPU worker with the default command and a
-    nanny, whose worker process is itself forked (``multiprocessing-method`` ``fork``,
-    as the worker's environment says). A ``spawn``/``forkserver`` worker process would
-    re-import the parent's ``__main__`` (PySpark's daemon); dask-cuda workers and
-    command templates run their own programs.
-
-    >>> cmd = ["python", "-m", "distributed.cli.dask_worker", "tls://h:1", "--nanny"]
-    >>> fork = {"DASK_DISTRIBUTED__WORKER__MULTIPROCESSING_METHOD": "fork"}
-    >>> forks_nanny("cpu", None, cmd, fork)
-    True
-    >>> forks_nanny("cpu", None, cmd, {"DASK_DISTRIBUTED__WORKER__MULTIPROCESSING_METHOD": "spawn"})
-    False
-    >>> forks_nanny("cpu", None, cmd[:-1] + ["--no-nanny"], fork), forks_nanny("cuda", None, cmd, fork)
-    (False, False)
-    >>> forks_nanny("cpu", "{python} -m mypkg.worker", cmd, fork), forks_nanny("cpu", None, cmd, fork, False)
-    (False, False)
-    """
-    return bool(
-        enabled
-        and kind == "cpu"
-        and not template
-        and cmd[1:3] == ["-m", "distributed.cli.dask_worker"]
-        and "--nanny" in cmd
-        and env.get("DASK_DISTRIBUTED__WORKER__MULTIPROCESSING_METHOD") == "fork"
-    )
-
-
-def process_cluster(environ: dict, cwd: str | None) -> str | None:
-    """The spark-dask cluster (its tag) a local process belongs to, from what ``ps``
-    and ``/proc`` show of it: ``SPARK_DASK_FACTS`` in the environment a started worker
-    process got; for a nanny forked from the Spark task (and the worker it forked),
-    whose ``/proc/<pid>/environ`` is still the task's, its working directory, inside
-    the task's ``<tag>-*`` work directory. For tests, benchmarks and admins' scripts.
-
-    >>> process_cluster({"SPARK_DASK_FACTS": '{"cluster": "spark-dask-0a1b2c3d4e"}'}, "/")
-    'spark-dask-0a1b2c3d4e'
-    >>> process_cluster({}, "/local/spark-dask-0a1b2c3d4e-k2j4h1/spark-1")
-    'spark-dask-0a1b2c3d4e'
-    >>> process_cluster({}, "/home/me"), process_cluster({}, None)
-    (None, None)
-    """
-    facts = environ.get("SPARK_DASK_FACTS")
-    if facts:
-        try:
-            return json.loads(facts).get("cluster")
-        except ValueError:
-            return None
-    match = re.search(r"/(spark-dask-[0-9a-f]{10})-[^/]+/[^/]+/?$", cwd or "")
-    return match.group(1) if match else None
-
-
-def gpu_env(gpu: str | None, user_env: dict | None = None) -> dict:
-    """Environment variables that pin a worker to its GPU.
-
-    ``CUDA_VISIBLE_DEVICES`` is the physical GPU (an index as Spark's discovery
-    script and NVML count, or a UUID). ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` makes CUDA
-    number devices the same way: its default, ``FASTEST_FIRST``, can put another GPU
-    at index 3 than the one ``nvidia-smi`` calls 3 on hosts with mixed GPUs. A
-    ``CUDA_DEVICE_ORDER`` in the user's ``env`` wins. No GPU: nothing.
-
-    >>> gpu_env("3")
-    {'CUDA_VISIBLE_DEVICES': '3', 'CUDA_DEVICE_ORDER': 'PCI_BUS_ID'}
-    >>> gpu_env(None)
-    {}
-    """
-    if gpu is None:
-        return {}
-    env = {"CUDA_VISIBLE_DEVICES": str(gpu)}
-    if "CUDA_DEVICE_ORDER" not in (user_env or {}):
-        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-    return env
-
-
-def scheduler_endpoint(address: str) -> tuple[str, int]:
-    """(host, port) of a Dask address such as ``tls://10.0.0.5:8786`` or ``tcp://[::1]:8786``.
-
-    What a Spark task connects to when it checks that the scheduler is reachable
-    before it starts any worker.
-
-    >>> scheduler_endpoint("tls://10.0.0.5:8786")
-    ('10.0.0.5', 8786)
-    >>> scheduler_endpoint("tcp://[::1]:40001")
-    ('::1', 40001)
-    """
-    rest = address.split("://", 1)[-1]
-    host, sep, port = rest.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise ValueError(f"not a host:port Dask address: {address!r}")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    return host, int(port)
-
-
-def unreachable_message(where: str, address: str, error: str) -> str:
-    """The error a Spark task raises when it cannot open a TCP connection to the scheduler."""
-    return (
-        f"spark-dask: {where} cannot reach the Dask scheduler at {address}: {error}. "
-        "The scheduler runs where the Python client runs (the Spark driver for classic "
-        "sessions, this Python process for Spark Connect sessions), and every executor must "
-        "be able to open TCP connections to it. Set scheduler_host=... to an address of "
-        "this machine that the executors can route to, allow the port through the "
-        "firewall, or run the client on the cluster (e.g. a notebook attached to it)."
-    )
-
-
-def tail(text: str, lines: int = 30) -> str:
-    """The last ``lines`` lines of a log."""
-    return "\n".join(text.rstrip().splitlines()[-lines:])
-
-
 __all__ = [
     "others_cpus",
     "ClusterFacts",
     "GangPlan",
     "PlanError",
-    "assign_workers",
     "adapt_maximum",
     "check_gpu_mode",
     "gang_capacity",
-    "gang_shortfall",
     "gang_steps",
     "max_workers",
     "scale_step",
     "tasks_for",
     "workers_for",
-    "gpu_env",
-    "physical_gpu",
     "plan_gang",
-    "scheduler_endpoint",
-    "unreachable_message",
-    "version_problem",
-    "worker_command",
-    "worker_memory",
-    "task_number",
-    "worker_name",
     "worker_threads",
     "alone_on_executor",
     "gang_threads",

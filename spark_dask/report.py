@@ -14,8 +14,8 @@ from distributed.objects import SchedulerInfo
 from distributed.utils import Log, Logs
 
 from spark_dask import widget
+from spark_dask.executor.placement import task_number
 from spark_dask.gang import Gang
-from spark_dask.plan import task_number
 from spark_dask.session import application_id, is_connect
 
 logger = logging.getLogger("spark_dask")

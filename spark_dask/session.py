@@ -14,11 +14,11 @@ import socket
 import threading
 import time
 
-from spark_dask import databricks, jobtags
-from spark_dask import task as task_module
+from spark_dask import databricks, executor, jobtags
+from spark_dask.executor import gang_task
 from spark_dask.plan import ClusterFacts, PlanError
 from spark_dask.rapids import plugin_enabled
-from spark_dask.shipping import ship_task_code
+from spark_dask.shipping import ship_by_value
 from spark_dask.sizes import MIB, parse_size
 from spark_dask.sparkconf import application_id, conf, is_connect
 
@@ -314,8 +314,8 @@ def _probe_executors(spark, want: int, tasks: int, timeout: float) -> int:
     not have registered yet, and a barrier stage submitted then waits in Spark's slot
     check (15 s steps). Returns how many distinct executors answered.
     """
-    ship_task_code()
-    fn = task_module.probe_partition(0.3)
+    ship_by_value(*executor.SHIPPED)
+    fn = gang_task.probe_partition(0.3)
     seen: set[str] = set()
     rounds = 0
     deadline = time.monotonic() + timeout

@@ -1,32 +1,17 @@
 """Ship the package's code to executors and Dask workers by value.
 
-Executors and Dask workers need not have spark_dask installed: the task code (the
-gang's Dask-worker tasks, the hand-off's transfer tasks and everything they import
-from the package) is pickled by value, with pyspark's cloudpickle (Spark's closures)
-and with cloudpickle (Dask's tasks and plugins). :func:`ship_by_value` is the one
-place a module is registered; :data:`TASK_CODE` is the package's list.
+Executors and Dask workers need not have spark_dask installed: the code that runs there
+is pickled by value, with pyspark's cloudpickle (Spark's closures) and with cloudpickle
+(Dask's tasks and plugins). :func:`ship_by_value` is the mechanism; each part of the
+package names what it ships itself, as a ``SHIPPED`` tuple beside its code
+(:data:`spark_dask.executor.SHIPPED`, the gang's task; the hand-off's and the Delta
+reader's), which ``tools/structure.py`` holds to the executor boundary.
 """
 
 from __future__ import annotations
 
 import threading
 from types import ModuleType
-
-from spark_dask import arrow_types, errors, handoff_plan, handoff_task, logdir, plan, rapids, sizes, spec, task
-
-# Every module of the package whose code runs in a Spark task or on a Dask worker.
-TASK_CODE: tuple[ModuleType, ...] = (
-    errors,
-    sizes,
-    logdir,
-    plan,
-    rapids,
-    spec,
-    task,
-    arrow_types,
-    handoff_plan,
-    handoff_task,
-)
 
 _shipped: set[str] = set()
 _lock = threading.Lock()
@@ -51,9 +36,4 @@ def ship_by_value(*modules: ModuleType) -> None:
             _shipped.add(module.__name__)
 
 
-def ship_task_code() -> None:
-    """Ship :data:`TASK_CODE` by value (see the module's docstring)."""
-    ship_by_value(*TASK_CODE)
-
-
-__all__ = ["TASK_CODE", "ship_by_value", "ship_task_code"]
+__all__ = ["ship_by_value"]

@@ -261,7 +261,7 @@ def check_worker_options(options: dict | None, kind: str, template=None) -> dict
     dict
         Keys spelled with ``_``; ``None`` values dropped; a switch given ``False``
         becomes its program's off-switch (``{"enable_cudf_spill": False}`` ->
-        ``{"disable_cudf_spill": True}``), so :func:`spark_dask.plan.option_flags`
+        ``{"disable_cudf_spill": True}``), so :func:`spark_dask.executor.command.option_flags`
         writes a flag the program has.
 
     Raises

@@ -15,7 +15,7 @@ What is measured on every module under ``spark_dask/`` (subpackages included):
   ``from spark_dask import plan`` is an import of ``spark_dask.plan``, ``from spark_dask
   import start`` one of the package's ``__init__``;
 - private names (a leading underscore, not ``__dunder__`` nor ``_sunder_``) of one
-  module used by another: imported (``from spark_dask.task import _host_memory``), read
+  module used by another: imported (``from spark_dask.executor.gang_task import _host_memory``), read
   as an attribute of a module or of an object (``handoff._map_collect(...)``,
   ``cluster._exit_stack``, ``getattr(cluster, "_dashboard", None)``) when a *different*
   package module defines that name (at module level, as a method, or as
@@ -24,8 +24,18 @@ What is measured on every module under ``spark_dask/`` (subpackages included):
   ``setattr(cluster, "_handoff", ...)``). Private attributes of other libraries
   (``sc._jsc``, ``ddf._meta``) are not the package's and are left out.
 
+- the executor boundary: code the package ships by value to the executors and Dask
+  workers (which need not have spark_dask) is listed in a module-level tuple named
+  ``SHIPPED`` (``spark_dask/executor/__init__.py``, the hand-off's, the Delta reader's).
+  Each module of a ``SHIPPED`` tuple imports at module level only the standard library
+  and modules of the same tuple, plus the third-party modules its tuple's module names
+  in ``SHIPPED_NEEDS`` (the Delta reader's ``numpy``); a module of an ``AS_SOURCE``
+  tuple (shipped as text and loaded by distributed in the worker process) imports the
+  standard library, ``dask`` and ``distributed`` only. Every module under
+  ``spark_dask/executor/`` is in its ``SHIPPED`` or ``AS_SOURCE`` tuple.
+
 Bounds: a class of at most 600 lines, a function of at most 80, no cycle, no private
-name across modules. ``--ratchet FILE`` compares with a baseline written by
+name across modules, nothing across the executor boundary. ``--ratchet FILE`` compares with a baseline written by
 ``--write-baseline`` (``tools/structure-baseline.json``) and fails only on what is worse
 than it: a class or function over its bound that was not over before, or that grew; an
 import inside a cycle that the baseline did not have; a private-name use that is new,
@@ -92,6 +102,20 @@ class Private:
         return f"{self.path}: {self.kind} {self.name}" + (f" ({self.owner})" if self.owner else "")
 
 
+@dataclass(frozen=True)
+class Boundary:
+    """A module-level import (or a missing listing) that crosses the executor boundary."""
+
+    path: str
+    line: int
+    module: str  # the shipped module
+    text: str  # what it imports, or why it is a finding
+
+    @property
+    def key(self) -> str:
+        return f"{self.module}: {self.text}"
+
+
 @dataclass
 class Report:
     """Everything measured on one package."""
@@ -102,6 +126,7 @@ class Report:
     imports: list[Import] = field(default_factory=list)
     cycles: list[list[str]] = field(default_factory=list)  # strongly connected groups, sorted
     privates: list[Private] = field(default_factory=list)
+    boundary: list[Boundary] = field(default_factory=list)
 
     def largest(self, kind: str) -> Block | None:
         blocks = self.classes if kind == "class" else self.functions
@@ -117,7 +142,7 @@ class Report:
         return [e for e in self.imports if e.source in group and group[e.source] == group.get(e.target)]
 
     def ok(self) -> bool:
-        return not (self.over("class") or self.over("function") or self.cycles or self.privates)
+        return not (self.over("class") or self.over("function") or self.cycles or self.privates or self.boundary)
 
     def baseline(self) -> dict:
         """The JSON the ratchet compares with: keys without line numbers, so edits that
@@ -131,6 +156,7 @@ class Report:
             "functions_over": {b.key: b.lines for b in self.over("function")},
             "cycle_imports": sorted({e.key for e in self.cycle_imports()}),
             "private_names": dict(sorted(counts.items())),
+            "boundary": sorted({b.key for b in self.boundary}),
         }
 
 
@@ -401,8 +427,97 @@ def measure(package_dir: str | None = None) -> Report:
         report.imports += _imports(module, modules[module], rels[module], tree, modules)
         report.privates += _privates(module, modules[module], rels[module], tree, modules, defined)
     report.cycles = _cycles(report.imports)
+    report.boundary = _boundary(trees, modules, rels)
     report.privates.sort(key=lambda p: (p.path, p.line, p.name))
     return report
+
+
+# ------------------------------------------------------------------------------ boundary
+SOURCE_MAY_IMPORT = ("dask", "distributed")  # what an AS_SOURCE module runs inside
+
+
+def _tuple_names(tree: ast.Module, name: str) -> tuple[int, list[str]] | None:
+    """``(line, [names])`` of a module-level ``NAME = (a, b, ...)``; None without one."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(x, ast.Name) and x.id == name for x in node.targets):
+            if isinstance(node.value, (ast.Tuple, ast.List)):
+                elts = node.value.elts
+                return node.lineno, [e.id if isinstance(e, ast.Name) else ast.literal_eval(e) for e in elts]
+    return None
+
+
+def _bound_modules(module: str, path: str, tree: ast.Module, modules: dict[str, str]) -> dict[str, str]:
+    """``{local name: package module}`` for the modules a module imports under a name."""
+    is_package = os.path.basename(path) == "__init__.py"
+    out = {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom):
+            base = _resolve(module, is_package, node)
+            for a in node.names:
+                if f"{base}.{a.name}" in modules:
+                    out[a.asname or a.name] = f"{base}.{a.name}"
+    return out
+
+
+def _top_imports(tree: ast.Module):
+    """``(line, absolute-or-relative module name, ImportFrom node or None)`` of the
+    module-level imports (``if``/``try`` blocks included, functions and classes not)."""
+    def walk(body):
+        for node in body:
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    yield node.lineno, a.name, None
+            elif isinstance(node, ast.ImportFrom):
+                yield node.lineno, node.module or "", node
+            elif isinstance(node, (ast.If, ast.Try)):
+                yield from walk(node.body + node.orelse + getattr(node, "finalbody", []))
+                for h in getattr(node, "handlers", []):
+                    yield from walk(h.body)
+
+    yield from walk(tree.body)
+
+
+def _boundary(trees: dict, modules: dict[str, str], rels: dict[str, str]) -> list[Boundary]:
+    """The executor boundary's findings (see the module's text)."""
+    out = []
+    stdlib = set(sys.stdlib_module_names) | {"__future__"}
+    package = next(iter(modules)).split(".")[0] if modules else ""
+    executor = f"{package}.executor"
+    listed: set[str] = set()
+    for owner, tree in trees.items():
+        bound = _bound_modules(owner, modules[owner], tree, modules)
+        needs = set((_tuple_names(tree, "SHIPPED_NEEDS") or (0, []))[1])
+        for kind in ("SHIPPED", "AS_SOURCE"):
+            found = _tuple_names(tree, kind)
+            if not found:
+                continue
+            line, names = found
+            members = {bound[n] for n in names if n in bound}
+            for n in names:
+                if n not in bound:
+                    out.append(Boundary(rels[owner], line, owner, f"{kind} lists {n}, not a module of the package"))
+            listed |= members
+            for member in sorted(members):
+                is_package = os.path.basename(modules[member]) == "__init__.py"
+                for lineno, name, node in _top_imports(trees[member]):
+                    base = _resolve(member, is_package, node) if node is not None else name
+                    if node is not None and base.split(".")[0] == package:
+                        targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+                    else:
+                        targets = [base]
+                    for target in dict.fromkeys(targets):
+                        top = target.split(".")[0]
+                        if kind == "SHIPPED":
+                            ok = top in stdlib or top in needs or target in members
+                        else:
+                            ok = top in stdlib or top in SOURCE_MAY_IMPORT
+                        if not ok:
+                            out.append(Boundary(rels[member], lineno, member, f"imports {target} at module level "
+                                                f"(not the standard library, nor a module of {owner}.{kind})"))  # fmt: skip
+    for module in modules:
+        if module.startswith(executor + ".") and module not in listed:
+            out.append(Boundary(rels[module], 1, module, f"in {executor} but in neither its SHIPPED nor AS_SOURCE"))
+    return sorted(set(out), key=lambda b: (b.path, b.line, b.text))
 
 
 # ------------------------------------------------------------------------------ ratchet
@@ -423,6 +538,8 @@ def worse_than(report: Report, baseline: dict) -> list[str]:
     for key, count in now["private_names"].items():
         if count > before.get(key, 0):
             out.append(f"private name: {key}: {count} use(s), was {before.get(key, 0)}")
+    for key in sorted(set(now["boundary"]) - set(baseline.get("boundary", []))):
+        out.append(f"executor boundary: {key} (new)")
     return out
 
 
@@ -441,6 +558,8 @@ def better_than(report: Report, baseline: dict) -> list[str]:
     for key, count in baseline.get("private_names", {}).items():
         if now["private_names"].get(key, 0) < count:
             out.append(f"private name: {key}: {now['private_names'].get(key, 0)} use(s), was {count}")
+    gone = set(baseline.get("boundary", [])) - set(now["boundary"])
+    out += [f"executor boundary kept now: {k}" for k in sorted(gone)]
     return out
 
 
@@ -452,7 +571,7 @@ def render(report: Report) -> str:
         return "ok" if ok else "OVER"
 
     lines = [f"structure of {report.package}/ (bounds: class <= {MAX_CLASS} lines, function <= {MAX_FUNCTION} "
-             "lines, no import cycle, no private name across modules)", ""]  # fmt: skip
+             "lines, no import cycle, no private name across modules, the executor boundary)", ""]  # fmt: skip
     rows = []
     for kind, bound in (("class", MAX_CLASS), ("function", MAX_FUNCTION)):
         b = report.largest(kind)
@@ -461,6 +580,7 @@ def render(report: Report) -> str:
     rows.append(("import cycles", str(len(report.cycles)),
                  f"{len(report.cycle_imports())} imports inside them", state(not report.cycles)))  # fmt: skip
     rows.append(("private names", str(len(report.privates)), "uses across modules", state(not report.privates)))
+    rows.append(("executor boundary", str(len(report.boundary)), "imports across it", state(not report.boundary)))
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     lines += [f"  {a:<{widths[0]}}  {b:>{widths[1]}}  {c:<{widths[2]}}  {d}" for a, b, c, d in rows]
 
@@ -482,6 +602,9 @@ def render(report: Report) -> str:
         for p in report.privates:
             owner = f" of {p.owner}" if p.kind != "sets" or p.owner else " on another module's object"
             lines.append(f"  {p.path}:{p.line}  {p.kind} {p.name}{owner}")
+    if report.boundary:
+        lines += ["", f"across the executor boundary ({len(report.boundary)}):"]
+        lines += [f"  {b.path}:{b.line}  {b.text}" for b in report.boundary]
     return "\n".join(lines)
 
 

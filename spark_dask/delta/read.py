@@ -17,20 +17,22 @@ import re
 import warnings
 from datetime import date, datetime
 
-from spark_dask import arrow_types, errors, handoff
+from spark_dask import arrow_types, errors
 from spark_dask.delta import dv, features, files, log, prune
 from spark_dask.delta import schema as schemas
 from spark_dask.errors import DeltaError, PlanError
 from spark_dask.events import outside_package
+from spark_dask.handoff import driver as handoff
 from spark_dask.session import active_session
 from spark_dask.shipping import ship_by_value
 from spark_dask.sparkconf import conf
 
 logger = logging.getLogger("spark_dask")
 
-# the modules a file read runs on the Dask workers, shipped by value (the workers need
-# not have spark_dask installed)
-WORKER_CODE = (errors, arrow_types, dv, schemas, prune, files)
+# What the file reader runs on the Dask workers (any Dask cluster: they need not have
+# spark_dask), pickled by value; numpy is every Dask DataFrame worker's.
+SHIPPED = (errors, arrow_types, dv, schemas, prune, files)
+SHIPPED_NEEDS = ("numpy",)
 
 VIAS = ("auto", "files", "spark")
 # catalog.schema.table, schema.table or table (back-quoted parts allowed): not a path
@@ -208,7 +210,7 @@ def read_files(snapshot: log.Snapshot, root: str, columns, filters, storage_opti
     )
     if not tasks:
         return dd.from_pandas(meta, npartitions=1)
-    ship_by_value(*WORKER_CODE)
+    ship_by_value(*SHIPPED)
     return dd.from_map(files.read_file, tasks, plan=plan, meta=meta, label="read-delta", enforce_metadata=False)
 
 

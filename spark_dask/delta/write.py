@@ -8,9 +8,9 @@ and Unity Catalog's governance applies to a table name.
 
 from __future__ import annotations
 
-from spark_dask import handoff
 from spark_dask.delta.read import file_source, is_table_name
 from spark_dask.errors import DeltaError, PlanError
+from spark_dask.handoff import driver as handoff
 from spark_dask.session import active_session
 
 MODES = {"error": "errorifexists", "append": "append", "overwrite": "overwrite"}

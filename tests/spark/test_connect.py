@@ -26,8 +26,9 @@ import pandas as pd
 import pytest
 
 import spark_dask
-from spark_dask import PlanError, SparkCluster, SparkDaskError, handoff
+from spark_dask import PlanError, SparkCluster, SparkDaskError
 from spark_dask.cluster import GangMaker
+from spark_dask.handoff import driver as handoff
 
 from tests.support import jars
 from tests.support.processes import dask_processes, port_open, wait_until

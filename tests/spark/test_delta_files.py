@@ -298,7 +298,7 @@ def test_the_file_read_runs_where_spark_dask_is_missing(table, tmp_path):
     fs = fsspec.filesystem("file")
     snapshot = log.replay(fs, table, version, log.list_log(fs, table))
     plan = files.plan(table, schema.table_schema(snapshot.metadata), "none", "UTC", ["x"], None, None, "pandas")
-    ship_by_value(*delta_read.WORKER_CODE)
+    ship_by_value(*delta_read.SHIPPED)
     (tmp_path / "payload").write_bytes(cloudpickle.dumps((files.read_file, snapshot.files, plan)))
     script = (
         "import sys, pickle\n"

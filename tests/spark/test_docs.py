@@ -52,19 +52,19 @@ UNREAD_OK = {
     ("spark_dask/watch.py", "start_timeout_message(n, want, self.side.scheduler.address, timeout, tag, barrier, f.dynamic_allocation, f.max_executors)"),
     ("spark_dask/scheduler.py", "msg"),  # err_waiting_tasks(msg): faults.no_workers_message()'s text, read there
     ("spark_dask/gpu_check.py", "discovered"),  # caught on the next line, never shown
-    ("spark_dask/handoff.py", "no_slot_message(facts, plan, direction, cpu_only, others)"),  # a *_message function: its text is read
+    ("spark_dask/handoff/driver.py", "no_slot_message(facts, plan, direction, cpu_only, others)"),  # a *_message function: its text is read
     # *_message functions of spark_dask/named.py: their texts are read
     ("spark_dask/named.py", "name_taken_message(self.name, None)"),
     ("spark_dask/named.py", "name_taken_message(self.name, other)"),
     ("spark_dask/named.py", "unknown_name_message(name, found, root)"),
     ("spark_dask/named.py", "not_running_message(name, record)"),
-    ("spark_dask/task.py", "f'spark-dask: {version[1]}'"),  # version_problem()
-    ("spark_dask/task.py", "f'spark-dask: on {where}: {problem}'"),  # *_problem() texts
-    ("spark_dask/task.py", "'spark-dask: ' + problem"),  # *_problem() texts
-    ("spark_dask/task.py", "self.args"),  # ForkedNanny.wait: Popen's TimeoutExpired, caught in _stop, never shown
-    ("spark_dask/task.py", "unreachable_message(_where(t), spec.scheduler_address, t['unreachable'])"),
-    ("spark_dask/xlang.py", "problem"),  # carry_problem()'s texts, read there
-    ("spark_dask/xlang_scheduler.py", "no_worker_message(language, key, function)"),  # a *_message function: its text is read
+    ("spark_dask/executor/gang_task.py", "f'spark-dask: {version[1]}'"),  # version_problem()
+    ("spark_dask/executor/gang_task.py", "f'spark-dask: on {where}: {problem}'"),  # *_problem() texts
+    ("spark_dask/executor/gang_task.py", "'spark-dask: ' + problem"),  # *_problem() texts
+    ("spark_dask/executor/gang_task.py", "self.args"),  # ForkedNanny.wait: Popen's TimeoutExpired, caught in _stop, never shown
+    ("spark_dask/executor/gang_task.py", "unreachable_message(_where(t), spec.scheduler_address, t['unreachable'])"),
+    ("spark_dask/xlang/graph.py", "problem"),  # carry_problem()'s texts, read there
+    ("spark_dask/xlang/scheduler.py", "no_worker_message(language, key, function)"),  # a *_message function: its text is read
     ("spark_dask/worker_flags.py", "key"),  # raise _unknown(...): its PlanError text is read in _unknown
     ("spark_dask/worker_flags.py", "f'spark-dask: worker_options[{key!r}]={value!r}: {flag} of {program} {what}'"),  # bad(what): raised with the text
 }

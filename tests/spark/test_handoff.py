@@ -23,8 +23,10 @@ import pytest
 from distributed import Client
 
 import spark_dask
-from spark_dask import HandoffError, HandoffTypeError, handoff, handoff_task
-from spark_dask.handoff_plan import LOAD_KEY_PREFIX
+from spark_dask import HandoffError, HandoffTypeError
+from spark_dask.handoff import driver as handoff
+from spark_dask.handoff import transfer as handoff_task
+from spark_dask.handoff.files import LOAD_KEY_PREFIX
 
 from tests.support.processes import wait_until
 from tests.support.spark import active_jobs, make_spark, stop_spark

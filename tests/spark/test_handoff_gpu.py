@@ -14,7 +14,8 @@ import warnings
 import pytest
 
 import spark_dask
-from spark_dask import HandoffError, handoff
+from spark_dask import HandoffError
+from spark_dask.handoff import driver as handoff
 
 from tests.support.gpus import gpu_conf
 from tests.support.processes import wait_until

@@ -1,4 +1,4 @@
-"""Cross-language tasks (spark_dask.xlang, spark_dask.xlang_scheduler) on a real Dask
+"""Cross-language tasks (spark_dask.xlang, spark_dask.xlang.scheduler) on a real Dask
 scheduler with the extension installed (TLS, as spark-dask's): the graph format's
 rules, placement (ordinary tasks never reach a worker of another language, that
 language's tasks only reach it), Python tasks from the msgpack graph, errors, and the
@@ -6,7 +6,7 @@ Node.js client and worker of ``examples/`` (tests/spark/test_node_worker.py cove
 worker's protocol on its own; test_xlang_spark runs the Node.js worker in Spark tasks).
 
 The local stand-in for a spark-dask cluster is a ``LocalCluster`` (threads, TLS with
-``Security.temporary()``) whose scheduler loads ``spark_dask.xlang_scheduler`` as a
+``Security.temporary()``) whose scheduler loads ``spark_dask.xlang.scheduler`` as a
 preload, and whose connection files ``spark_dask.connection.write_connection`` writes.
 """
 
@@ -24,13 +24,7 @@ from distributed.security import Security
 from distributed.versions import VersionMismatchWarning
 
 from spark_dask import connection, internals, xlang
-from spark_dask.xlang import (
-    XLangError,
-    carry_problem,
-    references,
-    resolve,
-    task_order,
-)
+from spark_dask.xlang.graph import XLangError, carry_problem, references, resolve, task_order
 
 from tests.support.node import CLIENT_DIR, StandIn, node_script, start_node
 from tests.support.processes import wait_until
@@ -76,7 +70,7 @@ def xcluster(tmp_path):
     """(LocalCluster with one Python worker, its Security, a connection directory)."""
     security = Security.temporary()
     with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, protocol="tls", security=security,
-                      dashboard_address=":0", scheduler_kwargs={"preload": ["spark_dask.xlang_scheduler"]}) as cluster:  # fmt: skip
+                      dashboard_address=":0", scheduler_kwargs={"preload": ["spark_dask.xlang.scheduler"]}) as cluster:  # fmt: skip
         stand_in = StandIn(cluster.scheduler, security)
         connection.write_connection(stand_in, str(tmp_path / "conn"))
         try:

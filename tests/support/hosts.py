@@ -57,7 +57,7 @@ from multiprocessing.connection import Client, Listener
 
 import psutil
 
-from spark_dask.plan import process_cluster
+from spark_dask.executor.command import process_cluster
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/support/hosts.py
 STEM = "sdh"  # every prefix: STEM + 4 hex digits

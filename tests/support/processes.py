@@ -9,7 +9,7 @@ import time
 
 import psutil
 
-from spark_dask.plan import process_cluster
+from spark_dask.executor.command import process_cluster
 
 
 def wait_until(predicate, timeout: float = 15.0, interval: float = 0.1) -> bool:

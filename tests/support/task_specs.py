@@ -1,4 +1,4 @@
-"""A :class:`~spark_dask.spec.TaskSpec` for tests that run task code without a cluster,
+"""A :class:`~spark_dask.executor.task_spec.TaskSpec` for tests that run task code without a cluster,
 and stand-ins for what that code talks to: a plain TaskContext, a gang's launcher."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ import threading
 
 import distributed
 
-from spark_dask.spec import TaskSpec, preload_source
+from spark_dask.executor.task_spec import TaskSpec
+from spark_dask.gang_spec import preload_source
 
 
 def make_spec(**changes) -> TaskSpec:

@@ -12,8 +12,8 @@ import pyarrow as pa
 import pytest
 
 from spark_dask import arrow_types as at
-from spark_dask import handoff_plan as hp
-from spark_dask import handoff_task
+from spark_dask.handoff import capacity, files
+from spark_dask.handoff import transfer as handoff_task
 from spark_dask.plan import ClusterFacts, GangPlan
 
 pytestmark = pytest.mark.core
@@ -38,7 +38,6 @@ def field(t, nullable=True, name="c"):
 ])  # fmt: skip
 def test_spark_to_arrow_follows_sparks_conversion(spark_type, arrow_type):
     # pyspark/sql/pandas/types.py to_arrow_type, with the session time zone on every timestamp
-    assert hp  # noqa: B018
     assert at.spark_to_arrow_type(spark_type, "Asia/Kolkata") == arrow_type
 
 
@@ -135,29 +134,29 @@ def test_spark_schema_for_frame():
 
 # ------------------------------------------------------------------ placement and names
 def test_host_table_and_push_targets():
-    hosts = hp.host_table({
+    hosts = files.host_table({
         "tls://10.0.0.2:7": {"hostname": "b", "root": "/b/7"},
         "tls://10.0.0.1:9": {"hostname": "a", "root": "/a/9"},
         "tls://10.0.0.1:3": {"hostname": "a", "root": "/a/3"},
     })  # fmt: skip
     assert hosts["a"] == {"ip": "10.0.0.1", "root": "/a/3", "workers": ["tls://10.0.0.1:3", "tls://10.0.0.1:9"]}
-    assert [hp.push_target(p, hosts) for p in range(4)] == [
+    assert [files.push_target(p, hosts) for p in range(4)] == [
         ("a", "tls://10.0.0.1:3"), ("a", "tls://10.0.0.1:9"), ("b", "tls://10.0.0.2:7"), ("a", "tls://10.0.0.1:3"),
     ]  # fmt: skip
-    assert hp.transfer_dirs(hosts, "spark-dask-handoff-x") == [
+    assert files.transfer_dirs(hosts, "spark-dask-handoff-x") == [
         ("a", "/a/3/spark-dask-handoff-x"), ("b", "/b/7/spark-dask-handoff-x")]
     with pytest.raises(ValueError):
-        hp.push_target(0, {})
+        files.push_target(0, {})
 
 
 def test_names_and_keys():
-    d = hp.transfer_dir_name("spark-dask-abc", "t1")
-    assert hp.is_transfer_dir(f"/x/{d}/") and not hp.is_transfer_dir("/x/blockmgr-1")
-    assert hp.in_transfer_dir(f"/x/{d}/{hp.part_file_name(3, 1)}")
-    assert not hp.in_transfer_dir("/etc/passwd") and not hp.in_transfer_dir(f"/x/{d}/.hidden")
-    assert hp.part_file_name(3, 1) == "part-00003-a1.arrow" and hp.part_file_name(12) == "part-00012.arrow"
-    assert hp.transfer_of_key(hp.load_key("ab12", 7)) == "ab12"
-    assert hp.transfer_of_key("other-key") is None
+    d = files.transfer_dir_name("spark-dask-abc", "t1")
+    assert files.is_transfer_dir(f"/x/{d}/") and not files.is_transfer_dir("/x/blockmgr-1")
+    assert files.in_transfer_dir(f"/x/{d}/{files.part_file_name(3, 1)}")
+    assert not files.in_transfer_dir("/etc/passwd") and not files.in_transfer_dir(f"/x/{d}/.hidden")
+    assert files.part_file_name(3, 1) == "part-00003-a1.arrow" and files.part_file_name(12) == "part-00012.arrow"
+    assert files.transfer_of_key(files.load_key("ab12", 7)) == "ab12"
+    assert files.transfer_of_key("other-key") is None
 
 
 def test_ordered_parts_keeps_first_attempt_and_drops_empty():
@@ -165,7 +164,7 @@ def test_ordered_parts_keeps_first_attempt_and_drops_empty():
         {"partition": 2, "rows": 5, "attempt": 0}, {"partition": 0, "rows": 3, "attempt": 1},
         {"partition": 1, "rows": 0, "attempt": 0}, {"partition": 2, "rows": 5, "attempt": 1},
     ]  # fmt: skip
-    assert [(r["partition"], r["attempt"]) for r in hp.ordered_parts(rows)] == [(0, 1), (2, 0)]
+    assert [(r["partition"], r["attempt"]) for r in files.ordered_parts(rows)] == [(0, 1), (2, 0)]
 
 
 def facts(**kw):
@@ -176,21 +175,21 @@ def facts(**kw):
 
 def test_transfer_slots_cpu_clusters():
     gang = GangPlan("cpu", False, 2, 2, 1, task_cpus=3)
-    assert hp.transfer_slots(facts(), gang, cpu_only=False) == 2
+    assert capacity.transfer_slots(facts(), gang, cpu_only=False) == 2
     every = GangPlan("cpu", False, 8, 8, 1)
-    assert hp.transfer_slots(facts(), every, cpu_only=False) == 0
-    assert hp.transfer_slots(facts(slots=None), gang, cpu_only=False) is None
+    assert capacity.transfer_slots(facts(), every, cpu_only=False) == 0
+    assert capacity.transfer_slots(facts(slots=None), gang, cpu_only=False) is None
 
 
 def test_transfer_slots_gpu_clusters_need_a_cpu_profile():
     # Databricks' default: one GPU per task; the gang holds every GPU (exclusive)
     f = facts(executors=2, executor_cores=8, executor_gpus=1, task_gpus=1, slots=2)
     gang = GangPlan("cuda", True, 2, 2, 1, gpu_mode="exclusive")
-    assert hp.needs_cpu_profile(f, profiles_available=True)
-    assert hp.transfer_slots(f, gang, cpu_only=False) == 0
-    assert hp.transfer_slots(f, gang, cpu_only=True) == 14
-    assert not hp.needs_cpu_profile(facts(), profiles_available=True)
-    msg = hp.no_slot_message(f, gang, "to_dask", cpu_only=False)
+    assert capacity.needs_cpu_profile(f, profiles_available=True)
+    assert capacity.transfer_slots(f, gang, cpu_only=False) == 0
+    assert capacity.transfer_slots(f, gang, cpu_only=True) == 14
+    assert not capacity.needs_cpu_profile(facts(), profiles_available=True)
+    msg = capacity.no_slot_message(f, gang, "to_dask", cpu_only=False)
     assert "n_workers=1" in msg and "spark.executor.cores" in msg and "CPU-only profile" in msg
     assert "Nothing was started" in msg
 
@@ -200,7 +199,7 @@ def test_worker_side_file_service(tmp_path, monkeypatch):
     assert handoff_task.local_root() == str(tmp_path)
     info = handoff_task.host_info()
     assert info["root"] == str(tmp_path)
-    d = tmp_path / hp.transfer_dir_name("spark-dask-t", "x")
+    d = tmp_path / files.transfer_dir_name("spark-dask-t", "x")
     d.mkdir()
     (d / "part-00000.arrow").write_bytes(b"x")
     other = tmp_path / "keep"
@@ -216,7 +215,7 @@ def test_write_and_load_a_partition(tmp_path, monkeypatch):
     monkeypatch.setenv("SPARK_LOCAL_DIRS", str(tmp_path))
     schema = pa.schema([pa.field("a", pa.int64(), nullable=False), pa.field("s", pa.string())])
     frame = pd.DataFrame({"a": [1, 2], "s": ["x", None]})
-    out = handoff_task.write_partition(frame, 4, hp.transfer_dir_name("spark-dask-t", "y"), schema.serialize().to_pybytes())
+    out = handoff_task.write_partition(frame, 4, files.transfer_dir_name("spark-dask-t", "y"), schema.serialize().to_pybytes())
     assert out["rows"] == 2 and os.path.basename(out["path"]) == "part-00004.arrow"
     back = handoff_task.load_partition(out)
     assert back["a"].tolist() == [1, 2] and back["s"].tolist()[0] == "x" and pd.isna(back["s"][1])

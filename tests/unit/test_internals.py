@@ -11,7 +11,7 @@ from distributed import Scheduler
 
 from spark_dask import internals
 from spark_dask.scheduler import WorkerWatch
-from spark_dask.xlang_scheduler import Placement
+from spark_dask.xlang.scheduler import Placement
 
 pytestmark = pytest.mark.core
 

@@ -4,10 +4,8 @@ and reading them back. No JVM; the real cluster is in tests/spark/test_logdir_cl
 
 from __future__ import annotations
 
-import ast
 import datetime
 import doctest
-import inspect
 import logging
 import os
 import sys
@@ -17,10 +15,13 @@ from dataclasses import replace
 import pytest
 from distributed.utils import Logs, silence_logging_cmgr
 
-from spark_dask import logdir, report, shipping, task
+from spark_dask import logdir, report
+from spark_dask.executor import logs
 from spark_dask.events import Events
-from spark_dask.logdir import KeptLogs, cluster_directory, read_logs, save_worker_logs
-from spark_dask.task import WorkerStartError
+from spark_dask.executor import gang_task as task
+from spark_dask.executor.gang_task import WorkerStartError
+from spark_dask.executor.logs import save_worker_logs
+from spark_dask.logdir import KeptLogs, cluster_directory, read_logs
 
 from tests.support.task_specs import FakePlainContext, make_spec
 
@@ -31,20 +32,12 @@ def test_doctests():
     assert doctest.testmod(logdir).failed == 0
 
 
-def test_it_is_shipped_and_stdlib_only_at_import():
-    tree = ast.parse(inspect.getsource(logdir))
-    top = {n.module if isinstance(n, ast.ImportFrom) else a.name
-           for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}  # fmt: skip
-    assert top <= {"__future__", "logging", "os", "re", "shutil", "spark_dask.sizes"}, top
-    assert logdir in shipping.TASK_CODE
-
-
 def test_directory_names():
     assert cluster_directory("", "etl", "ab") is None
     assert cluster_directory("/v/logs", "nightly etl/2", "ab12") == "/v/logs/nightly_etl_2-ab12"
     assert cluster_directory("rel", "x", "ab") == os.path.join(os.getcwd(), "rel", "x-ab")  # the executors share no cwd
     assert os.path.basename(cluster_directory("/v", "..", "ab")) == "_-ab"
-    assert logdir.worker_log_path("/d", "spark-1-gpu0:1") == "/d/workers/spark-1-gpu0_1.log"
+    assert logs.worker_log_path("/d", "spark-1-gpu0:1") == "/d/workers/spark-1-gpu0_1.log"
 
 
 # ------------------------------------------------------------- the executor's side

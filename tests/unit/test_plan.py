@@ -5,33 +5,31 @@ from __future__ import annotations
 import pytest
 
 from spark_dask import plan as plan_module
+from spark_dask.executor.command import option_flags, version_problem, worker_command
+from spark_dask.executor.placement import (
+    assign_shared,
+    assign_workers,
+    gang_shortfall,
+    gpu_env,
+    physical_gpu,
+    worker_name,
+)
+from spark_dask.executor.sizing import memory_problem, worker_memory, worker_threads
 from spark_dask.plan import (
     ClusterFacts,
     GangPlan,
     PlanError,
     adapt_maximum,
-    assign_shared,
-    assign_workers,
     gang_capacity,
-    gang_shortfall,
     gang_steps,
-    max_workers,
-    scale_step,
-    tasks_for,
-    workers_for,
-    gpu_env,
     hog_warning,
-    memory_problem,
-    option_flags,
-    physical_gpu,
+    max_workers,
     plan_gang,
+    scale_step,
     spare_slots,
     starved_stages,
-    worker_command,
-    worker_memory,
-    worker_name,
-    worker_threads,
-    version_problem,
+    tasks_for,
+    workers_for,
 )
 from spark_dask.session import _memory
 
@@ -536,7 +534,7 @@ def test_spark_decoration_is_stripped_from_our_task_errors():
         "Job aborted due to stage failure: Could not recover from a failed barrier ResultStage.\n"
         "org.apache.spark.api.python.PythonException: [PYTHON_EXCEPTION] An exception was thrown "
         "from the Python worker: Traceback (most recent call last):\n  File \"task.py\", line 1\n"
-        "spark_dask.task.WorkerStartError: spark-dask: on executor 0 (host h, partition 0): "
+        "spark_dask.executor.gang_task.WorkerStartError: spark-dask: on executor 0 (host h, partition 0): "
         "memory_limit=64 TiB per worker exceeds the 24 GiB of memory of the host; use 'auto'\n"
         " SQLSTATE: 38000\n\tat org.apache.spark.api.python.BasePythonRunner.handlePythonException"
     )

@@ -1,5 +1,5 @@
-"""The workers' preload (spark_dask/preload.py) and the task specification that carries
-it (spark_dask/spec.py): what can be exercised without a worker or Spark. Fast.
+"""The workers' preload (spark_dask/executor/preload.py) and the task specification that carries
+it (spark_dask/executor/task_spec.py, built by spark_dask/gang_spec.py): what can be exercised without a worker or Spark. Fast.
 
 The preload running for real in workers: tests/spark/test_fork_nanny.py, test_cluster.py."""
 
@@ -15,7 +15,10 @@ import threading
 import pytest
 from distributed import Nanny
 
-from spark_dask import options, preload, shipping, spec, task
+from spark_dask import gang_spec as spec
+from spark_dask import options, shipping
+from spark_dask.executor import gang_task as task
+from spark_dask.executor import preload
 from spark_dask.plan import ClusterFacts, GangPlan
 
 from tests.support.task_specs import make_spec
@@ -131,20 +134,47 @@ def test_task_spec_from_options_plan_and_facts():
     assert s.preload == spec.preload_source()
 
 
-def test_spec_and_task_code_unpickle_where_spark_dask_is_missing(tmp_path):
-    """The executors may lack spark_dask: the spec travels by value with the task code."""
+def test_shipped_code_unpickles_and_runs_where_spark_dask_is_missing(tmp_path):
+    """The executors and Dask workers may lack spark_dask: what the package ships
+    (:data:`spark_dask.executor.SHIPPED`, :data:`spark_dask.handoff.SHIPPED`) unpickles
+    and runs in a Python where ``import spark_dask`` fails: the gang's task and its
+    spec, the pure decisions the task makes, and a hand-off file written and loaded
+    back by the Dask-worker side."""
+    import pandas as pd
+    import pyarrow as pa
     from pyspark import cloudpickle
 
-    shipping.ship_task_code()
-    data = cloudpickle.dumps((make_spec(n_workers=3), task.classic_partition(make_spec())))
+    from spark_dask import executor, handoff
+    from spark_dask.executor import command, placement
+    from spark_dask.handoff import transfer
+
+    shipping.ship_by_value(*executor.SHIPPED, *handoff.SHIPPED)
+    schema = pa.schema([("id", pa.int64()), ("k", pa.string())]).serialize().to_pybytes()
+    frame = pd.DataFrame({"id": [1, 2, 3], "k": ["a", "b", None]})
+    data = cloudpickle.dumps((
+        make_spec(n_workers=3), task.classic_partition(make_spec()), placement.worker_name,
+        command.worker_command, transfer.write_partition, transfer.load_partition, frame, schema,
+    ))  # fmt: skip
     (tmp_path / "payload").write_bytes(data)
+    (tmp_path / "local").mkdir()
     script = (
         "import sys, pickle, dataclasses\n"
         "sys.modules['spark_dask'] = None  # any import of it fails\n"
-        "s, fn = pickle.loads(open('payload', 'rb').read())\n"
+        "s, fn, name, command, write, load, frame, schema = pickle.loads(open('payload', 'rb').read())\n"
         "r = dataclasses.replace(s, gang=4)\n"
         "print(type(s).__name__, s.n_workers, r.gang, 'dask_setup' in s.preload, callable(fn))\n"
+        "f = {'python': 'py', 'scheduler_address': 'tls://d:1', 'name': 'w', 'nthreads': 2,\n"
+        "     'memory_limit': 2**30, 'local_directory': '/l', 'death_timeout': 60, 'preload': 'p'}\n"
+        "print(name(3, '1'), ' '.join(command(f, 'cpu')[:4]))\n"
+        "part = write(frame, 0, 'spark-dask-handoff-t', schema)\n"
+        "back = load(part)\n"
+        "print(part['rows'], back.id.tolist(), back.k[:2].tolist(), back.k.isna().tolist())\n"
     )
-    out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, check=False)
+    env = {**os.environ, "SPARK_LOCAL_DIRS": str(tmp_path / "local")}
+    out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, check=False,
+                         env=env, timeout=120)  # fmt: skip
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["TaskSpec", "3", "4", "True", "True"]
+    lines = out.stdout.splitlines()
+    assert lines[0].split() == ["TaskSpec", "3", "4", "True", "True"]
+    assert lines[1] == "spark-3-gpu1 py -m distributed.cli.dask_worker tls://d:1"
+    assert lines[2] == "3 [1, 2, 3] ['a', 'b'] [False, False, True]"

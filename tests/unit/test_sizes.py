@@ -5,7 +5,8 @@ import doctest
 import pytest
 
 from spark_dask import rapids, sizes
-from spark_dask.plan import PlanError, human_bytes
+from spark_dask.plan import PlanError
+from spark_dask.sizes import human_bytes
 from spark_dask.session import _memory
 from spark_dask.sizes import BYTES, MIB, parse_size
 

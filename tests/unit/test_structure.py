@@ -31,10 +31,10 @@ def test_package_is_no_worse_than_the_baseline():
 def test_package_holds_the_bounds():
     """Issue 23's bounds hold with nothing excused: the baseline lists no finding, so the
     check above fails on any class over 600 lines, function over 80, import cycle or
-    private name used across modules."""
+    private name used across modules, or import across the executor boundary."""
     with open(BASELINE, encoding="utf-8") as f:
         baseline = json.load(f)
-    assert not any(baseline[k] for k in ("classes_over", "functions_over", "cycle_imports", "private_names"))
+    assert not any(baseline[k] for k in ("classes_over", "functions_over", "cycle_imports", "private_names", "boundary"))
 
 
 def package(tmp_path, **modules: str) -> str:
@@ -206,3 +206,47 @@ def test_the_ratchet_fails_only_on_what_got_worse(tmp_path, capsys):
     assert structure.main([root, "--ratchet", str(baseline)]) == 0
     out = capsys.readouterr().out
     assert "better than" in out and "pkg/a.py::long: within its bound now" in out
+
+
+def test_the_executor_boundary(tmp_path, capsys):
+    """What a package ships (``SHIPPED``) imports only the standard library and its own
+    tuple at module level; ``AS_SOURCE`` adds dask/distributed; every module of
+    ``executor/`` is listed; a lazy import inside a function is the way out."""
+    root = package(
+        tmp_path,
+        errors="class Oops(Exception):\n    pass\n",
+        driver="import json\n",
+        **{
+            "executor.__init__": (
+                "from pkg import errors\n"
+                "from pkg.executor import ok, bad, source, badsource\n"
+                "SHIPPED = (errors, ok, bad)\n"
+                "AS_SOURCE = (source, badsource)\n"
+            ),
+            "executor.ok": (
+                "import os\nfrom pkg.errors import Oops\nfrom . import bad\n\n\n"
+                "def f():\n    import distributed  # where it is used: fine\n    return distributed, os, Oops, bad\n"
+            ),
+            "executor.bad": "import numpy\nfrom pkg import driver\nfrom pkg.executor import source\n",
+            "executor.source": "import distributed\nfrom dask.utils import parse_bytes\n",
+            "executor.badsource": "from pkg import errors\n",
+            "executor.unlisted": "import os\n",
+            "other": 'import numpy\nfrom pkg import errors\nSHIPPED = (errors,)\nSHIPPED_NEEDS = ("numpy",)\n',
+        },
+    )
+    report = structure.measure(root)
+    found = {(b.path, b.text.split(" (")[0]) for b in report.boundary}
+    assert found == {
+        ("pkg/executor/bad.py", "imports numpy at module level"),
+        ("pkg/executor/bad.py", "imports pkg.driver at module level"),
+        ("pkg/executor/bad.py", "imports pkg.executor.source at module level"),
+        ("pkg/executor/badsource.py", "imports pkg.errors at module level"),
+        ("pkg/executor/unlisted.py", "in pkg.executor but in neither its SHIPPED nor AS_SOURCE"),
+    }, found
+    assert not report.ok() and structure.main([root]) == 1
+    assert "across the executor boundary (5)" in capsys.readouterr().out
+    baseline = report.baseline()
+    assert structure.worse_than(report, baseline) == []
+    assert structure.worse_than(report, {**baseline, "boundary": baseline["boundary"][1:]}) == [
+        f"executor boundary: {baseline['boundary'][0]} (new)"
+    ]

@@ -16,9 +16,9 @@ from dataclasses import replace
 
 import pytest
 
-from spark_dask import task
-from spark_dask.spec import TaskSpec
-from spark_dask.task import WorkerStartError
+from spark_dask.executor import gang_task as task
+from spark_dask.executor.gang_task import WorkerStartError
+from spark_dask.executor.task_spec import TaskSpec
 
 from tests.support.task_specs import FakePlainContext, make_spec
 

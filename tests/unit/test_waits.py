@@ -17,8 +17,11 @@ import types
 import psutil
 import pytest
 
-from spark_dask import handoff_task, launcher, preload, session, task
+from spark_dask import launcher, session
 from spark_dask.errors import HandoffError
+from spark_dask.executor import gang_task as task
+from spark_dask.executor import preload
+from spark_dask.handoff import transfer as handoff_task
 
 from tests.support.task_specs import make_spec
 
@@ -84,7 +87,7 @@ def test_the_death_signal_child_only_makes_the_call(monkeypatch):
 
 ORPHAN_PARENT = """
 import os, subprocess, sys, time
-from spark_dask import task
+from spark_dask.executor import gang_task as task
 child = subprocess.Popen(["sleep", "60"], preexec_fn=task._make_death_signal(os.getpid()), start_new_session=True)
 print(child.pid, flush=True)
 time.sleep(60)

@@ -12,7 +12,7 @@ import pytest
 from spark_dask import faults, slots, widget
 from spark_dask.aio import blocking
 from spark_dask.events import Events
-from spark_dask.handoff_plan import no_slot_message, transfer_slots
+from spark_dask.handoff.capacity import no_slot_message, transfer_slots
 from spark_dask.plan import ClusterFacts, GangPlan, hog_warning, scale_step
 from spark_dask.sizes import plural
 

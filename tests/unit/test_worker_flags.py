@@ -7,8 +7,14 @@ import types
 
 import pytest
 
-from spark_dask.plan import PlanError, option_flags
-from spark_dask.worker_flags import DASK_CUDA_OPTIONS, TaskWarnings, check_worker_options, program_options
+from spark_dask.executor.command import option_flags
+from spark_dask.plan import PlanError
+from spark_dask.worker_flags import (
+    DASK_CUDA_OPTIONS,
+    TaskWarnings,
+    check_worker_options,
+    program_options,
+)
 
 NO_DASK_CUDA = importlib.util.find_spec("dask_cuda") is None
 

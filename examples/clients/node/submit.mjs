@@ -12,7 +12,7 @@
 // KEY: the keys whose results to print (default: every key of the graph).
 //
 // It calls the scheduler's xlang_submit, xlang_gather and xlang_release operations
-// (spark_dask/xlang_scheduler.py; plain msgpack, no pickle) and prints one JSON object
+// (spark_dask/xlang/scheduler.py; plain msgpack, no pickle) and prints one JSON object
 // {key: result} on stdout; bytes print as {"base64": "..."}. A task that failed, or a
 // result msgpack cannot carry, prints its message on stderr and exits 1.
 

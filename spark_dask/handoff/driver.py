@@ -31,22 +31,25 @@ import weakref
 from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import replace
 
-from spark_dask import arrow_types, handoff_plan, handoff_task
+from spark_dask import arrow_types, handoff
 from spark_dask.arrow_types import HandoffTypeError
 from spark_dask.cluster import SparkCluster, live_clusters
-from spark_dask.handoff_plan import (
+from spark_dask.handoff import files, transfer
+from spark_dask.handoff.capacity import (
+    needs_cpu_profile,
+    no_slot_message,
+    transfer_slots,
+)
+from spark_dask.handoff.files import (
     NO_BYTE_LIMIT,
     byte_limit_is_redundant,
     load_key,
-    needs_cpu_profile,
-    no_slot_message,
     ordered_parts,
     transfer_dir_name,
     transfer_dirs,
     transfer_of_key,
-    transfer_slots,
 )
-from spark_dask.handoff_task import HandoffError
+from spark_dask.handoff.transfer import HandoffError
 from spark_dask.jobtags import tagged
 from spark_dask.plan import PlanError
 from spark_dask.session import (
@@ -56,7 +59,7 @@ from spark_dask.session import (
     is_stopped,
     spark_version,
 )
-from spark_dask.shipping import ship_task_code
+from spark_dask.shipping import ship_by_value
 from spark_dask.slots import held_by, other_clusters
 
 logger = logging.getLogger("spark_dask")
@@ -163,7 +166,7 @@ def files_left(dirs, problem: BaseException) -> None:
 
 
 def handoff_task_op(what: str) -> str:
-    return {"put": handoff_task.PUT, "get": handoff_task.GET, "remove": handoff_task.REMOVE}[what]
+    return {"put": transfer.PUT, "get": transfer.GET, "remove": transfer.REMOVE}[what]
 
 
 _setup_lock = threading.Lock()
@@ -174,8 +177,8 @@ def _registry(cluster, client) -> _Registry:
     with _setup_lock:
         registry = _registries.get(cluster)
         if registry is None:
-            ship_task_code()  # neither executors nor Dask workers need spark_dask installed
-            client.register_plugin(handoff_task.worker_plugin(), name="spark-dask-handoff")
+            ship_by_value(*handoff.SHIPPED)  # neither executors nor Dask workers need spark_dask installed
+            client.register_plugin(transfer.worker_plugin(), name="spark-dask-handoff")
             registry = _registries[cluster] = _Registry(cluster)
             cluster.add_close_hook(registry.close)  # its files, while the workers can remove them
         return registry
@@ -283,7 +286,7 @@ def _check_slots(cluster, direction: str) -> bool:
 # (estimated from the schema), at least Spark's default 10,000 rows. Larger batches
 # than Spark's default mean fewer messages, and partitions that load without a copy.
 BATCH_BYTES = 16 * 2**20
-# ... and that the Dask workers write for to_spark (see handoff_task.write_partition)
+# ... and that the Dask workers write for to_spark (see transfer.write_partition)
 WRITE_BATCH_BYTES = 4 * 2**20
 
 
@@ -297,7 +300,7 @@ def batch_rows(schema, target: int = BATCH_BYTES) -> int:
     >>> batch_rows(pa.schema([("s", pa.string())] * 1000))
     10000
     """
-    width = sum(32 if (n := handoff_plan.value_bytes(field.type)) is None else n for field in schema)
+    width = sum(32 if (n := files.value_bytes(field.type)) is None else n for field in schema)
     return max(10_000, target // max(width, 1))
 
 
@@ -337,12 +340,12 @@ def _collect(df, spec: dict, schema, tz: str, large: bool, cpu_only: bool, tag: 
     profile = _cpu_profile(spark) if cpu_only else None
     rdd = _jvm_arrow_rdd(df, tz, large, batch_rows(schema))
     if rdd is not None:
-        rdd = rdd.mapPartitions(handoff_task.spark_batch_writer(spec))
+        rdd = rdd.mapPartitions(transfer.spark_batch_writer(spec))
         if profile is not None:
             rdd = rdd.withResources(profile)
         with tagged(spark, tag, description):
             return rdd.collect()
-    return map_collect(_positional(df), handoff_task.RESULT_DDL, handoff_task.spark_writer(spec), cpu_only, tag,
+    return map_collect(_positional(df), transfer.RESULT_DDL, transfer.spark_writer(spec), cpu_only, tag,
                         description, arrow_schema=schema)  # fmt: skip
 
 
@@ -364,8 +367,8 @@ def _no_redundant_byte_limit(spark, schema):
     docs/benchmarks.md, "Moving data between Spark and Dask". Spark 3.x has no byte limit."""
     lift = False
     if spark_version(spark) >= (4, 0):
-        records = handoff_plan.spark_bytes(conf(spark, _MAX_RECORDS, "10000", sql=True))
-        limit = handoff_plan.spark_bytes(conf(spark, _MAX_BYTES, "64m", sql=True))
+        records = files.spark_bytes(conf(spark, _MAX_RECORDS, "10000", sql=True))
+        limit = files.spark_bytes(conf(spark, _MAX_BYTES, "64m", sql=True))
         lift = records is not None and limit is not None and byte_limit_is_redundant(schema, records, limit)
     if lift:
         key = application_id(spark) or id(spark)
@@ -434,10 +437,10 @@ def _spec_tls(cluster) -> dict | None:
 
 
 def _hosts(client) -> dict:
-    infos = client.run(handoff_task.host_info)
+    infos = client.run(transfer.host_info)
     if not infos:
         raise HandoffError("spark-dask: the Dask cluster has no workers right now; wait for them (client.wait_for_workers)")
-    return handoff_plan.host_table(infos)
+    return files.host_table(infos)
 
 
 def _backend(backend: str | None, cluster) -> str:
@@ -555,7 +558,7 @@ def _load(client, registry: _Registry, tid: str, parts: list[dict], backend: str
     registry.add(tid, (), keys)
     return [
         client.submit(
-            handoff_task.load_partition, p, backend, key=key, workers=[p["ip"]], allow_other_workers=True, pure=False,
+            transfer.load_partition, p, backend, key=key, workers=[p["ip"]], allow_other_workers=True, pure=False,
         )  # fmt: skip
         for key, p in zip(keys, parts)
     ]
@@ -639,7 +642,7 @@ def to_spark(ddf, spark=None, *, client=None, schema=None, checkpoint: bool = Fa
     schema_bytes = arrow_schema.serialize().to_pybytes()
     try:
         parts = ddf.to_delayed(optimize_graph=True)
-        write = delayed(handoff_task.write_partition, pure=False)
+        write = delayed(transfer.write_partition, pure=False)
         rows = batch_rows(arrow_schema, WRITE_BATCH_BYTES)
         tasks = [write(part, i, dirname, schema_bytes, rows) for i, part in enumerate(parts)]
         written = client.gather(client.compute(tasks))
@@ -651,7 +654,7 @@ def to_spark(ddf, spark=None, *, client=None, schema=None, checkpoint: bool = Fa
             return spark.createDataFrame([], struct)
         spec = {"schema": schema_bytes, "parts": parts_spec, "scheduler": cluster.scheduler_address,
                 "tls": _spec_tls(cluster)}  # fmt: skip
-        out = _read_job(spark, n, struct, handoff_task.spark_reader(spec), cpu_only, f"{cluster.tag}-to-spark-{tid}",
+        out = _read_job(spark, n, struct, transfer.spark_reader(spec), cpu_only, f"{cluster.tag}-to-spark-{tid}",
                         f"spark-dask: to_spark <- {cluster.tag}", checkpoint)  # fmt: skip
     except BaseException:
         registry.remove_now(tid)

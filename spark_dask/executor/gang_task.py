@@ -3,8 +3,8 @@ alive while the cluster runs, and make sure they cannot outlive the task.
 
 The driver ships this module to the executors by value together with what it uses of
 the package (:mod:`spark_dask.errors`, :mod:`spark_dask.plan`, :mod:`spark_dask.rapids`,
-:mod:`spark_dask.logdir`, and the task specification, :class:`spark_dask.spec.TaskSpec`, which carries the
-workers' preload, :mod:`spark_dask.preload`, as text), so the executors need
+:mod:`spark_dask.logdir`, and the task specification, :class:`spark_dask.executor.task_spec.TaskSpec`, which carries the
+workers' preload, :mod:`spark_dask.executor.preload`, as text), so the executors need
 ``distributed`` (and ``dask-cuda`` for GPU workers) but not ``spark_dask`` itself, and
 driver and executors never disagree on its version.
 
@@ -31,36 +31,40 @@ import time
 import traceback
 
 from spark_dask.errors import WorkerStartError
-from spark_dask.logdir import save_worker_logs
-from spark_dask.plan import (
+from spark_dask.executor.command import (
     REGISTERED_MARKER,
-    assign_shared,
-    assign_workers,
-    executor_gpu_list,
     forks_nanny,
-    gang_shortfall,
-    gpu_env,
-    memory_problem,
-    physical_gpu,
     scheduler_endpoint,
     tail,
-    thread_cores,
     unreachable_message,
     version_problem,
     worker_command,
-    worker_memory,
+)
+from spark_dask.executor.logs import save_worker_logs
+from spark_dask.executor.placement import (
+    assign_shared,
+    assign_workers,
+    executor_gpu_list,
+    gang_shortfall,
+    gpu_env,
+    physical_gpu,
     worker_name,
+)
+from spark_dask.executor.rmm import rmm_installed, rmm_option, rmm_problem
+from spark_dask.executor.sizing import (
+    memory_problem,
+    thread_cores,
+    worker_memory,
     worker_threads,
 )
-from spark_dask.rapids import rmm_installed, rmm_option, rmm_problem
-from spark_dask.spec import TaskSpec
+from spark_dask.executor.task_spec import TaskSpec
 
 PR_SET_PDEATHSIG = 1
 # Seconds the task waits for a worker to end after its SIGKILL: one in uninterruptible
 # sleep (D state, e.g. a hung NFS or GPU driver call) may never end; the task ends anyway.
 KILL_WAIT = 5.0
 # The module name under which each task writes the workers' preload (the text of
-# spark_dask.preload, carried in TaskSpec.preload) into its workers' directory.
+# spark_dask.executor.preload, carried in TaskSpec.preload) into its workers' directory.
 PRELOAD_MODULE = "spark_dask_preload"
 
 
@@ -369,7 +373,7 @@ def reach_error(address: str, timeout: float, tls: dict | None = None) -> str | 
 def executor_gpus(spec: TaskSpec, executor: str, own: list[str] | None = None) -> list[str]:
     """The physical GPUs of an executor (``host:port``), for a gang sharing them with Spark.
 
-    See :func:`spark_dask.plan.executor_gpu_list`; addresses are mapped through this
+    See :func:`spark_dask.executor.placement.executor_gpu_list`; addresses are mapped through this
     task's ``CUDA_VISIBLE_DEVICES``.
     """
     host = executor.rsplit(":", 1)[0]

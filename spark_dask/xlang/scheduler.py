@@ -1,11 +1,11 @@
 """The scheduler side of cross-language tasks (:mod:`spark_dask.xlang`): its plugins are
 added to every spark-dask scheduler (and to a plain ``dask scheduler`` with
-``--preload spark_dask.xlang_scheduler``), and they use distributed's public hooks only
+``--preload spark_dask.xlang.scheduler``), and they use distributed's public hooks only
 until the first worker of another language registers: a cluster of Python workers runs
 distributed's scheduler as distributed made it.
 
 - **Placement.** A worker of another language (one declaring an ``xlang-<language>``
-  resource, :func:`spark_dask.xlang.language_of`) can run only that language's tasks.
+  resource, :func:`spark_dask.xlang.graph.language_of`) can run only that language's tasks.
   distributed sends an ordinary task to any running worker, so once such a worker
   registers (:meth:`Placement.engage`, from the ``add_worker`` hook, before the
   scheduler places anything on it) it is kept out of the scheduler's ``running``,
@@ -44,14 +44,14 @@ from distributed.scheduler import decide_worker
 from distributed.versions import get_versions
 
 from spark_dask import internals
-from spark_dask.xlang import (
+from spark_dask.xlang.client import submit_ordered
+from spark_dask.xlang.graph import (
     XLangError,
     XLangTaskError,
     carry_problem,
     language_of,
     references,
     resource,
-    submit_ordered,
     task_order,
 )
 
@@ -321,5 +321,5 @@ def install(scheduler, no_worker_timeout: float = NO_WORKER_TIMEOUT) -> Gateway:
 
 
 async def dask_setup(scheduler) -> None:
-    """``dask scheduler --preload spark_dask.xlang_scheduler``."""
+    """``dask scheduler --preload spark_dask.xlang.scheduler``."""
     install(scheduler)

@@ -9,9 +9,9 @@
   cudf partition; :func:`write_partition` writes one Dask partition; the worker plugin
   made by :func:`worker_plugin` serves and removes the files.
 
-Standard library and pyarrow at import; ``distributed`` only inside the functions that
-talk to Dask workers (every executor has it: the workers need it). Shipped by value
-(like :mod:`spark_dask.task`), so executors and workers need not have spark_dask.
+Standard library at import; pyarrow and ``distributed`` only inside the functions that
+use them (every executor has them: the workers need them). Shipped by value
+(:data:`spark_dask.handoff.SHIPPED`), so executors and workers need not have spark_dask.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import time
 
 from spark_dask.arrow_types import frame_to_arrow, table_to_pandas
 from spark_dask.errors import HandoffError
-from spark_dask.handoff_plan import (
+from spark_dask.handoff.files import (
     in_transfer_dir,
     is_transfer_dir,
     part_file_name,
