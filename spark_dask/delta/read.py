@@ -24,7 +24,7 @@ from spark_dask.errors import DeltaError, PlanError
 from spark_dask.events import outside_package
 from spark_dask.handoff import driver as handoff
 from spark_dask.session import active_session
-from spark_dask.shipping import ship_by_value
+from spark_dask.shipping import by_value, ship_by_value
 from spark_dask.sparkconf import conf
 
 logger = logging.getLogger("spark_dask")
@@ -211,7 +211,7 @@ def read_files(snapshot: log.Snapshot, root: str, columns, filters, storage_opti
     if not tasks:
         return dd.from_pandas(meta, npartitions=1)
     ship_by_value(*SHIPPED)
-    return dd.from_map(files.read_file, tasks, plan=plan, meta=meta, label="read-delta", enforce_metadata=False)
+    return dd.from_map(by_value(files.read_file), tasks, plan=plan, meta=meta, label="read-delta", enforce_metadata=False)
 
 
 def _empty():

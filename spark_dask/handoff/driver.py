@@ -59,10 +59,13 @@ from spark_dask.session import (
     is_stopped,
     spark_version,
 )
-from spark_dask.shipping import ship_by_value
+from spark_dask.shipping import by_value, ship_by_value
 from spark_dask.slots import held_by, other_clusters
 
 logger = logging.getLogger("spark_dask")
+# The Dask tasks' functions, sent by value inside the graphs (spark_dask.shipping)
+_LOAD_PARTITION = by_value(transfer.load_partition)
+_WRITE_PARTITION = by_value(transfer.write_partition)
 
 __all__ = ["HandoffError", "HandoffTypeError", "to_dask", "to_spark"]
 
@@ -558,7 +561,7 @@ def _load(client, registry: _Registry, tid: str, parts: list[dict], backend: str
     registry.add(tid, (), keys)
     return [
         client.submit(
-            transfer.load_partition, p, backend, key=key, workers=[p["ip"]], allow_other_workers=True, pure=False,
+            _LOAD_PARTITION, p, backend, key=key, workers=[p["ip"]], allow_other_workers=True, pure=False,
         )  # fmt: skip
         for key, p in zip(keys, parts)
     ]
@@ -642,7 +645,7 @@ def to_spark(ddf, spark=None, *, client=None, schema=None, checkpoint: bool = Fa
     schema_bytes = arrow_schema.serialize().to_pybytes()
     try:
         parts = ddf.to_delayed(optimize_graph=True)
-        write = delayed(transfer.write_partition, pure=False)
+        write = delayed(_WRITE_PARTITION, pure=False)
         rows = batch_rows(arrow_schema, WRITE_BATCH_BYTES)
         tasks = [write(part, i, dirname, schema_bytes, rows) for i, part in enumerate(parts)]
         written = client.gather(client.compute(tasks))

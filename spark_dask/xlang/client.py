@@ -12,6 +12,9 @@ from collections.abc import Mapping
 import dask
 from distributed import Future
 
+from spark_dask import errors
+from spark_dask.shipping import by_value, ship_by_value
+from spark_dask.xlang import graph
 from spark_dask.xlang.graph import (
     ANNOTATION,
     PYTHON,
@@ -24,12 +27,19 @@ from spark_dask.xlang.graph import (
     task_order,
 )
 
+# What a Python task of a graph runs on its worker, pickled by value (the workers need
+# not have spark_dask): the graph rules and the exceptions they raise.
+SHIPPED = (errors, graph)
+_CALL_PYTHON = by_value(call_python)
+
+
 def submit_task(client, key: str, language: str, function: str, args: list, futures: Mapping) -> Future:
     """One task of a graph, through ``client``; ``futures`` maps each referenced key to
     its Future (on the same client)."""
     deps = [futures[k] for k in dict.fromkeys(references(args))]
     if language == PYTHON:
-        return client.submit(call_python, function, key, *resolve(args, futures), key=key, pure=False)
+        ship_by_value(*SHIPPED)
+        return client.submit(_CALL_PYTHON, function, key, *resolve(args, futures), key=key, pure=False)
     with dask.annotate(**{ANNOTATION: {"language": language, "function": function, "args": args}}):
         return client.submit(run_elsewhere, language, function, *deps, key=key, resources={resource(language): 1}, pure=False)
 
