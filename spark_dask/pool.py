@@ -629,14 +629,14 @@ def relaunched_message(started: int, connected: int, target: int, whole: bool, t
 
     >>> relaunched_message(2, 2, 2, True, "g1")
     'spark-dask: the cluster is back to full size: all 2 Dask workers are connected (relaunched: g1)'
+    >>> relaunched_message(1, 1, 1, True, "g1")
+    'spark-dask: the cluster is back to full size: its 1 Dask worker is connected (relaunched: g1)'
     >>> relaunched_message(1, 1, 2, False, "g1")
     'spark-dask: 1 relaunched Dask worker connected (g1); the cluster has 1 of 2'
     """
     if whole:
-        return (
-            f"spark-dask: the cluster is back to full size: all {plural(target, 'Dask worker')} "
-            f"are connected (relaunched: {tag})"
-        )
+        connected_all = "its 1 Dask worker is" if target == 1 else f"all {plural(target, 'Dask worker')} are"
+        return f"spark-dask: the cluster is back to full size: {connected_all} connected (relaunched: {tag})"
     return (
         f"spark-dask: {plural(started, 'relaunched Dask worker')} connected ({tag}); "
         f"the cluster has {connected} of {target}"
