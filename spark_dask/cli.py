@@ -503,17 +503,17 @@ def describe(
              "threads_per_worker": threads_per_worker, "memory_limit": memory_limit, "barrier": barrier}  # fmt: skip
     try:
         opts = options.resolve(**{**{o.name: None for o in options.keyword_options() if o.config}, **given})
-        plan = plan_gang(facts, *(opts[k] for k in ("n_workers", "worker", "task_profile", "gpu_mode", "barrier")))
+        plan = plan_gang(facts, opts.n_workers, opts.worker, opts.task_profile, opts.gpu_mode, opts.barrier)
     except PlanError as e:
         out["error"] = str(e)
         return out
     out.update(_plan_rows(facts, plan))
-    fewest, most = gang_threads(facts, plan, opts["threads_per_worker"])
+    fewest, most = gang_threads(facts, plan, opts.threads_per_worker)
     threads = fewest if fewest == most else "<nthreads>"
     out["threads per worker"] = (
         fewest if fewest == most else f"{fewest}-{most} (depends on how Spark places the tasks on the executors)"
     )
-    memory, out["memory per worker"] = _worker_memory(facts, plan, opts["memory_limit"])
+    memory, out["memory per worker"] = _worker_memory(facts, plan, opts.memory_limit)
     out["worker command"] = _shell_line(info_worker_command(plan, opts, threads, memory))
     db = databricks.detect(spark)
     if db is not None:
@@ -603,14 +603,14 @@ def info_worker_command(plan, opts: dict, threads: int | str, memory: int | None
         "nthreads": threads,
         "memory_limit": memory if memory is not None else "<auto>",
         "local_directory": "<local-directory>",
-        "death_timeout": opts["death_timeout"],
+        "death_timeout": opts.death_timeout,
         "preload": "<preload-file>",
         "preload_module": PRELOAD_MODULE,
-        "tls_ca_file": "<ca.pem>" if opts["tls"] else "",
-        "tls_cert": "<cert.pem>" if opts["tls"] else "",
-        "tls_key": "<key.pem>" if opts["tls"] else "",
+        "tls_ca_file": "<ca.pem>" if opts.tls else "",
+        "tls_cert": "<cert.pem>" if opts.tls else "",
+        "tls_key": "<key.pem>" if opts.tls else "",
     }
-    return worker_command(fields, plan.kind, opts["worker_command"], opts["worker_options"])
+    return worker_command(fields, plan.kind, opts.worker_command, opts.worker_options)
 
 
 def _require_pyspark_or_exit() -> None:

@@ -51,6 +51,7 @@ from spark_dask.executor.sizing import memory_problem
 from spark_dask.executor.task_spec import TaskSpec
 from spark_dask.gang import Gang
 from spark_dask.gang_spec import by_host, rmm_spec, task_spec
+from spark_dask.options import ClusterOptions
 from spark_dask.plan import (
     GangPlan,
     check_request,
@@ -110,16 +111,16 @@ async def _first_failure(facts_job, scheduler_job) -> None:
         raise
 
 
-def plan_start(facts, opts: dict, quiet: bool, others: tuple = ()) -> tuple[GangPlan, list[str], dict]:
+def plan_start(facts, opts: ClusterOptions, quiet: bool, others: tuple = ()) -> tuple[GangPlan, list[str], dict]:
     """The plan of a cluster's starting gang from the Spark facts and its options, after
     the checks that refuse it (a :class:`~spark_dask.errors.PlanError` before anything
     is submitted); the start-up warnings (``others``: the slots the application's other
     spark-dask clusters hold, :func:`spark_dask.slots.other_clusters`); and the worker
     options checked (each flag spelled as the worker program spells it)."""
-    plan = plan_gang(facts, *(opts[k] for k in ("n_workers", "worker", "task_profile", "gpu_mode", "barrier")))
-    check_request(facts, opts["threads_per_worker"])
-    worker_options = check_worker_options(opts["worker_options"], plan.kind, opts["worker_command"])
-    limit = opts["memory_limit"]
+    plan = plan_gang(facts, opts.n_workers, opts.worker, opts.task_profile, opts.gpu_mode, opts.barrier)
+    check_request(facts, opts.threads_per_worker)
+    worker_options = check_worker_options(opts.worker_options, plan.kind, opts.worker_command)
+    limit = opts.memory_limit
     if limit != "auto" and facts.master.startswith("local"):
         # the executors run on this host (local and local-cluster masters); elsewhere
         # each task checks its own host
@@ -152,7 +153,7 @@ class GangMaker:
         ``on_done(gang)``, from the launcher thread, when a gang's Spark job ends.
     """
 
-    def __init__(self, spark, tag: str, options: dict, env: dict, side: DriverScheduler, events: Events, on_done):
+    def __init__(self, spark, tag: str, options: ClusterOptions, env: dict, side: DriverScheduler, events: Events, on_done):
         self.spark = spark
         self.tag = tag
         self.options = options
@@ -186,7 +187,7 @@ class GangMaker:
     def task_spec(self) -> TaskSpec:
         """What every task of the cluster is handed (:func:`spark_dask.gang_spec.task_spec`)."""
         opts, sec, scheduler = self.options, self.side.security, self.side.scheduler
-        tls = {"ca": sec.tls_ca_file, "cert": sec.tls_worker_cert, "key": sec.tls_worker_key} if opts["tls"] else None
+        tls = {"ca": sec.tls_ca_file, "cert": sec.tls_worker_cert, "key": sec.tls_worker_key} if opts.tls else None
         # warnings the tasks attach to their workers (rmm missing, distributed patch level)
         scheduler.add_plugin(TaskWarnings(self.events.warn))
         rmm = None
@@ -194,7 +195,7 @@ class GangMaker:
             rmm, notes = rmm_spec(lambda key: spark_conf(self.spark, key), self.plan.gpu_mode, opts)
             for msg in notes:
                 self.events.warn(msg)
-        opts = {**opts, "worker_options": self.worker_options}
+        opts = replace(opts, worker_options=self.worker_options)
         spec = task_spec(self.tag, scheduler.address, tls, opts, self.plan, self.facts, self.env, rmm)
         return replace(spec, log_directory=self.log_dir)
 
@@ -205,7 +206,7 @@ class GangMaker:
         missing source is a :class:`~spark_dask.errors.PlanError`; later the gang gets
         the credentials read before, with a warning. The start's gangs use the read of
         the start's own check."""
-        if not self.options["databricks_credentials"]:
+        if not self.options.databricks_credentials:
             return {}
         if reason == "start" and self.credentials_read is not None:
             return self.credentials_read
@@ -398,7 +399,7 @@ class SparkCluster(Cluster):
     ):
         self.options = options.resolve(**options.given(locals()))
         self.spark = active_session(spark)
-        if not self.options["tls"]:
+        if not self.options.tls:
             warnings.warn(
                 "spark-dask: TLS is off (tls=False): anyone who can reach the driver's "
                 "scheduler port can run code on this cluster",
@@ -407,7 +408,7 @@ class SparkCluster(Cluster):
         self.env = dict(env or {})
         self.id = uuid.uuid4().hex[:10]
         self.tag = f"spark-dask-{self.id}"
-        super().__init__(asynchronous=asynchronous, loop=loop, name=self.options["name"] or self.tag, quiet=quiet)
+        super().__init__(asynchronous=asynchronous, loop=loop, name=self.options.name or self.tag, quiet=quiet)
         self._init_state()
         registry.add(self)
         _register_atexit()
@@ -443,12 +444,12 @@ class SparkCluster(Cluster):
         self._close_hooks = CloseHooks()  # add_close_hook
         self._exit_stack = ExitStack()
         self.entry = named.Entry(self.name, self.tag, named.configured_root(), self.events.warn)  # from_name finds it there
-        self.log_keeper = logdir.KeptLogs(logdir.cluster_directory(self.options["log_directory"], self.name, self.id),
+        self.log_keeper = logdir.KeptLogs(logdir.cluster_directory(self.options.log_directory, self.name, self.id),
                                           self.events, self._task_log, lambda: self.task_rows)  # fmt: skip
-        if self.options["silence_logs"]:
+        if self.options.silence_logs:
             # Like LocalCluster: the scheduler runs in this process; keep its INFO lines
             # out of the notebook. get_logs() still has them.
-            self._exit_stack.enter_context(silence_logging_cmgr(self.options["silence_logs"]))
+            self._exit_stack.enter_context(silence_logging_cmgr(self.options.silence_logs))
 
     # ------------------------------------------------------------------ what it holds
     @property
@@ -531,7 +532,7 @@ class SparkCluster(Cluster):
             self._exit_stack.enter_context(self.entry)  # the name is this cluster's until it closes
             self.maker.log_dir = self._exit_stack.enter_context(self.log_keeper)  # left after the gangs ended
             if is_connect(self.spark):
-                problem = await blocking(connect_session_problem, self.spark, opts["scheduler_host"])
+                problem = await blocking(connect_session_problem, self.spark, opts.scheduler_host)
                 if problem:
                     raise PlanError(problem)
             await blocking(self.maker.credentials)  # without a source: refused now (a py4j read, off the loop)
@@ -539,7 +540,7 @@ class SparkCluster(Cluster):
             # The facts (Spark calls) and the scheduler (credentials, listening sockets,
             # dashboard) do not depend on each other: both at once.
             facts_job = asyncio.ensure_future(
-                blocking(cluster_facts, self.spark, opts["executor_wait"], opts["n_workers"])
+                blocking(cluster_facts, self.spark, opts.executor_wait, opts.n_workers)
             )
             scheduler_job = asyncio.ensure_future(self._start_scheduler(t0))
             await _first_failure(facts_job, scheduler_job)
@@ -553,9 +554,9 @@ class SparkCluster(Cluster):
                                     pool.recovery.leaving.add)  # fmt: skip
             t_submit = time.monotonic()
             gangs = [self.pool.submit(step, "start") for step in gang_steps(self.gang_plan, self.gang_plan.n_workers)]
-            wait = StartWait(self.spark, self.side, self.facts, opts["slot_wait"], self.connect,
-                             bool(opts["progress"]) and not self.quiet)  # fmt: skip
-            await wait.wait(gangs, opts["timeout"], self.tag)
+            wait = StartWait(self.spark, self.side, self.facts, opts.slot_wait, self.connect,
+                             bool(opts.progress) and not self.quiet)  # fmt: skip
+            await wait.wait(gangs, opts.timeout, self.tag)
             await super()._start()  # the worker-status subscription; says running
             self._started(t0, t_submit)
             self.entry.publish(self)
@@ -602,10 +603,10 @@ class SparkCluster(Cluster):
         if self.connect:
             watch = watch_session_stop(self.spark, self.pool, self._log, self._close)
         else:
-            watch = watch_starved_stages(self.spark, self.pool, self.tag, self.options["slot_wait"])
+            watch = watch_starved_stages(self.spark, self.pool, self.tag, self.options.slot_wait)
         self._watchers = [asyncio.ensure_future(self.pool.watch_faults(self._fail)), asyncio.ensure_future(watch)]
-        if self.options["idle_timeout"]:
-            idle_watch = idle.watch(self.scheduler, self.options["idle_timeout"], self._idle_close)
+        if self.options.idle_timeout:
+            idle_watch = idle.watch(self.scheduler, self.options.idle_timeout, self._idle_close)
             self._watchers.append(asyncio.ensure_future(idle_watch))
         self._register_signals()  # a no-op outside the main thread (sync start: __init__)
         self._log(
@@ -621,7 +622,7 @@ class SparkCluster(Cluster):
         self.timings["scheduler"] = time.monotonic() - t0
 
     def _register_signals(self) -> None:
-        signals.register(self, signals.close_on_sigterm(self.options["close_on_sigterm"]))
+        signals.register(self, signals.close_on_sigterm(self.options.close_on_sigterm))
 
     # ------------------------------------------------------------------ gangs
     def _gang_ended_threadsafe(self, gang: Gang) -> None:
@@ -648,7 +649,7 @@ class SparkCluster(Cluster):
     async def _idle_close(self) -> None:
         """``idle_timeout`` passed without work: close, and say so."""
         t0 = time.monotonic()
-        self.events.tell(idle.closing_message(self.name, self.options["idle_timeout"]))
+        self.events.tell(idle.closing_message(self.name, self.options.idle_timeout))
         await self._close()
         self.events.log(idle.closed_message(self.name, time.monotonic() - t0))
 
@@ -758,11 +759,11 @@ class SparkCluster(Cluster):
             await Cluster._close(self)
         self.status = Status.closing
         if self.scheduler is not None:
-            await self._close_hooks.run(self.options["close_timeout"])
-        await self.side.close(self.options["close_timeout"])
+            await self._close_hooks.run(self.options.close_timeout)
+        await self.side.close(self.options.close_timeout)
         self.timings["close_scheduler"] = time.monotonic() - t0
         if self.pool is not None:
-            grace = self.options["close_timeout"] if self.close_grace is None else self.close_grace
+            grace = self.options.close_timeout if self.close_grace is None else self.close_grace
             await self.pool.end(grace if graceful else 0, self.spark)
         self.timings["close"] = time.monotonic() - t0
         self._exit_stack.close()

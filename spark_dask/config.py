@@ -17,11 +17,7 @@ with open(_fn) as f:
 
 dask.config.update_defaults(_defaults)
 
-_MISSING = object()
 
-
-def get(key: str, value=_MISSING):
-    """Return ``value`` when given (not None), else the ``spark-dask.<key>`` config value."""
-    if value is not _MISSING and value is not None:
-        return value
-    return dask.config.get(f"spark-dask.{key}")
+def get(key: str, value=None):
+    """``value`` when given (not None), else the ``spark-dask.<key>`` config value."""
+    return dask.config.get(f"spark-dask.{key}", override_with=value)

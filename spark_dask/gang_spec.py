@@ -14,6 +14,7 @@ from dask.utils import parse_bytes
 from spark_dask import rapids
 from spark_dask.executor import preload
 from spark_dask.executor.task_spec import TaskSpec
+from spark_dask.options import ClusterOptions
 from spark_dask.plan import ClusterFacts, GangPlan, alone_on_executor
 
 
@@ -29,23 +30,23 @@ def by_host(entries) -> dict[str, list[list[str]]]:
     return out
 
 
-def rmm_spec(spark_conf, gpu_mode: str | None, opts: dict) -> tuple[dict, list[str]]:
+def rmm_spec(spark_conf, gpu_mode: str | None, opts: ClusterOptions) -> tuple[dict, list[str]]:
     """RMM pool sizing for dask-cuda workers (the ``rapids_*`` options,
     ``spark-dask.rapids.*``), and the warnings when the Spark RAPIDS plugin's own pool
     would leave too little GPU memory for them (``spark_conf(key)`` reads the
     application's Spark conf)."""
-    share = float(opts["rapids_dask_fraction"])
+    share = float(opts.rapids_dask_fraction)
     warnings = rapids.check_rapids(spark_conf, share)
-    pool = opts["rapids_rmm_pool_size"]
+    pool = opts.rapids_rmm_pool_size
     if pool is False:
         pool = None
     elif pool not in (None, "auto"):
         pool = parse_bytes(pool) if isinstance(pool, str) else int(pool)
-    spill = opts["rapids_spill_fraction"]
+    spill = opts.rapids_spill_fraction
     return {
         "pool": pool,
-        "reserve": parse_bytes(str(opts["rapids_rmm_reserve"])),
-        "fraction": float(opts["rapids_rmm_fraction"]),
+        "reserve": parse_bytes(str(opts.rapids_rmm_reserve)),
+        "fraction": float(opts.rapids_rmm_fraction),
         "spill_fraction": None if spill in (None, False) else float(spill),
         # beside Spark's own GPU tasks an auto-sized pool leaves them the rest
         "share": share if gpu_mode == "shared" else None,
@@ -64,7 +65,7 @@ def preload_source() -> str:
 
 
 def task_spec(
-    tag: str, scheduler_address: str, tls: dict | None, opts: dict, plan: GangPlan, facts: ClusterFacts,
+    tag: str, scheduler_address: str, tls: dict | None, opts: ClusterOptions, plan: GangPlan, facts: ClusterFacts,
     env: dict, rmm: dict | None,
 ) -> TaskSpec:  # fmt: skip
     """The specification every task of cluster ``tag`` gets (see the module's text).
@@ -92,8 +93,8 @@ def task_spec(
     -------
     TaskSpec
     """
-    requires = [] if opts["worker_command"] else ["distributed"]
-    if plan.kind == "cuda" and not opts["worker_command"]:
+    requires = [] if opts.worker_command else ["distributed"]
+    if plan.kind == "cuda" and not opts.worker_command:
         requires.append("dask_cuda")
     return TaskSpec(
         cluster_id=tag,
@@ -109,23 +110,23 @@ def task_spec(
         executor_gpus=by_host(facts.gpu_addresses),
         gpus_per_executor=int(facts.executor_gpus),
         workers_per_task=plan.workers_per_task,
-        multiprocessing_method=opts["multiprocessing_method"],
-        fork_nanny=bool(opts["fork_nanny"]),
+        multiprocessing_method=opts.multiprocessing_method,
+        fork_nanny=bool(opts.fork_nanny),
         n_workers=plan.n_workers,
         requires=requires,
-        threads_per_worker=opts["threads_per_worker"],
-        memory_limit=opts["memory_limit"],
+        threads_per_worker=opts.threads_per_worker,
+        memory_limit=opts.memory_limit,
         executor_cores=facts.executor_cores,
         # a plain job's task alone on its executor (its CPUs more than half the
         # cores): its worker may use all of them, as a barrier gang's lone task does
         own_executor=alone_on_executor(plan, facts),
         executor_memory=facts.executor_memory,
-        worker_options=opts["worker_options"] or {},
-        worker_command=opts["worker_command"],
-        death_timeout=opts["death_timeout"],
-        kill_grace=opts["kill_grace"],
+        worker_options=opts.worker_options or {},
+        worker_command=opts.worker_command,
+        death_timeout=opts.death_timeout,
+        kill_grace=opts.kill_grace,
         distributed_version=distributed.__version__,
-        connect_timeout=opts["connect_timeout"],
+        connect_timeout=opts.connect_timeout,
         env=env,
         rmm=rmm,
         preload=preload_source(),

@@ -4,7 +4,7 @@ distributed's public surface (``Client``, ``Scheduler``/``Worker`` construction,
 ``SchedulerPlugin``/``WorkerPlugin`` hooks, ``Cluster``/``Adaptive``, ``Security``) is not
 listed. What is listed here can change in any release: :data:`DISTRIBUTED` names each
 such internal, where the package uses it and what it relies on, and :func:`problems`
-checks them against the installed distributed (``tests/test_internals.py`` runs it, so
+checks them against the installed distributed (``tests/unit/test_internals.py`` runs it, so
 a release that renames or reshapes one fails there with the internal's name, before a
 user's cluster does).
 

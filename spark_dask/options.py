@@ -8,7 +8,7 @@ This table is the one source of:
 - ``docs/configuration.md`` and the options table of ``README.md``.
 
 The generated files are written by ``python tools/generate.py`` and checked by
-``tests/test_generated.py`` (which also checks that ``SparkCluster.__init__``'s keyword
+``tests/unit/test_generated.py`` (which also checks that ``SparkCluster.__init__``'s keyword
 arguments, this table and the YAML agree). Texts use Markdown: single backticks for
 code; the docstring generator turns them into reStructuredText literals.
 """
@@ -565,6 +565,56 @@ TRAILING_PARAMETERS: tuple[tuple[str, str, str], ...] = (
 )
 
 
+@dataclass(frozen=True)
+class ClusterOptions:
+    """One cluster's options as :func:`resolve` makes them: each keyword argument, or its
+    ``spark-dask.*`` config value, checked; durations in seconds, ``memory_limit`` in
+    bytes (or ``"auto"``). One field per config option of :data:`OPTIONS`, in the
+    table's order, named as the keyword (``.`` and ``-`` as ``_``):
+    ``tests/test_options.py`` holds the class and the table together. Frozen: a changed
+    value is a new object (:func:`dataclasses.replace`)."""
+
+    n_workers: int | None
+    worker: str
+    threads_per_worker: int | None
+    memory_limit: int | str
+    worker_options: dict | None
+    worker_command: str | list[str] | None
+    multiprocessing_method: str | None
+    fork_nanny: bool
+    task_profile: str | bool
+    barrier: str | bool
+    timeout: float
+    name: str | None
+    idle_timeout: float | None
+    executor_wait: float
+    slot_wait: float
+    close_timeout: float
+    death_timeout: float
+    kill_grace: float
+    relaunch_attempts: int
+    lost_worker_grace: float
+    no_workers_timeout: float
+    close_on_sigterm: str | bool
+    tls: bool
+    require_encryption: bool
+    scheduler_host: str | None
+    state_dir: str | bool | None
+    databricks_credentials: bool
+    connect_timeout: float
+    dashboard: bool
+    log_directory: str | os.PathLike | None
+    dashboard_prefix: str | bool | None
+    progress: bool
+    silence_logs: str | bool
+    gpu_mode: str
+    rapids_rmm_pool_size: str | int | bool | None
+    rapids_rmm_reserve: str | int
+    rapids_rmm_fraction: float
+    rapids_spill_fraction: float | bool | None
+    rapids_dask_fraction: float
+
+
 def keyword_options() -> list[Option]:
     """The options that are keyword arguments of ``SparkCluster()``, in table order."""
     return [o for o in OPTIONS if o.keyword]
@@ -596,7 +646,7 @@ def defaults() -> dict:
 # --------------------------------------------------------------------------------------
 
 
-def resolve(**given) -> dict:
+def resolve(**given) -> ClusterOptions:
     """The options of one cluster: each keyword argument (None: not given) or its
     ``spark-dask.*`` config value, durations in seconds, sizes in bytes, every value
     checked (:class:`~spark_dask.errors.PlanError` says what is wrong). The one place an
@@ -643,7 +693,7 @@ def resolve(**given) -> dict:
         raise PlanError(f"databricks_credentials must be True or False, got {opts['databricks_credentials']!r}")
     check_gpu_mode(opts["gpu_mode"])
     check_barrier(opts["barrier"], False)
-    return opts
+    return ClusterOptions(**opts)
 
 
 def check_idle_timeout(value) -> float | None:

@@ -36,6 +36,7 @@ from spark_dask.faults import (
 )
 from spark_dask.gang import Gang, end_gangs, gang_of_placeholder
 from spark_dask.launcher import session_closed
+from spark_dask.options import ClusterOptions
 from spark_dask.plan import (
     ClusterFacts,
     GangPlan,
@@ -81,7 +82,7 @@ class GangPool:
     """
 
     def __init__(
-        self, shape: GangPlan, facts: ClusterFacts, options: dict, events: Events, side: DriverScheduler,
+        self, shape: GangPlan, facts: ClusterFacts, options: ClusterOptions, events: Events, side: DriverScheduler,
         make_gang, fresh_facts, adaptive=None,
     ):  # fmt: skip
         self.shape = shape
@@ -93,7 +94,7 @@ class GangPool:
         self.fresh_facts = fresh_facts
         self.adaptive = adaptive or (lambda: None)
         self.recovery = Recovery(
-            options["lost_worker_grace"], options["no_workers_timeout"]
+            options.lost_worker_grace, options.no_workers_timeout
         )
         self.gangs: list[Gang] = []  # every gang (Spark job) submitted, in order
         self.target = shape.n_workers  # workers the cluster is to have
@@ -417,7 +418,7 @@ class GangPool:
     def _relaunch_budget(self, n: int) -> tuple[int, int, str]:
         """Lost workers to relaunch: ``(n, lost, relaunch)`` after the relaunch budget
         (``relaunch_attempts``) is counted; ``relaunch`` names the attempt."""
-        rec, attempts = self.recovery, self.options["relaunch_attempts"]
+        rec, attempts = self.recovery, self.options.relaunch_attempts
         lost, rec.lost = rec.lost, 0
         if self.relaunches < attempts:
             self.relaunches += 1
@@ -558,7 +559,7 @@ class GangPool:
             )
         closing = [f for a, f in zip(addresses, gone) if a in retired]  # the rest: ended by their nannies
         if closing:
-            await asyncio.wait(closing, timeout=self.options["close_timeout"])
+            await asyncio.wait(closing, timeout=self.options.close_timeout)
         for a in addresses:
             self._gone.pop(a, None)
 
@@ -680,12 +681,12 @@ def adapt_bounds(
 
 
 def size_per_worker(
-    options: dict, size: tuple[int, int] | None
+    options: ClusterOptions, size: tuple[int, int] | None
 ) -> tuple[int | None, int | None]:
     """(threads, memory) of one worker, for ``scale(cores=, memory=)`` and ``adapt``: the
     options where the user chose them, else ``size`` (the workers' own, smallest)."""
-    threads = options["threads_per_worker"] or (size[0] if size else None)
-    memory = options["memory_limit"]
+    threads = options.threads_per_worker or (size[0] if size else None)
+    memory = options.memory_limit
     if memory == "auto":
         memory = size[1] if size else None
     return threads, memory

@@ -25,6 +25,7 @@ from spark_dask.aio import blocking
 from spark_dask.databricks import DashboardSettings
 from spark_dask.errors import ClusterError, PlanError
 from spark_dask.faults import LEAVING
+from spark_dask.options import ClusterOptions
 from spark_dask.plan import encryption_problem
 from spark_dask.session import driver_host, spark_encrypted
 from spark_dask.xlang import scheduler as xlang_scheduler
@@ -138,27 +139,27 @@ class DriverScheduler:
             str, asyncio.Future
         ] = {}  # open_nanny_comms: a call per nanny
 
-    async def start(self, spark, opts: dict) -> Scheduler:
+    async def start(self, spark, opts: ClusterOptions) -> Scheduler:
         """The refusal of unencrypted Spark RPC, the credentials and the scheduler (with
         its dashboard): everything of a start that needs no facts of the executors."""
         problem = encryption_problem(
-            bool(opts["require_encryption"]),
-            bool(opts["tls"]),
+            bool(opts.require_encryption),
+            bool(opts.tls),
             await blocking(spark_encrypted, spark),
         )
         if problem:
             raise PlanError("spark-dask: " + problem)
-        self.security = await blocking(credentials.take) if opts["tls"] else Security()
-        _bind, host = await blocking(driver_host, spark, opts["scheduler_host"])
+        self.security = await blocking(credentials.take) if opts.tls else Security()
+        _bind, host = await blocking(driver_host, spark, opts.scheduler_host)
         self.dashboard_settings = databricks.dashboard_settings(
-            spark, host, opts["dashboard_prefix"]
+            spark, host, opts.dashboard_prefix
         )
         self.scheduler = Scheduler(
             host=host,
             port=0,
-            protocol="tls" if opts["tls"] else "tcp",
+            protocol="tls" if opts.tls else "tcp",
             security=self.security,
-            dashboard=bool(opts["dashboard"]),
+            dashboard=bool(opts.dashboard),
             dashboard_address=self.dashboard_settings.address,
             http_prefix=self.dashboard_settings.http_prefix,
             plugins=[WorkerWatch(self.changed)],

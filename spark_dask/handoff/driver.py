@@ -434,7 +434,7 @@ def map_collect(df, schema: str, fn, cpu_only: bool, tag: str, description: str,
 
 def _spec_tls(cluster) -> dict | None:
     sec = cluster.security
-    if not cluster.options["tls"] or sec is None:
+    if not cluster.options.tls or sec is None:
         return None
     return {"ca": sec.tls_ca_file, "cert": sec.tls_client_cert, "key": sec.tls_client_key}
 

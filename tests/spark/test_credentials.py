@@ -31,7 +31,7 @@ from spark_dask.events import Events
 from spark_dask.executor.gang_task import _worker_env
 
 from tests.support.spark import assert_no_leftovers, make_spark, stop_spark
-from tests.support.task_specs import make_spec
+from tests.support.task_specs import cluster_options, make_spec
 
 DRIVER = {db.RUNTIME_ENV: "15.4"}
 API_URL = "https://eastus-c3.azuredatabricks.net"
@@ -204,7 +204,7 @@ def test_the_workers_environment_gets_the_credentials_and_env_wins():
 
 
 def _maker(on: bool) -> GangMaker:
-    return GangMaker(None, "spark-dask-t", {"databricks_credentials": on}, {}, None, Events([]), None)
+    return GangMaker(None, "spark-dask-t", cluster_options(databricks_credentials=on), {}, None, Events([]), None)
 
 
 def test_each_gang_reads_the_credentials_again(notebook, monkeypatch):

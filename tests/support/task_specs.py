@@ -3,12 +3,21 @@ and stand-ins for what that code talks to: a plain TaskContext, a gang's launche
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 
 import distributed
 
+from spark_dask import options
 from spark_dask.executor.task_spec import TaskSpec
 from spark_dask.gang_spec import preload_source
+
+
+def cluster_options(**changes) -> options.ClusterOptions:
+    """The options a cluster started with no argument gets (this process's dask config),
+    with ``changes``."""
+    resolved = options.resolve(**{o.name: None for o in options.keyword_options() if o.config})
+    return dataclasses.replace(resolved, **changes)
 
 
 def make_spec(**changes) -> TaskSpec:

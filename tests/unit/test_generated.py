@@ -12,6 +12,7 @@ import inspect
 import os
 
 import dask.config
+import pytest
 import yaml
 from click.testing import CliRunner
 
@@ -61,9 +62,9 @@ def test_resolve_options_reads_every_keyword_from_the_table():
         want = o.default
         if o.time:
             want = dask.utils.parse_timedelta(want)
-        assert resolved[o.name] == want, o.name
+        assert getattr(resolved, o.name) == want, o.name
     for key in options.time_keys():
-        assert resolved[key.replace("-", "_")] == dask.utils.parse_timedelta(dict(
+        assert getattr(resolved, key.replace("-", "_")) == dask.utils.parse_timedelta(dict(
             (o.key, o.default) for o in options.OPTIONS)[key])
 
 
@@ -95,3 +96,35 @@ def test_every_option_is_on_the_configuration_page():
         readme = f.read()
     for o in options.keyword_options():
         assert f"| `{o.name}` |" in readme, o.name
+
+
+def test_cluster_options_are_the_tables_config_options():
+    """``ClusterOptions`` has one field per config option, in the table's order, and
+    ``resolve()`` makes one; the package reads options as its attributes, never as a
+    dict of option names (an ``opts["..."]`` outside options.py would fail here)."""
+    import ast
+    import dataclasses
+    import pathlib
+
+    names = [f.name for f in dataclasses.fields(options.ClusterOptions)]
+    assert "timeout" in names and "rapids_dask_fraction" in names  # it read the class
+    assert names == [o.name.replace(".", "_") for o in options.config_options()]
+    resolved = options.resolve(**{o.name: None for o in options.keyword_options() if o.config})
+    assert isinstance(resolved, options.ClusterOptions)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        resolved.timeout = 1  # type: ignore[misc]
+    package = pathlib.Path(options.__file__).parent
+    subscripts = []
+    for path in sorted(package.rglob("*.py")):
+        if path.name == "options.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Subscript)
+                and isinstance(node.slice, ast.Constant)
+                and node.slice.value in names
+                and isinstance(node.value, (ast.Name, ast.Attribute))
+                and (node.value.id if isinstance(node.value, ast.Name) else node.value.attr) in ("opts", "options")
+            ):
+                subscripts.append(f"{path.relative_to(package)}:{node.lineno}")
+    assert not subscripts, subscripts

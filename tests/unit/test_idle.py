@@ -71,8 +71,8 @@ def test_a_bad_idle_timeout_is_refused(value):
 
 def test_the_option_is_resolved():
     given = {o.name: None for o in options.keyword_options() if o.config}
-    assert options.resolve(**given)["idle_timeout"] is None
-    assert options.resolve(**{**given, "idle_timeout": "1m"})["idle_timeout"] == 60
+    assert options.resolve(**given).idle_timeout is None
+    assert options.resolve(**{**given, "idle_timeout": "1m"}).idle_timeout == 60
 
 
 class StandIn:

@@ -181,7 +181,7 @@ def test_gpu_mode_is_checked_where_the_options_are_resolved():
     given = {o.name: None for o in options.keyword_options() if o.config}
     with pytest.raises(PlanError, match="gpu_mode must be one of"):
         options.resolve(**{**given, "gpu_mode": "half"})
-    assert options.resolve(**{**given, "gpu_mode": "shared"})["gpu_mode"] == "shared"
+    assert options.resolve(**{**given, "gpu_mode": "shared"}).gpu_mode == "shared"
 
 
 def test_spare_slots_beside_the_gang():

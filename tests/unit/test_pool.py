@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import time
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -20,12 +21,12 @@ from spark_dask.gang import Gang
 from spark_dask.plan import ClusterFacts, GangPlan
 from spark_dask.pool import GangPool, adapt_bounds, size_per_worker
 from spark_dask.watch import watch_starved_stages
-from tests.support.task_specs import FakeLauncher, make_spec
+from tests.support.task_specs import FakeLauncher, cluster_options, make_spec
 
 pytestmark = pytest.mark.core
 
 TAG = "spark-dask-t"
-OPTIONS = {"relaunch_attempts": 3, "lost_worker_grace": 0.0, "no_workers_timeout": 600.0, "close_timeout": 5.0}
+OPTIONS = cluster_options(relaunch_attempts=3, lost_worker_grace=0.0, no_workers_timeout=600.0, close_timeout=5.0)
 
 
 @pytest.fixture(autouse=True)
@@ -90,7 +91,7 @@ def make_pool(n=2, options=OPTIONS, slots=4, adaptive=None):
         return Gang(None, plan, make_spec(scheduler_address="tls://s:1"), cluster_tag=TAG, index=index, first=first,
                     reason=reason)  # fmt: skip
 
-    pool = GangPool(shape, facts(slots), dict(options), events, side, make_gang, lambda: facts(slots),
+    pool = GangPool(shape, facts(slots), options, events, side, make_gang, lambda: facts(slots),
                     adaptive=lambda: adaptive)  # fmt: skip
     side.scheduler.on_leave = pool.worker_removed
     return pool, side, events
@@ -229,7 +230,7 @@ def test_a_lost_executor_relaunches_only_the_failed_gang():
 
 def test_relaunches_used_up_shrink_the_cluster_and_say_so():
     async def main():
-        pool, side, events, first, _ = running_pool(2, options={**OPTIONS, "relaunch_attempts": 0})
+        pool, side, events, first, _ = running_pool(2, options=replace(OPTIONS, relaunch_attempts=0))
         first.launcher.finish(error=RuntimeError("ExecutorLostFailure (executor 1 exited)"))
         pool.ended(first)
         await settle(pool)
@@ -276,7 +277,7 @@ def test_a_lost_worker_is_replaced_after_the_grace():
 
 def test_a_worker_that_comes_back_is_not_replaced():
     async def main():
-        pool, side, _, first, addresses = running_pool(2, options={**OPTIONS, "lost_worker_grace": 60.0})
+        pool, side, _, first, addresses = running_pool(2, options=replace(OPTIONS, lost_worker_grace=60.0))
         leave(pool, side, addresses[0])
         join(pool, side, first, 0)  # its nanny restarted it
         assert not pool.recovery.missing
@@ -374,6 +375,6 @@ def test_adapt_bounds_and_size_per_worker():
         adapt_bounds(0, 10, None, 8, None, None, None, None, None)
     with pytest.raises(PlanError, match="minimum=5 is above the maximum 3"):
         adapt_bounds(5, 10, None, None, None, None, None, None, 3)
-    opts = {"threads_per_worker": None, "memory_limit": "auto"}
+    opts = replace(OPTIONS, threads_per_worker=None, memory_limit="auto")
     assert size_per_worker(opts, (2, 100)) == (2, 100) and size_per_worker(opts, None) == (None, None)
-    assert size_per_worker({"threads_per_worker": 4, "memory_limit": 50}, (2, 100)) == (4, 50)
+    assert size_per_worker(replace(OPTIONS, threads_per_worker=4, memory_limit=50), (2, 100)) == (4, 50)
