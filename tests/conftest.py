@@ -42,16 +42,19 @@ def _folder(item) -> str | None:
 
 
 def _mark_folders(items) -> None:
-    """Give each test its folder's marker; fail the collection (naming the tests) on a
+    """Give each test its folder's marker (the package's doctests: ``unit``); fail the collection (naming the tests) on a
     test module outside the folders, a test marked for another folder, or a test under
     tests/unit that requests Spark or the multi-host cluster."""
     problems = [
         f"{os.path.relpath(path, os.path.dirname(HERE))}: a test module outside {', '.join(f'tests/{f}' for f in FOLDERS)}"
         for path in sorted(glob.glob(os.path.join(HERE, "test_*.py")))
     ]
+    package = os.path.join(os.path.dirname(HERE), "spark_dask") + os.sep
     for item in items:
         folder = _folder(item)
         if folder is None:
+            if str(item.path).startswith(package):  # the package's doctests: pure, in seconds
+                item.add_marker(pytest.mark.unit)
             continue
         if folder not in FOLDERS:
             problems.append(f"{item.nodeid}: a test outside {', '.join(f'tests/{f}' for f in FOLDERS)}")
@@ -75,9 +78,12 @@ def _group_shared_spark(items) -> None:
     """The modules that use the default ``spark`` (not a ``spark`` fixture of their own)
     run one after the other, from the first one's place, so they share its application."""
     modules: dict = {}
-    for item in items:
-        modules.setdefault(item.module, []).append(item)
-    shared = [m for m, its in modules.items() if not hasattr(m, "spark") and any("spark" in i.fixturenames for i in its)]
+    for item in items:  # a doctest has no module object: its file is the key
+        modules.setdefault(getattr(item, "module", None) or str(item.path), []).append(item)
+    shared = [
+        m for m, its in modules.items()
+        if not isinstance(m, str) and not hasattr(m, "spark") and any("spark" in i.fixturenames for i in its)
+    ]  # fmt: skip
     if len(shared) < 2:
         return
     order, placed = [], False
