@@ -22,7 +22,13 @@ elif args[:1] == ["soak"]:
     soak.main(args[1:])
 else:
     run.main(args)
-    masters = [v for a, v in zip(args, args[1:]) if a == "--master"] + [a.split("=", 1)[1] for a in args if a.startswith("--master=")]
+    masters = [v for a, v in zip(args, args[1:]) if a == "--master"] + [
+        a.split("=", 1)[1] for a in args if a.startswith("--master=")
+    ]
     only_hosts = bool(masters) and all(multihost.parse(m) for m in masters)
-    if not only_hosts and not {"--quick", "--no-handoff", "-h", "--help"} & set(args) and not any(a.startswith("--plot") and a != "--plot-dir" for a in args):
+    if (
+        not only_hosts
+        and not {"--quick", "--no-handoff", "-h", "--help"} & set(args)
+        and not any(a.startswith("--plot") and a != "--plot-dir" for a in args)
+    ):
         handoff.main([])

@@ -174,11 +174,15 @@ def write_tables(spark, base: str, gb: float, dv_fraction: float) -> dict:
     rows, files = int(gb * 2**30 / BYTES_PER_ROW), file_count(gb)
     touched = max(1, round(dv_fraction * files))
     schema = "id BIGINT, k INT, x DOUBLE, s STRING"
-    spark.sql(f"CREATE TABLE delta.`{dv}` ({schema}) USING delta TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    spark.sql(
+        f"CREATE TABLE delta.`{dv}` ({schema}) USING delta TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')"
+    )
     # spark.range's partition i holds ids [i * rows // files, (i + 1) * rows // files): one file each
     spark.range(0, rows, 1, files).selectExpr(*COLUMNS).write.format("delta").mode("append").save(dv)
     spark.sql(f"DELETE FROM delta.`{dv}` WHERE id < {touched * rows // files} AND id % 100 = 0")
-    spark.sql(f"CREATE TABLE delta.`{nodv}` ({schema}) USING delta TBLPROPERTIES ('delta.enableDeletionVectors' = 'false')")
+    spark.sql(
+        f"CREATE TABLE delta.`{nodv}` ({schema}) USING delta TBLPROPERTIES ('delta.enableDeletionVectors' = 'false')"
+    )
     spark.read.format("delta").load(dv).repartitionByRange(files, "id").write.format("delta").mode("append").save(nodv)
     return {"size_gb": gb, "dv_fraction": dv_fraction, "written_rows": rows, "dv": dv, "nodv": nodv}
 
@@ -489,17 +493,23 @@ def render(R: dict) -> str:
     m, t = R["machine"], R["tables"]
     dv, nodv = t["dv_table"], t["nodv_table"]
     lines = [
-        (f"machine: {m['cpus']} CPUs, {m['memory_gib']} GiB, {m['platform']}, Python {m['python']}, pyspark "
-        f"{m['pyspark']}, distributed {m['distributed']}, deltalake {m['deltalake']}, dask-deltatable "
-        f"{m['dask_deltatable']}; {R['master']}, {R['workers']} Dask workers x 1 thread beside Spark; median "
-        f"(min-max) of {R['reps']} runs; load average before/after {R['load_before']}/{R['load_after']}"),
+        (
+            f"machine: {m['cpus']} CPUs, {m['memory_gib']} GiB, {m['platform']}, Python {m['python']}, pyspark "
+            f"{m['pyspark']}, distributed {m['distributed']}, deltalake {m['deltalake']}, dask-deltatable "
+            f"{m['dask_deltatable']}; {R['master']}, {R['workers']} Dask workers x 1 thread beside Spark; median "
+            f"(min-max) of {R['reps']} runs; load average before/after {R['load_before']}/{R['load_after']}"
+        ),
         "",
-        (f"table: {R['expected']['rows']:,} rows, {dv['files']} files, {dv['bytes'] / 2**30:.2f} GiB of Parquet, "
-        f"{dv['dv_files']} files with a deletion vector ({', '.join(f'{n} {k}' for k, n in dv['dv_types'].items())}; "
-        f"{dv['dv_rows']:,} rows deleted); copy without DVs: {nodv['files']} files, {nodv['bytes'] / 2**30:.2f} GiB"),
+        (
+            f"table: {R['expected']['rows']:,} rows, {dv['files']} files, {dv['bytes'] / 2**30:.2f} GiB of Parquet, "
+            f"{dv['dv_files']} files with a deletion vector ({', '.join(f'{n} {k}' for k, n in dv['dv_types'].items())}; "
+            f"{dv['dv_rows']:,} rows deleted); copy without DVs: {nodv['files']} files, {nodv['bytes'] / 2**30:.2f} GiB"
+        ),
         "",
-        ("| method | s | time × files | driver Python peak RSS MB | Dask workers peak RSS MB | Spark JVMs growth MB "
-        "| memory × files | rows | check |"),
+        (
+            "| method | s | time × files | driver Python peak RSS MB | Dask workers peak RSS MB | Spark JVMs growth MB "
+            "| memory × files | rows | check |"
+        ),
         "|---|---|---|---|---|---|---|---|---|",
     ]
     base = figures(R["runs"]["files"])
@@ -520,13 +530,17 @@ def render(R: dict) -> str:
 
     lines += [
         "",
-        ("(memory = driver Python + Dask workers peaks; RSS before a run, median: driver Python "
-        f"{statistics.median(b['driver'] for b in before):.0f} MB, Dask workers "
-        f"{statistics.median(b['workers'] for b in before):.0f} MB)"),
+        (
+            "(memory = driver Python + Dask workers peaks; RSS before a run, median: driver Python "
+            f"{statistics.median(b['driver'] for b in before):.0f} MB, Dask workers "
+            f"{statistics.median(b['workers'] for b in before):.0f} MB)"
+        ),
         "",
-        (f"deltalake, in its own process, without its start-up: {spread([r['own_seconds'] for r in dl])} s; "
-        f"medians: to Arrow {step('arrow_s'):.2f} s (peak RSS then {step('arrow_peak_mb'):.0f} MB), "
-        f"to_pandas {step('to_pandas_s'):.2f} s, the summary {step('summary_s'):.2f} s"),
+        (
+            f"deltalake, in its own process, without its start-up: {spread([r['own_seconds'] for r in dl])} s; "
+            f"medians: to Arrow {step('arrow_s'):.2f} s (peak RSS then {step('arrow_peak_mb'):.0f} MB), "
+            f"to_pandas {step('to_pandas_s'):.2f} s, the summary {step('summary_s'):.2f} s"
+        ),
         "",
         f"left running afterwards: {', '.join(R['left_running']) or 'nothing'}",
         "",
@@ -573,7 +587,9 @@ def bench(args, base: str, t_all: float) -> dict:
               f"{d['dv_files']} with a deletion vector {d['dv_types']} ({time.perf_counter() - t_all:.0f}s)", file=sys.stderr)  # fmt: skip
         R["expected"] = spark_summary(spark, R["tables"]["dv"])
         R["expected_nodv"] = spark_summary(spark, R["tables"]["nodv"])
-        with spark_dask.start(spark, n_workers=args.workers, threads_per_worker=1, memory_limit="6GiB", progress=False) as client:
+        with spark_dask.start(
+            spark, n_workers=args.workers, threads_per_worker=1, memory_limit="6GiB", progress=False
+        ) as client:
             warm_up(spark, client, R["tables"])
             got = rounds(spark, client, R["tables"], args.reps, t_all)
             R["runs"] = got["runs"]
@@ -590,7 +606,9 @@ def main(argv=None) -> dict:
 
     warnings.filterwarnings("ignore")
     logging.getLogger("distributed").setLevel(logging.WARNING)  # its INFO lines would bury the table
-    ap = argparse.ArgumentParser(prog="python -m benchmarks delta", description=" ".join(__doc__.split("\n\n")[0].split()))
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks delta", description=" ".join(__doc__.split("\n\n")[0].split())
+    )
     ap.add_argument("--size-gb", type=float, default=1.0, help="the table's Parquet, GB of 2**30 bytes (default 1)")
     ap.add_argument("--dv-fraction", type=float, default=0.05, help="share of the files given a deletion vector")
     ap.add_argument("--reps", type=int, default=3, help="rounds of every method (default 3)")

@@ -41,9 +41,9 @@ import time
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
-import psutil  # noqa: E402
+import psutil
 
-from benchmarks.machine import machine_facts  # noqa: E402
+from benchmarks.machine import machine_facts
 
 MASTER = "local-cluster[2,4,1024]"
 ROW_BYTES = 64
@@ -244,8 +244,13 @@ def render(R: dict) -> str:
         "| direction | GB | method | s | runs (s) | GB/s | driver Python MB | driver JVM MB | Dask workers MB | vs Parquet |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    names = {"spark_only": "(floor: Spark computes the data, noop write)", "spark_dask": "spark-dask", "spark_dask_kept": "spark-dask, checkpoint=True",
-             "parquet": "Parquet (local disk)", "driver": "through the driver"}
+    names = {
+        "spark_only": "(floor: Spark computes the data, noop write)",
+        "spark_dask": "spark-dask",
+        "spark_dask_kept": "spark-dask, checkpoint=True",
+        "parquet": "Parquet (local disk)",
+        "driver": "through the driver",
+    }
     for r in R["sizes"]:
         for direction in ("to_dask", "to_spark"):
             label = "Spark → Dask" if direction == "to_dask" else "Dask → Spark"
@@ -268,8 +273,12 @@ def plot(R: dict, path: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
-    methods = [("spark_dask", "spark-dask"), ("spark_dask_kept", "spark-dask, checkpoint=True"),
-               ("parquet", "Parquet (local disk)"), ("driver", "through the driver")]
+    methods = [
+        ("spark_dask", "spark-dask"),
+        ("spark_dask_kept", "spark-dask, checkpoint=True"),
+        ("parquet", "Parquet (local disk)"),
+        ("driver", "through the driver"),
+    ]
     for ax, direction, title in zip(axes, ("to_dask", "to_spark"), ("Spark → Dask", "Dask → Spark")):
         sizes = [r["gb"] for r in R["sizes"]]
         width = 0.8 / len(methods)
@@ -292,13 +301,20 @@ def main(argv=None) -> dict:
 
     warnings.filterwarnings("ignore")
     here = os.path.dirname(__file__)
-    ap = argparse.ArgumentParser(prog="python -m benchmarks handoff", description=" ".join(__doc__.split("\n\n")[0].split()))
-    ap.add_argument("--sizes", default=None,
-                    help="GB, comma separated (default 0.1,1 and, with >= 16 GiB of memory, 4)")
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks handoff", description=" ".join(__doc__.split("\n\n")[0].split())
+    )
+    ap.add_argument(
+        "--sizes", default=None, help="GB, comma separated (default 0.1,1 and, with >= 16 GiB of memory, 4)"
+    )
     ap.add_argument("--reps", type=int, default=1, help="runs per size (the best is kept)")
-    ap.add_argument("--driver-max", type=float, default=None,
-                    help="largest GB moved through the driver (default 1; 0.1 with --connect: at 1 GB the "
-                         "Connect server's toPandas ran its 6 GB driver JVM out of memory)")
+    ap.add_argument(
+        "--driver-max",
+        type=float,
+        default=None,
+        help="largest GB moved through the driver (default 1; 0.1 with --connect: at 1 GB the "
+        "Connect server's toPandas ran its 6 GB driver JVM out of memory)",
+    )
     ap.add_argument("--connect", action="store_true", help="through a Spark Connect session")
     ap.add_argument("--json", default=None, help="default: benchmarks/results/handoff[-connect].json")
     ap.add_argument("--plot", default=None, help="default: benchmarks/results/handoff[-connect].png")
@@ -356,7 +372,9 @@ def main(argv=None) -> dict:
             spark_dask.to_spark(spark_dask.to_dask(spark.range(0, 1000, 1, 2))).count()
             for gb in [float(s) for s in args.sizes.split(",")]:
                 runs = [run_size(spark, client, gb, args.driver_max, tmp) for _ in range(args.reps)]
-                every = {d: {k: [r[d][k]["seconds"] for r in runs] for k in runs[0][d]} for d in ("to_dask", "to_spark")}
+                every = {
+                    d: {k: [r[d][k]["seconds"] for r in runs] for k in runs[0][d]} for d in ("to_dask", "to_spark")
+                }
                 best = runs[0]
                 for r in runs[1:]:
                     for d in ("to_dask", "to_spark"):

@@ -299,7 +299,9 @@ def bench(master: str, reps: int, options: dict, quick: bool, handoff: bool, t_a
         note("worker floors done")
 
         # Cold: the first cluster (or the first empty stage) of a fresh Spark application.
-        colds = {str(n): {"n": n, "start_runs": [], "close_runs": [], "stage_floor_runs": [], "where": []} for n in sizes}
+        colds = {
+            str(n): {"n": n, "start_runs": [], "close_runs": [], "stage_floor_runs": [], "where": []} for n in sizes
+        }
         for _ in range(reps):
             for n in sizes:
                 d = h.driver()
@@ -444,8 +446,10 @@ def render(M: dict) -> str:
         w = ", ".join(names.get(ip, ip) for ip in conf.get("cluster", {}).get("workers", []))
         lines += [
             "",
-            (f"hand-off at {ho['gb']:g} GB on {M['master']}, {n_workers} Dask worker(s): on {w}; seconds, median "
-             f"(min-max) of {ho['reps']} runs, bare and shaped runs interleaved"),
+            (
+                f"hand-off at {ho['gb']:g} GB on {M['master']}, {n_workers} Dask worker(s): on {w}; seconds, median "
+                f"(min-max) of {ho['reps']} runs, bare and shaped runs interleaved"
+            ),
             "",
             "| direction | method | link | s | GB/s | vs Parquet | MB sent across hosts | driver JVM MB | Dask workers MB |",
             "|---|---|---|---|---|---|---|---|---|",

@@ -212,7 +212,7 @@ def teardown_floor(spark, n: int) -> float:
         sc.setJobGroup(group, "bench floor", interruptOnCancel=True)
         try:
             sc.parallelize(range(n), n).barrier().mapPartitions(_sleeping_task).collect()
-        except Exception:
+        except Exception:  # noqa: BLE001
             pass
 
     t = threading.Thread(target=run, daemon=True)
@@ -495,8 +495,11 @@ def bench_master(master: str, sizes: list[int], reps: int, options: dict, ray: b
                 wait_idle(spark)
                 ray_runs = [ray_on_spark(spark, 2) for _ in range(2)]
                 if ray_runs[0] is not None:
-                    R["ray"] = {"start_runs": [r["start"] for r in ray_runs], "close_runs": [r["close"] for r in ray_runs]}
-            except Exception as e:  # report, do not hide
+                    R["ray"] = {
+                        "start_runs": [r["start"] for r in ray_runs],
+                        "close_runs": [r["close"] for r in ray_runs],
+                    }
+            except Exception as e:  # report, do not hide  # noqa: BLE001
                 R["ray"] = {"error": f"{type(e).__name__}: {e}"[:300]}
             note("ray done")
     finally:
@@ -514,7 +517,7 @@ def bench_master(master: str, sizes: list[int], reps: int, options: dict, ray: b
                 finally:
                     stop_spark(spark)
             R["ray"]["cold_start_runs"] = [r["start"] for r in ray_cold]
-        except Exception as e:  # report, do not hide
+        except Exception as e:  # report, do not hide  # noqa: BLE001
             R["ray"]["cold_error"] = f"{type(e).__name__}: {e}"[:300]
         note("ray cold done")
     return R
@@ -536,7 +539,9 @@ def finish(R: dict) -> None:
             entry["floor"] = entry["stage_floor"] + entry["worker_floor"]
             entry["ratio"] = entry["start"] / entry["floor"]
             # per-run ratios for the spread: each start against the floor of its own round
-            entry["ratio_runs"] = [s / (f + entry["worker_floor"]) for s, f in zip(entry["start_runs"], entry["stage_floor_runs"])]
+            entry["ratio_runs"] = [
+                s / (f + entry["worker_floor"]) for s, f in zip(entry["start_runs"], entry["stage_floor_runs"])
+            ]
         if M.get("ray") and "start_runs" in M["ray"]:
             M["ray"]["start"] = median(M["ray"]["start_runs"])
             M["ray"]["close"] = median(M["ray"]["close_runs"])
@@ -550,13 +555,22 @@ def main(argv=None) -> dict:
 
     warnings.filterwarnings("ignore")
     ap = argparse.ArgumentParser(prog="python -m benchmarks", description="spark-dask benchmarks")
-    ap.add_argument("--master", action="append", default=None, help=f"Spark master (repeatable; default: {' and '.join(MASTERS)}); hosts:WxC: the multi-host cluster (root)")
-    ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="a SparkCluster option (repeatable)")
+    ap.add_argument(
+        "--master",
+        action="append",
+        default=None,
+        help=f"Spark master (repeatable; default: {' and '.join(MASTERS)}); hosts:WxC: the multi-host cluster (root)",
+    )
+    ap.add_argument(
+        "--option", action="append", default=[], metavar="KEY=VALUE", help="a SparkCluster option (repeatable)"
+    )
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--sizes", default="2,4,8")
     ap.add_argument("--no-ray", action="store_true")
     ap.add_argument("--no-steady", action="store_true")
-    ap.add_argument("--quick", action="store_true", help="N = 2 only, no steady state, no Ray-on-Spark, no hand-off (CI)")
+    ap.add_argument(
+        "--quick", action="store_true", help="N = 2 only, no steady state, no Ray-on-Spark, no hand-off (CI)"
+    )
     ap.add_argument("--no-handoff", action="store_true", help="leave out the hand-off part (python -m benchmarks)")
     ap.add_argument("--json", default=os.path.join(os.path.dirname(__file__), "results", "latest.json"))
     ap.add_argument("--plot-dir", default=None, help="where the SVG plots go (default: next to --json)")
@@ -644,21 +658,29 @@ def render(R: dict) -> str:
                 f"{w['worker_floor']:.2f}) | {median(w['stage_barrier_runs']):.2f} | {w['ratio']:.2f} "
                 f"({min(w['ratio_runs']):.2f}-{max(w['ratio_runs']):.2f}) | ≤ {target} {_mark(w['ratio'] <= target)} |"
             )
-    lines += ["", "| master | teardown | N | spark-dask s | floor s (cancel empty stage) | target |", "|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "| master | teardown | N | spark-dask s | floor s (cancel empty stage) | target |",
+        "|---|---|---|---|---|---|",
+    ]
     for M in R["masters"]:
         for n, c in (M.get("colds") or {"2": M["cold"]}).items():
             lines.append(f"| {M['master']} | cold app | {n} | {spread(c['close_runs'])} | | |")
         for n, w in M["warm"].items():
             target = T["close_2"] if int(n) <= 2 else T["close_8"] if int(n) >= 8 else None
             mark = f"≤ {target} s {_mark(w['close'] <= target)}" if target else ""
-            lines.append(f"| {M['master']} | warm | {n} | {spread(w['close_runs'])} | {spread(w['close_floor_runs'])} | {mark} |")
+            lines.append(
+                f"| {M['master']} | warm | {n} | {spread(w['close_runs'])} | {spread(w['close_floor_runs'])} | {mark} |"
+            )
     for M in R["masters"]:
         lines.append("")  # one paragraph per master in Markdown
         ray = M.get("ray")
         if multihost.parse(M["master"]):
             lines.append(f"{M['master']}: Ray-on-Spark not measured on the multi-host cluster")
         elif ray is None:
-            lines.append(f"{M['master']}: Ray-on-Spark not measured (--no-ray/--quick, or ray not installed: pip install 'spark-dask[bench]')")
+            lines.append(
+                f"{M['master']}: Ray-on-Spark not measured (--no-ray/--quick, or ray not installed: pip install 'spark-dask[bench]')"
+            )
         elif "error" in ray:
             lines.append(f"{M['master']}: Ray-on-Spark failed: {ray['error']}")
         else:
@@ -691,14 +713,19 @@ def render(R: dict) -> str:
             tls = median(r["LocalCluster TLS"]) / median(r["spark-dask TLS"])
             tls_runs = [a / b for a, b in zip(r["LocalCluster TLS"], r["spark-dask TLS"])]
             lines.append(
-                f"| {wname} | {w['units']} | " + " | ".join(spread(r[n]) for n in names)
+                f"| {wname} | {w['units']} | "
+                + " | ".join(spread(r[n]) for n in names)
                 + f" | {tls:.3f} ({min(tls_runs):.2f}-{max(tls_runs):.2f}) {_mark(tls >= T['steady'])} |"
             )
         lines += [  # a blank line first: a line right after a table is read as one more row
             "",
             f"(ratio = LocalCluster TLS time / spark-dask time, per round in brackets; target ≥ {T['steady']})",
         ]
-    lines += ["", "| master | N | launcher USS MB | launcher RSS MB | scheduler s | submit → all connected s |", "|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "| master | N | launcher USS MB | launcher RSS MB | scheduler s | submit → all connected s |",
+        "|---|---|---|---|---|---|",
+    ]
     for M in R["masters"]:
         for n, w in M["warm"].items():
             lines.append(

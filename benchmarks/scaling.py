@@ -50,9 +50,10 @@ def measure(master: str, runs: int) -> dict:
         sc = spark.sparkContext
         sc.parallelize(range(2), 1).count()  # a Python worker for the probe jobs, warm
         try:
-            running = lambda n: sum(  # noqa: E731
-                ws.status.name == "running" for ws in cluster.scheduler.workers.values()
-            ) == n
+
+            def running(n):
+                return sum(ws.status.name == "running" for ws in cluster.scheduler.workers.values()) == n
+
             for _ in range(runs):
                 t0 = time.monotonic()
                 cluster.scale(2)
@@ -63,7 +64,7 @@ def measure(master: str, runs: int) -> dict:
                 cluster.scale(1)
                 _wait(lambda: len(cluster.scheduler.workers) == 1)
                 out["left"].append(time.monotonic() - t0)
-                _wait(lambda: sum(not g.done for g in gang) == 1)
+                _wait(lambda: sum(not g.done for g in gang) == 1)  # noqa: B023
                 out["slot"].append(time.monotonic() - t0)
                 sc.parallelize(range(2), 1).count()
                 out["spark job"].append(time.monotonic() - t0)

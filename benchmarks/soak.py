@@ -315,9 +315,16 @@ def handoff(timeout: float = TRY) -> dict:
         client = handle.get_client()
         try:
             ddf = spark_dask.to_dask(df, client=client)
-            rows, ids, xs, ks = (_result(client.compute(e), timeout)
-                                 for e in (ddf.id.count(), ddf.id.sum(), ddf.x.sum(), ddf.groupby("k").id.sum()))
-            dask_side = {"rows": int(rows), "id": int(ids), "x": float(xs), "k": {int(a): int(b) for a, b in ks.items()}}
+            rows, ids, xs, ks = (
+                _result(client.compute(e), timeout)
+                for e in (ddf.id.count(), ddf.id.sum(), ddf.x.sum(), ddf.groupby("k").id.sum())
+            )
+            dask_side = {
+                "rows": int(rows),
+                "id": int(ids),
+                "x": float(xs),
+                "k": {int(a): int(b) for a, b in ks.items()},
+            }
             back = spark_dask.to_spark(ddf, client=client)
             row = back.agg(F.count("id").alias("n"), F.sum("id").alias("id"), F.sum("x").alias("x")).collect()[0]
             ksp = {int(r["k"]): int(r["s"]) for r in back.groupBy("k").agg(F.sum("id").alias("s")).collect()}
@@ -612,8 +619,10 @@ class Soak:
             with contextlib.suppress(Exception):
                 self.call("scale_by_name", self.size, bound=BOUNDS["scale"])
             ok, took = self._whole()
-            self.tally.note(f"  repaired by scale({self.size}) by name: "
-                            f"{'whole after ' + format(took, '.1f') + ' s' if ok and took is not None else 'still not whole'}")
+            self.tally.note(
+                f"  repaired by scale({self.size}) by name: "
+                f"{'whole after ' + format(took, '.1f') + ' s' if ok and took is not None else 'still not whole'}"
+            )
         if not ok:
             self.tally.add(errors=1)
             self.tally.note(f"recover after {step.kind}: {_short(took)}")
@@ -632,7 +641,9 @@ class Soak:
         try:
             facts = self.call("serve", NAME, max(SIZES), relaunch_attempts=100_000, bound=BOUNDS["start"] + 30)
             self.tag = facts["tag"]
-            self.tally.note(f"served cluster {NAME!r} ({facts['tag']}) at {facts['address']}, {facts['workers']} workers")
+            self.tally.note(
+                f"served cluster {NAME!r} ({facts['tag']}) at {facts['address']}, {facts['workers']} workers"
+            )
             self.t_start = self.tally.t0 = time.monotonic()
             self.wall0 = time.time()
             threads = [threading.Thread(target=f, name=f"soak-{f.__name__}", daemon=True)

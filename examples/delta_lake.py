@@ -79,10 +79,7 @@ def delta_connector(pyspark_version: str) -> str | None:
 def no_connector_message(pyspark_version: str) -> str:
     major, minor = spark_line(pyspark_version)
     newest = ".".join(map(str, max(DELTA_SPARK)))
-    return (
-        f"no Delta Lake release for Spark {major}.{minor} yet: use --writer deltalake "
-        f"or pyspark {newest}"
-    )
+    return f"no Delta Lake release for Spark {major}.{minor} yet: use --writer deltalake or pyspark {newest}"
 
 
 def choose_writer(writer: str, jars: str | None, on_databricks: bool, session_extensions: str) -> str:
@@ -103,8 +100,10 @@ def build_session(args, writer: str, active, on_databricks: bool, extensions: st
 
     if active is not None:
         if writer == "spark" and not on_databricks and DELTA_EXTENSION not in extensions:
-            sys.exit("the active Spark session has no Delta Lake extension: "
-                     f"start it with spark.sql.extensions={DELTA_EXTENSION}, or --writer deltalake")
+            sys.exit(
+                "the active Spark session has no Delta Lake extension: "
+                f"start it with spark.sql.extensions={DELTA_EXTENSION}, or --writer deltalake"
+            )
         return active, "Databricks Runtime" if on_databricks else "the active session's jars"
     builder = (
         SparkSession.builder.master(args.master)
@@ -182,8 +181,12 @@ def summary(frame) -> dict:
 
 def summary_of_spark(spark, path: str, version: int) -> dict:
     rows = (
-        spark.read.format("delta").option("versionAsOf", version).load(path)
-        .groupBy("k").agg({"x": "sum", "*": "count"}).collect()
+        spark.read.format("delta")
+        .option("versionAsOf", version)
+        .load(path)
+        .groupBy("k")
+        .agg({"x": "sum", "*": "count"})
+        .collect()
     )
     return {int(r["k"]): (int(r["count(1)"]), float(r["sum(x)"])) for r in rows}
 
@@ -207,6 +210,7 @@ def files_with_deletion_vectors(path: str, version: int) -> int | None:
     """How many of the version's data files have a deletion vector (rows deleted in
     place), from the log's JSON commits 0..version; None where the log no longer has
     them all (cleaned up after a checkpoint)."""
+
     def key(action: dict) -> tuple:  # a file is its path and its deletion vector (the protocol)
         dv = action.get("deletionVector") or {}
         return action["path"], dv.get("storageType"), dv.get("pathOrInlineDv"), dv.get("offset")
@@ -230,13 +234,21 @@ def main() -> None:
     parser.add_argument("--master", default="local-cluster[2,1,1024]")
     parser.add_argument("--path", default=None, help="Delta table location (written if absent)")
     parser.add_argument("--writer", choices=["auto", "spark", "deltalake"], default="auto")
-    parser.add_argument("--jars", default=os.environ.get("SPARK_DASK_DELTA_JARS"),
-                        help="Delta Lake's Spark connector jars, comma-separated ($SPARK_DASK_DELTA_JARS)")
-    parser.add_argument("--deletion-vectors", action="store_true",
-                        help="Spark writer: enable deletion vectors before the DELETE (Databricks' default)")
+    parser.add_argument(
+        "--jars",
+        default=os.environ.get("SPARK_DASK_DELTA_JARS"),
+        help="Delta Lake's Spark connector jars, comma-separated ($SPARK_DASK_DELTA_JARS)",
+    )
+    parser.add_argument(
+        "--deletion-vectors",
+        action="store_true",
+        help="Spark writer: enable deletion vectors before the DELETE (Databricks' default)",
+    )
     args = parser.parse_args()
     if args.deletion_vectors and args.writer == "deltalake":
-        parser.error("--deletion-vectors needs the Spark writer (the deltalake package's DELETE rewrites files: no deletion vectors)")
+        parser.error(
+            "--deletion-vectors needs the Spark writer (the deltalake package's DELETE rewrites files: no deletion vectors)"
+        )
 
     import numpy as np
     from pyspark.sql import SparkSession
@@ -268,14 +280,18 @@ def main() -> None:
                 print(f"table {path} exists: read as it is")
             latest = max(int(n[:20]) for n in os.listdir(os.path.join(path, "_delta_log")) if n.endswith(".json"))
             actions = log_actions(path, latest)
-            print(f"delta table {path}: version {latest}; its commit: "
-                  + ", ".join(f"{n} {kind}" for kind, n in sorted(actions.items())))
+            print(
+                f"delta table {path}: version {latest}; its commit: "
+                + ", ".join(f"{n} {kind}" for kind, n in sorted(actions.items()))
+            )
             if fresh:  # the DELETE rewrote (or marked) files: the log says which it removed
                 assert actions.get("remove"), actions
             marked = files_with_deletion_vectors(path, latest)
             if marked:
-                print(f"deletion vectors: {marked} files of version {latest} have them; read_delta applies "
-                      "each on the worker that reads the file")
+                print(
+                    f"deletion vectors: {marked} files of version {latest} have them; read_delta applies "
+                    "each on the worker that reads the file"
+                )
             # the reference: Spark's own read of both versions when Spark has Delta, else the
             # frames written (or, for a table that was there, the deltalake package's read)
             if writer == "spark":

@@ -19,13 +19,13 @@ import warnings
 # dask and distributed installed (on a real cluster, install them on every node).
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
-import dask.array as da  # noqa: E402
-import dask.dataframe as dd  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from pyspark.sql import SparkSession  # noqa: E402
+import dask.array as da
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+from pyspark.sql import SparkSession
 
-import spark_dask  # noqa: E402
+import spark_dask
 
 
 def main() -> None:
@@ -53,9 +53,11 @@ def main() -> None:
         with spark_dask.start(spark, n_workers=1) as client:
             print(f"cluster ready in {time.perf_counter() - t0:.1f}s: {client.cluster}")
             print(f"dashboard: {client.dashboard_link}")
-            for addr, w in client.scheduler_info()["workers"].items():
-                print(f"  {w['name']:>10} on Spark executor {w['spark']['executor_id']}: "
-                      f"{w['nthreads']} threads, {w['memory_limit'] / 2**30:.1f} GiB")
+            for w in client.scheduler_info()["workers"].values():
+                print(
+                    f"  {w['name']:>10} on Spark executor {w['spark']['executor_id']}: "
+                    f"{w['nthreads']} threads, {w['memory_limit'] / 2**30:.1f} GiB"
+                )
 
             pdf = pd.DataFrame({"k": np.arange(100_000) % 10, "x": np.arange(100_000, dtype=float)})
             ddf = dd.from_pandas(pdf, npartitions=8)
@@ -76,8 +78,10 @@ def main() -> None:
             # ... and Spark still runs its own jobs next to the Dask cluster
             print("Spark count next to Dask:", spark.range(1000).filter("id % 2 = 0").count())
             t1 = time.perf_counter()
-        print(f"cluster closed in {time.perf_counter() - t1:.2f}s; Spark jobs still active: "
-              f"{list(spark.sparkContext.statusTracker().getActiveJobsIds())}")
+        print(
+            f"cluster closed in {time.perf_counter() - t1:.2f}s; Spark jobs still active: "
+            f"{list(spark.sparkContext.statusTracker().getActiveJobsIds())}"
+        )
     finally:
         spark.stop()
 

@@ -31,13 +31,13 @@ import time
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # local runs: executors' Python
 
-import dask.dataframe as dd  # noqa: E402
-import numpy as np  # noqa: E402
-import xgboost.dask  # noqa: E402
-import xgboost as xgb  # noqa: E402
-from pyspark.sql import SparkSession  # noqa: E402
+import dask.dataframe as dd
+import numpy as np
+import xgboost as xgb
+import xgboost.dask
+from pyspark.sql import SparkSession
 
-import spark_dask  # noqa: E402
+import spark_dask
 
 
 def features(spark, rows: int):
@@ -95,8 +95,10 @@ def main() -> None:
                     ddf = dd.read_parquet(path)
             else:
                 ddf = spark_dask.to_dask(df)  # pandas partitions here, cudf on dask-cuda workers
-                print(f"spark -> dask: {len(ddf)} rows in {ddf.npartitions} partitions (to_dask) "
-                      f"in {time.perf_counter() - t0:.1f}s")
+                print(
+                    f"spark -> dask: {len(ddf)} rows in {ddf.npartitions} partitions (to_dask) "
+                    f"in {time.perf_counter() - t0:.1f}s"
+                )
             features_ = [c for c in ddf.columns if c.startswith("f")]
             train, test = ddf.random_split([0.8, 0.2], random_state=0)
             dtrain = xgb.dask.DaskDMatrix(client, train[features_], train["y"])
@@ -113,8 +115,10 @@ def main() -> None:
             )
             rmse = out["history"]["test"]["rmse"][-1]
             pred = xgb.dask.predict(client, out["booster"], test[features_])
-            print(f"xgboost on {len(client.scheduler_info()['workers'])} Dask workers: "
-                  f"test rmse {rmse:.4f}, {len(pred)} predictions")
+            print(
+                f"xgboost on {len(client.scheduler_info()['workers'])} Dask workers: "
+                f"test rmse {rmse:.4f}, {len(pred)} predictions"
+            )
             assert rmse < 0.2 * float(np.std(test["y"].compute())) + 0.05, rmse
             if not args.via_parquet:
                 # the predictions back to Spark, beside their ids

@@ -27,16 +27,10 @@ async def blocking(fn, *args):
         try:
             result = context.run(fn, *args)
         except BaseException as e:  # noqa: BLE001 - handed to the awaiting coroutine
-            error = (
-                e  # `e` is unbound when the except clause ends; the callback runs later
-            )
-            loop.call_soon_threadsafe(
-                lambda: future.done() or future.set_exception(error)
-            )
+            error = e  # `e` is unbound when the except clause ends; the callback runs later
+            loop.call_soon_threadsafe(lambda: future.done() or future.set_exception(error))
         else:
-            loop.call_soon_threadsafe(
-                lambda: future.done() or future.set_result(result)
-            )
+            loop.call_soon_threadsafe(lambda: future.done() or future.set_result(result))
 
     threading.Thread(target=run, name="spark-dask-blocking", daemon=True).start()
     return await future
@@ -55,9 +49,7 @@ def background(coro, what: str) -> asyncio.Task:
         _unawaited.discard(t)
         if not t.cancelled() and t.exception() is not None:
             e = t.exception()
-            logger.warning(
-                "spark-dask: %s failed: %s: %s", what, type(e).__name__, e, exc_info=e
-            )
+            logger.warning("spark-dask: %s failed: %s: %s", what, type(e).__name__, e, exc_info=e)
 
     task.add_done_callback(ended)
     return task
@@ -86,12 +78,11 @@ class CloseHooks:
                     await asyncio.wait_for(result, timeout)
             except asyncio.TimeoutError:
                 logger.warning(
-                    "spark-dask: the close hook %r did not finish within %gs; "
-                    "the close goes on",
+                    "spark-dask: the close hook %r did not finish within %gs; the close goes on",
                     hook,
                     timeout,
                 )
-            except Exception as e:  # noqa: BLE001 - the other hooks run all the same
+            except Exception as e:
                 logger.warning(
                     "spark-dask: the close hook %r failed (%s: %s); the close goes on",
                     hook,

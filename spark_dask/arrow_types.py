@@ -43,7 +43,9 @@ _WHY_NOT = {
 
 
 def _column_error(column: str, what: str, why: str) -> HandoffTypeError:
-    return HandoffTypeError(f"spark-dask: column {column!r} has type {what}, which cannot move between Spark and Dask: {why}")
+    return HandoffTypeError(
+        f"spark-dask: column {column!r} has type {what}, which cannot move between Spark and Dask: {why}"
+    )
 
 
 def _type_name(t) -> str:
@@ -218,7 +220,7 @@ def arrow_from_pandas_dtype(dtype, column: str = "?"):
         return dtype.pyarrow_dtype, True
     if isinstance(dtype, pd.CategoricalDtype):
         return arrow_from_pandas_dtype(dtype.categories.dtype, column)[0], True
-    if isinstance(dtype, pd.StringDtype) or dtype == object:
+    if isinstance(dtype, pd.StringDtype) or dtype == object:  # noqa: E721
         return pa.string(), True
     if isinstance(dtype, pd.DatetimeTZDtype):
         return pa.timestamp("us", tz=str(dtype.tz)), True
@@ -313,7 +315,9 @@ def spark_schema_for_frame(meta) -> dict:
     if _is_cudf(meta):
         schema = meta.to_arrow(preserve_index=False).schema
         for name, field in zip(names, schema):
-            fields.append({"name": name, "type": arrow_to_spark_type(field.type, name), "nullable": True, "metadata": {}})
+            fields.append(
+                {"name": name, "type": arrow_to_spark_type(field.type, name), "nullable": True, "metadata": {}}
+            )
         return {"type": "struct", "fields": fields}
     for name, dtype in zip(names, meta.dtypes):
         t, nullable = arrow_from_pandas_dtype(dtype, name)
@@ -368,8 +372,10 @@ def _series_to_arrow(series, target):
 
     dtype = series.dtype
     if isinstance(dtype, pd.ArrowDtype):
-        return pa.chunked_array(series.array._pa_array) if hasattr(series.array, "_pa_array") else pa.chunked_array(
-            [pa.array(series.array)]
+        return (
+            pa.chunked_array(series.array._pa_array)
+            if hasattr(series.array, "_pa_array")
+            else pa.chunked_array([pa.array(series.array)])
         )
     if isinstance(dtype, pd.CategoricalDtype):
         series = series.astype(series.cat.categories.dtype)
@@ -377,6 +383,6 @@ def _series_to_arrow(series, target):
     if dtype.kind == "f" and not isinstance(dtype, pd.api.extensions.ExtensionDtype):
         # NumPy floats: NaN stays NaN (Spark distinguishes NaN from null)
         return pa.chunked_array([pa.array(series.to_numpy(), from_pandas=False)])
-    if dtype == object:
+    if dtype == object:  # noqa: E721
         return pa.chunked_array([pa.array(series.to_numpy(dtype=object), type=target, from_pandas=True)])
     return pa.chunked_array([pa.array(series, from_pandas=True)])

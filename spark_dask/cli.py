@@ -53,17 +53,14 @@ _typed_key_values = options.typed_key_values
 
 def session_options(f):
     """--master, --conf, --app-name: how to get or create the SparkSession."""
-    f = click.option(
-        "--app-name", default=None, help="Application name when a new SparkSession is created."
-    )(f)
+    f = click.option("--app-name", default=None, help="Application name when a new SparkSession is created.")(f)
     f = click.option(
         "--conf",
         "spark_conf",
         multiple=True,
         metavar="KEY=VALUE",
         callback=_key_values,
-        help="Spark conf for a new SparkSession (repeatable). Ignored by an existing one "
-        "for static confs.",
+        help="Spark conf for a new SparkSession (repeatable). Ignored by an existing one for static confs.",
     )(f)
     f = click.option(
         "--master",
@@ -98,7 +95,7 @@ def _conf_given(key: str) -> bool:
 
     try:
         return bool(SparkConf().contains(key))
-    except Exception:
+    except Exception:  # noqa: BLE001
         return False
 
 
@@ -138,8 +135,10 @@ def get_or_create_session(master: str | None = None, conf: dict | None = None, a
         builder = builder.master(master)
     if app_name:
         builder = builder.appName(app_name)
-    if not had_context and "spark.ui.showConsoleProgress" not in (conf or {}) and not _conf_given(
-        "spark.ui.showConsoleProgress"
+    if (
+        not had_context
+        and "spark.ui.showConsoleProgress" not in (conf or {})
+        and not _conf_given("spark.ui.showConsoleProgress")
     ):
         # The barrier stage runs as long as the cluster: Spark's console progress bar
         # would redraw "[Stage 0:> (0 + 2) / 2]" over the script's output all the while.
@@ -401,7 +400,9 @@ def join_text(cluster) -> str:
         f"  join from Python (this user, this host): spark_dask.SparkCluster.from_name({cluster.name!r}).get_client()",
     ]
     if entry.directory is not None:
-        lines.append(f"  connection files: {entry.directory} (DASK_CONFIG={entry.directory} makes a plain Client() join)")
+        lines.append(
+            f"  connection files: {entry.directory} (DASK_CONFIG={entry.directory} makes a plain Client() join)"
+        )
     else:
         lines.append("  not listed (spark-dask.state-dir is false): from_name() cannot find it")
     lines.append(f"  stop: Ctrl-C, kill {os.getpid()} (SIGTERM), or .close() from any process that joined")
@@ -469,7 +470,11 @@ def serve_cluster(*, spark=None, master=None, conf=None, app_name=None, ready=No
             t0, ended = time.monotonic(), cluster.status.name == "closed"  # by itself (idle_timeout): said so
             cluster.close()
             if not ended:
-                print(f"spark-dask: cluster {cluster.name!r} closed in {time.monotonic() - t0:.1f}s", file=sys.stderr, flush=True)
+                print(
+                    f"spark-dask: cluster {cluster.name!r} closed in {time.monotonic() - t0:.1f}s",
+                    file=sys.stderr,
+                    flush=True,
+                )
         if stop_session:
             with suppress(Exception):
                 spark.stop()
@@ -522,14 +527,10 @@ def describe(
             "workspace": db.workspace,
             "cloud": db.cloud,
             "cluster": db.cluster_id,
-            "dashboard": (
-                databricks.proxy_url(db, 0).replace("/0/", "/<port>/") if db.has_proxy else None
-            ),
+            "dashboard": (databricks.proxy_url(db, 0).replace("/0/", "/<port>/") if db.has_proxy else None),
         }
     if plan.kind == "cuda":
-        warnings_ = rapids.check_rapids(
-            lambda key: spark_conf(spark, key), float(config.get("rapids.dask-fraction"))
-        )
+        warnings_ = rapids.check_rapids(lambda key: spark_conf(spark, key), float(config.get("rapids.dask-fraction")))
         out["rapids"] = warnings_ or "ok"
     return out
 

@@ -153,7 +153,9 @@ class GangMaker:
         ``on_done(gang)``, from the launcher thread, when a gang's Spark job ends.
     """
 
-    def __init__(self, spark, tag: str, options: ClusterOptions, env: dict, side: DriverScheduler, events: Events, on_done):
+    def __init__(
+        self, spark, tag: str, options: ClusterOptions, env: dict, side: DriverScheduler, events: Events, on_done
+    ):
         self.spark = spark
         self.tag = tag
         self.options = options
@@ -443,7 +445,9 @@ class SparkCluster(Cluster):
         self._connected = False
         self._close_hooks = CloseHooks()  # add_close_hook
         self._exit_stack = ExitStack()
-        self.entry = named.Entry(self.name, self.tag, named.configured_root(), self.events.warn)  # from_name finds it there
+        self.entry = named.Entry(
+            self.name, self.tag, named.configured_root(), self.events.warn
+        )  # from_name finds it there
         self.log_keeper = logdir.KeptLogs(logdir.cluster_directory(self.options.log_directory, self.name, self.id),
                                           self.events, self._task_log, lambda: self.task_rows)  # fmt: skip
         if self.options.silence_logs:
@@ -539,9 +543,7 @@ class SparkCluster(Cluster):
             self.connect = is_connect(self.spark)
             # The facts (Spark calls) and the scheduler (credentials, listening sockets,
             # dashboard) do not depend on each other: both at once.
-            facts_job = asyncio.ensure_future(
-                blocking(cluster_facts, self.spark, opts.executor_wait, opts.n_workers)
-            )
+            facts_job = asyncio.ensure_future(blocking(cluster_facts, self.spark, opts.executor_wait, opts.n_workers))
             scheduler_job = asyncio.ensure_future(self._start_scheduler(t0))
             await _first_failure(facts_job, scheduler_job)
             self.facts = await facts_job

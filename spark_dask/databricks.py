@@ -345,7 +345,7 @@ def detect(spark=None, env: Mapping[str, str] | None = None) -> DatabricksInfo |
             return None
         try:
             return read_conf(spark, key)
-        except Exception:  # a conf the session cannot read is an unknown fact
+        except Exception:  # a conf the session cannot read is an unknown fact  # noqa: BLE001
             return None
 
     return parse(env, conf)
@@ -472,13 +472,13 @@ def entry_point():
         from dbruntime import UserNamespaceInitializer
 
         return UserNamespaceInitializer.getOrCreate().get_spark_entry_point()
-    except Exception:
+    except Exception:  # noqa: BLE001
         pass
     try:
         import IPython
 
         return IPython.get_ipython().user_ns["dbutils"].entry_point
-    except Exception:
+    except Exception:  # noqa: BLE001
         return None
 
 
@@ -610,7 +610,7 @@ def register_background_job_group(group: str, env: Mapping[str, str] | None = No
         return False
     try:
         ep.registerBackgroundSparkJobGroup(group)
-    except Exception:
+    except Exception:  # noqa: BLE001
         return False
     return True
 

@@ -51,4 +51,3 @@ class DeltaError(SparkDaskError, RuntimeError):
     """A Delta table that cannot be read (or written) as asked: a table feature the
     file reader does not implement, a version that no longer exists, a corrupt log or
     deletion vector. The message names it and what works instead."""
-

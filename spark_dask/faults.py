@@ -155,7 +155,9 @@ def worker_lost_message(worker: str, connected: int, target: int, barrier: bool,
     >>> worker_lost_message("spark-1 on 10.0.0.2 (executor 1)", 1, 2, False, 20)[:70]
     'spark-dask: Dask worker spark-1 on 10.0.0.2 (executor 1) was lost (its'
     """
-    then = "the barrier stage's other workers run on" if barrier else "Spark runs its task again where it has a free slot"
+    then = (
+        "the barrier stage's other workers run on" if barrier else "Spark runs its task again where it has a free slot"
+    )
     return (
         f"spark-dask: Dask worker {worker} was lost (its connection broke); the cluster has {connected} of "
         f"{plural(target, 'worker')}; {then}; it is replaced if not back within {grace:g} s"

@@ -50,8 +50,19 @@ OPTIONAL = {
     "cupy": "cupy-cuda12x (comes with cudf)",
 }
 # Distributions whose versions the check prints when they are installed.
-VERSIONS = ("dask-cuda", "rmm-cu12", "rmm-cu13", "cudf-cu12", "cudf-cu13", "dask-cudf-cu12", "dask-cudf-cu13",
-            "cupy-cuda12x", "cupy-cuda13x", "xgboost", "nvidia-ml-py")
+VERSIONS = (
+    "dask-cuda",
+    "rmm-cu12",
+    "rmm-cu13",
+    "cudf-cu12",
+    "cudf-cu13",
+    "dask-cudf-cu12",
+    "dask-cudf-cu13",
+    "cupy-cuda12x",
+    "cupy-cuda13x",
+    "xgboost",
+    "nvidia-ml-py",
+)
 
 
 @dataclass(frozen=True)
@@ -87,7 +98,7 @@ def discovery_script(nvidia_smi: str = "nvidia-smi") -> str:
         "# Spark GPU discovery for spark_dask.gpu_check: the GPU indices nvidia-smi reports\n"
         "set -euo pipefail\n"
         f"ids=$({nvidia_smi} --query-gpu=index --format=csv,noheader "
-        "| awk 'NF { gsub(/ /, \"\"); printf \"%s\\\"%s\\\"\", (n++ ? \",\" : \"\"), $0 }')\n"
+        '| awk \'NF { gsub(/ /, ""); printf "%s\\"%s\\"", (n++ ? "," : ""), $0 }\')\n'
         'echo "{\\"name\\": \\"gpu\\", \\"addresses\\": [${ids}]}"\n'
     )
 
@@ -294,7 +305,10 @@ def _spark_gpu_job_check(spark, n_tasks: int, timeout: float = 60) -> tuple[bool
         sc.setLocalProperty("spark.jobGroup.id", None)
     took = time.monotonic() - t0
     ok = len(got) == n_tasks and all(a for a, _ in got)
-    return ok, f"{n_tasks} tasks with GPU shares finished in {took:.1f} s beside the cluster; their GPUs: {sorted({a for a, _ in got})}"
+    return (
+        ok,
+        f"{n_tasks} tasks with GPU shares finished in {took:.1f} s beside the cluster; their GPUs: {sorted({a for a, _ in got})}",
+    )
 
 
 def _groupby_check(client) -> tuple[bool | None, str]:
@@ -357,7 +371,9 @@ def _handoff_check(spark, client, n: int = 1_000_000) -> tuple[bool, str]:
         for b in batches:
             rows += b.num_rows
             total += pc.sum(b.column("id")).as_py() or 0
-        yield pa.RecordBatch.from_pylist([{"n": rows, "t": total}], schema=pa.schema([("n", pa.int64()), ("t", pa.int64())]))
+        yield pa.RecordBatch.from_pylist(
+            [{"n": rows, "t": total}], schema=pa.schema([("n", pa.int64()), ("t", pa.int64())])
+        )
 
     parts = handoff.map_collect(back, "n long, t long", totals, profile, f"{client.cluster.tag}-gpu-check",
                              "spark-dask: gpu check, to_spark result")  # fmt: skip
@@ -398,7 +414,10 @@ def _xgboost_check(client) -> tuple[bool | None, str]:
     took = time.monotonic() - t0
     rmse = out["history"]["train"]["rmse"]
     ok = rmse[-1] < 0.2 < rmse[0]
-    return ok, f"xgboost {xgb.__version__}, {n:,} rows, 50 rounds in {took:.1f} s, train rmse {rmse[0]:.3f} -> {rmse[-1]:.3f}"
+    return (
+        ok,
+        f"xgboost {xgb.__version__}, {n:,} rows, 50 rounds in {took:.1f} s, train rmse {rmse[0]:.3f} -> {rmse[-1]:.3f}",
+    )
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
@@ -529,7 +548,12 @@ def _on_the_cluster(spark, gpus: list[Gpu], args, results: list) -> bool:
         t0 = time.monotonic()
         client = spark_dask.start(spark, progress=False, timeout=args.timeout)
         cluster = client.cluster
-        results.append(("start-up", f"{time.monotonic() - t0:.1f} s to {cluster.gang_plan.n_workers} {cluster.gang_plan.kind} workers"))
+        results.append(
+            (
+                "start-up",
+                f"{time.monotonic() - t0:.1f} s to {cluster.gang_plan.n_workers} {cluster.gang_plan.kind} workers",
+            )
+        )
         if cluster.gang_plan.kind != "cuda":
             failed = True
             results.append(("worker kind", f"FAILED: {cluster.gang_plan.kind}, expected cuda"))
@@ -567,7 +591,9 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql import SparkSession
 
     # two cores more than GPUs: the to_dask / to_spark check's Spark tasks run beside the gang
-    builder = SparkSession.builder.master(f"local-cluster[1,{len(gpus) + 2},{args.memory}]").appName("spark-dask-gpu-check")
+    builder = SparkSession.builder.master(f"local-cluster[1,{len(gpus) + 2},{args.memory}]").appName(
+        "spark-dask-gpu-check"
+    )
     for k, v in spark_conf(script, len(gpus), sys.executable, args.gpu_amount).items():
         builder = builder.config(k, v)
     t0 = time.monotonic()

@@ -141,4 +141,13 @@ async def watch(scheduler, timeout: float, on_idle) -> None:
             return
 
 
-__all__ = ["Activity", "IdleClock", "activity", "closed_message", "closing_message", "duration_text", "poll_interval", "watch"]
+__all__ = [
+    "Activity",
+    "IdleClock",
+    "activity",
+    "closed_message",
+    "closing_message",
+    "duration_text",
+    "poll_interval",
+    "watch",
+]

@@ -40,35 +40,61 @@ class Internal(NamedTuple):
 DISTRIBUTED: tuple[Internal, ...] = (
     # the cross-language placement (engaged by the first worker of another language)
     Internal("Scheduler.valid_workers(ts)", "xlang_scheduler", "wrapped: the workers an ordinary task may run on"),
-    Internal("Scheduler.decide_worker_non_rootish(ts)", "xlang_scheduler", "wrapped: the placement of a restricted task"),
-    Internal("Scheduler.check_idle_saturated(ws, occ)", "xlang_scheduler",
-             "wrapped; called right after handle_worker_status_change puts a worker back into running"),
+    Internal(
+        "Scheduler.decide_worker_non_rootish(ts)", "xlang_scheduler", "wrapped: the placement of a restricted task"
+    ),
+    Internal(
+        "Scheduler.check_idle_saturated(ws, occ)",
+        "xlang_scheduler",
+        "wrapped; called right after handle_worker_status_change puts a worker back into running",
+    ),
     Internal("Scheduler.worker_objective(ts, ws)", "xlang_scheduler", "the objective decide_worker minimises"),
-    Internal("distributed.scheduler.decide_worker(ts, all_workers, valid_workers, objective)", "xlang_scheduler",
-             "picks a worker among the valid ones"),
-    Internal("Scheduler.stream_handlers['task-erred']", "xlang_scheduler",
-             "wrapped: a foreign worker's error text becomes an exception"),
-    Internal("Scheduler.running, .idle, .idle_task_count, .saturated", "xlang_scheduler",
-             "the sets every placement of an unrestricted task picks from"),
-    Internal("Scheduler.transition(key, finish, stimulus_id, **kwargs), .transitions(recommendations, stimulus_id)",
-             "xlang_scheduler, scheduler", "err tasks that wait for a worker that cannot come"),
+    Internal(
+        "distributed.scheduler.decide_worker(ts, all_workers, valid_workers, objective)",
+        "xlang_scheduler",
+        "picks a worker among the valid ones",
+    ),
+    Internal(
+        "Scheduler.stream_handlers['task-erred']",
+        "xlang_scheduler",
+        "wrapped: a foreign worker's error text becomes an exception",
+    ),
+    Internal(
+        "Scheduler.running, .idle, .idle_task_count, .saturated",
+        "xlang_scheduler",
+        "the sets every placement of an unrestricted task picks from",
+    ),
+    Internal(
+        "Scheduler.transition(key, finish, stimulus_id, **kwargs), .transitions(recommendations, stimulus_id)",
+        "xlang_scheduler, scheduler",
+        "err tasks that wait for a worker that cannot come",
+    ),
     Internal("Scheduler.client_desires_keys(keys, client)", "xlang_scheduler", "a Future of an existing task"),
     # the status of workers (public hook: SchedulerPlugin.log_event)
-    Internal("Scheduler.handle_worker_status_change(status, worker, stimulus_id)", "scheduler",
-             "logs the event 'worker-status-change' (topic: the worker's address) once ws.status is the new one; "
-             "retire_workers calls it"),
+    Internal(
+        "Scheduler.handle_worker_status_change(status, worker, stimulus_id)",
+        "scheduler",
+        "logs the event 'worker-status-change' (topic: the worker's address) once ws.status is the new one; "
+        "retire_workers calls it",
+    ),
     Internal("Scheduler.unrunnable, .queued", "scheduler, idle", "the tasks that wait for a worker"),
     Internal("Scheduler.transition_counter, .clients", "idle", "activity: task state changes, connected clients"),
     Internal("Scheduler.workers_to_close(n, key, attribute)", "pool", "which workers a scale-down retires"),
     Internal("Scheduler.time_started", "connection", "the start time a connection file records"),
     # named clusters
-    Internal("Cluster._start() subscribing with {'op': 'subscribe_worker_status'} on scheduler_comm.live_comm(); "
-             "WorkerStatusPlugin(scheduler, comm).bcomm; Scheduler.identity()", "named",
-             "a handle subscribes through a handler of its own, one WorkerStatusPlugin each "
-             "(the stock one's fixed name would end the owner's subscription)"),
+    Internal(
+        "Cluster._start() subscribing with {'op': 'subscribe_worker_status'} on scheduler_comm.live_comm(); "
+        "WorkerStatusPlugin(scheduler, comm).bcomm; Scheduler.identity()",
+        "named",
+        "a handle subscribes through a handler of its own, one WorkerStatusPlugin each "
+        "(the stock one's fixed name would end the owner's subscription)",
+    ),
     # the Cluster subclass protocol (as SpecCluster uses it)
-    Internal("Cluster._start(), ._loop_runner, .scheduler_comm, ._watch_worker_status_task, .scheduler_info",
-             "cluster, named", "the subscription that keeps scheduler_info current"),
+    Internal(
+        "Cluster._start(), ._loop_runner, .scheduler_comm, ._watch_worker_status_task, .scheduler_info",
+        "cluster, named",
+        "the subscription that keeps scheduler_info current",
+    ),
     Internal("Cluster._get_logs(cluster, scheduler, workers)", "cluster", "extended with the Spark tasks' logs"),
     Internal("distributed.utils.silence_logging_cmgr(level)", "cluster", "the silence_logs option"),
     # workers
@@ -135,8 +161,11 @@ def problems(scheduler: Scheduler | None = None) -> list[str]:
         takes(SchedulerPlugin, "log_event", "topic", "msg"),
         takes(Cluster, "_get_logs", "cluster", "scheduler", "workers"),
         coroutine(Cluster, "_start"),
-        calls(Cluster, "_start", "scheduler_comm.live_comm()", '"subscribe_worker_status"', "_watch_worker_status_task"),
-        None if callable(getattr(distributed.utils, "silence_logging_cmgr", None))
+        calls(
+            Cluster, "_start", "scheduler_comm.live_comm()", '"subscribe_worker_status"', "_watch_worker_status_task"
+        ),
+        None
+        if callable(getattr(distributed.utils, "silence_logging_cmgr", None))
         else "distributed.utils.silence_logging_cmgr is gone",
         calls(Server, "__init__", "self.handlers"),  # Worker.handlers
     ]

@@ -61,7 +61,7 @@ def cancel(spark, tag: str) -> None:
         sc.cancelJobGroup(tag)
         if hasattr(sc, "cancelJobsWithTag"):
             sc.cancelJobsWithTag(tag)
-    except Exception as e:  # stopped context, gone gateway: nothing left to cancel
+    except Exception as e:  # stopped context, gone gateway: nothing left to cancel  # noqa: BLE001
         logger.debug("spark-dask: cancel of %s failed: %s", tag, e)
 
 

@@ -197,9 +197,7 @@ class GangLauncher:
                 if active is not None:
                     active.session = spark
                 kwargs["profile"] = profile
-            df = spark.range(0, n, 1, n).mapInArrow(
-                gang_task.arrow_partition(self.spec), "status string", **kwargs
-            )
+            df = spark.range(0, n, 1, n).mapInArrow(gang_task.arrow_partition(self.spec), "status string", **kwargs)
             return [r["status"] for r in df.collect()]
 
     def wait_job_listed_ended(self, timeout: float) -> bool:
@@ -223,7 +221,7 @@ class GangLauncher:
                 time.sleep(min(pause, left))
                 pause = min(pause * 2, LISTED_POLL_MAX)
             return True
-        except Exception as e:  # stopped context, gone gateway: no job can be active
+        except Exception as e:  # stopped context, gone gateway: no job can be active  # noqa: BLE001
             logger.debug("spark-dask: status of %s unknown: %s", self.tag, e)
             return True
 

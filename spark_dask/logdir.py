@@ -87,7 +87,7 @@ def not_kept_message(directory: str, rows: list[dict]) -> str | None:
         f"{os.path.join(directory, WORKERS)} (task {first.get('task', first.get('partition'))} on "
         f"{first.get('host')}: {first['log_error']}). Give log_directory a path that every "
         f"executor can write, such as a Unity Catalog volume (/Volumes/<catalog>/<schema>/"
-        f"<volume>/dask-logs) on Databricks; the log tails stay in get_logs()[\"Spark tasks\"]."
+        f'<volume>/dask-logs) on Databricks; the log tails stay in get_logs()["Spark tasks"].'
     )
 
 
@@ -203,7 +203,7 @@ class SchedulerLogHandler(logging.Handler):
     def __init__(self, path: str, fmt: str = LOG_FORMAT):
         super().__init__()
         self.setFormatter(logging.Formatter(fmt))
-        self.file = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed by close()
+        self.file = open(path, "w", encoding="utf-8")
         self.error: BaseException | None = None
 
     def emit(self, record: logging.LogRecord) -> None:

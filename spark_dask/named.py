@@ -291,7 +291,9 @@ def root_lock(root: str, wait: float = LOCK_WAIT):
     except OSError as e:
         problem = str(e)
     if problem:
-        logger.debug("spark-dask: the state directory %s is not locked (%s): a stale entry is taken over without", root, problem)
+        logger.debug(
+            "spark-dask: the state directory %s is not locked (%s): a stale entry is taken over without", root, problem
+        )
     try:
         yield
     finally:
@@ -636,7 +638,9 @@ def from_name(name: str, *, asynchronous: bool = False, loop=None, timeout: floa
     check_name(name)
     root = configured_root()
     if root is None:
-        raise ClusterError("spark-dask: spark-dask.state-dir is false, so clusters are not listed and none can be found by name")
+        raise ClusterError(
+            "spark-dask: spark-dask.state-dir is false, so clusters are not listed and none can be found by name"
+        )
     found = scan(root)
     if name not in found:
         raise ClusterError(unknown_name_message(name, found, root))

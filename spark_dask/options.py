@@ -133,7 +133,9 @@ def yaml_scalar(value) -> str:
 OPTIONS: tuple[Option, ...] = (
     # ------------------------------------------------------------------ workers
     Option(
-        "n-workers", None, "int, optional",
+        "n-workers",
+        None,
+        "int, optional",
         "Number of Dask workers at start; `cluster.scale(n)` / `cluster.adapt(...)` change it later.",
         "The gang needs one Spark task slot per barrier task at once; more than the application "
         "has is a `PlanError` at once (instead of Spark's ten minutes of retries). Under dynamic "
@@ -143,7 +145,9 @@ OPTIONS: tuple[Option, ...] = (
         cli=Cli("--n-workers", "int>=1", ("run", "info")),
     ),
     Option(
-        "worker", "auto", "{'auto', 'cuda', 'cpu'}, optional",
+        "worker",
+        "auto",
+        "{'auto', 'cuda', 'cpu'}, optional",
         "Worker program: `cuda` (dask-cuda), `cpu` (nanny + worker); `auto`: `cuda` when the Spark tasks own GPUs.",
         "`cuda` runs `python -m dask cuda worker` (one worker per GPU, pinned with "
         "`CUDA_VISIBLE_DEVICES`); `cpu` runs `python -m distributed.cli.dask_worker` under a nanny. "
@@ -152,7 +156,9 @@ OPTIONS: tuple[Option, ...] = (
         cli=Cli("--worker", "choice", ("run", "info"), choices=("auto", "cuda", "cpu")),
     ),
     Option(
-        "threads-per-worker", None, "int, optional",
+        "threads-per-worker",
+        None,
+        "int, optional",
         "Threads per worker.",
         "dask-cuda workers get dask-cuda's own default, 1: tasks on one worker share its GPU, and "
         "more threads make them compete for device memory rather than run faster. CPU workers get "
@@ -164,30 +170,40 @@ OPTIONS: tuple[Option, ...] = (
         cli=Cli("--threads-per-worker", "int>=1", ("run", "info")),
     ),
     Option(
-        "memory-limit", "auto", "int or str, optional",
+        "memory-limit",
+        "auto",
+        "int or str, optional",
         "Memory per worker: bytes, a size such as `8GiB`, or `auto`.",
         "`auto`: the host's memory (cgroup-aware) left after the executor JVMs placed on it, split "
         "over the Dask workers on that host, at least 256 MiB. A number of bytes or a string such "
-        "as `\"8GiB\"` sets it for every worker; more than the host has is refused (before anything "
+        'as `"8GiB"` sets it for every worker; more than the host has is refused (before anything '
         "is submitted on `local`/`local-cluster` masters, else by the task on its host).",
         keyword=True,
         cli=Cli("--memory-limit", "str", ("run", "info"), metavar="auto|SIZE"),
     ),
     Option(
-        "worker-options", {}, "dict, optional",
-        "Extra worker command-line options, e.g. `{\"rmm_pool_size\": \"10GB\"}` → `--rmm-pool-size 10GB`.",
+        "worker-options",
+        {},
+        "dict, optional",
+        'Extra worker command-line options, e.g. `{"rmm_pool_size": "10GB"}` → `--rmm-pool-size 10GB`.',
         "Checked on the driver against the worker program (`dask worker`, or `dask cuda worker`) "
         "before anything starts: an unknown option, a value of the wrong shape, or an option "
         "spark-dask sets itself (`name`, `nthreads`, TLS, ...) is a `PlanError` naming the keyword "
         "to use instead. Not checked with a `worker_command` template. The rules (switches, lists, "
         "`resources`, `preload`, `nanny=False`) are in [Workers](workers.md#worker-options).",
         keyword=True,
-        cli=Cli("--worker-option", "typed-key-values", metavar="KEY=VALUE",
-                help="Extra worker command-line option, e.g. `rmm_pool_size=10GB` or `nanny=false` "
-                "(repeatable; values are read as YAML)."),
+        cli=Cli(
+            "--worker-option",
+            "typed-key-values",
+            metavar="KEY=VALUE",
+            help="Extra worker command-line option, e.g. `rmm_pool_size=10GB` or `nanny=false` "
+            "(repeatable; values are read as YAML).",
+        ),
     ),
     Option(
-        "worker-command", None, "str or list, optional",
+        "worker-command",
+        None,
+        "str or list, optional",
         "A command template (string or list) that replaces the default worker command.",
         "Any program that speaks Dask's protocol. Placeholders: `{python}` `{scheduler_address}` "
         "`{name}` `{nthreads}` `{memory_limit}` `{local_directory}` `{tls_ca_file}` `{tls_cert}` "
@@ -197,18 +213,26 @@ OPTIONS: tuple[Option, ...] = (
         cli=Cli("--worker-command", "str", metavar="TEMPLATE"),
     ),
     Option(
-        "env", None, "dict, optional",
+        "env",
+        None,
+        "dict, optional",
         "Environment variables for the worker processes.",
         "Workers pinned to a GPU also get `CUDA_VISIBLE_DEVICES` and `CUDA_DEVICE_ORDER=PCI_BUS_ID` "
         "(a `CUDA_DEVICE_ORDER` of yours wins).",
         keyword=True,
         config=False,
         default_text="none",
-        cli=Cli("--env", "key-values", metavar="KEY=VALUE",
-                help="Environment variable for the worker processes (repeatable)."),
+        cli=Cli(
+            "--env",
+            "key-values",
+            metavar="KEY=VALUE",
+            help="Environment variable for the worker processes (repeatable).",
+        ),
     ),
     Option(
-        "multiprocessing-method", "fork", "str",
+        "multiprocessing-method",
+        "fork",
+        "str",
         "How the nanny of a CPU worker starts the worker process (`fork` | `spawn` | `forkserver`).",
         "`fork` skips a Python start-up and an import of distributed: faster start-up and restarts "
         "([Benchmarks](benchmarks.md#what-the-figures-mean)). Set `spawn` if a preload or worker "
@@ -216,12 +240,13 @@ OPTIONS: tuple[Option, ...] = (
         "`DASK_DISTRIBUTED__WORKER__MULTIPROCESSING_METHOD` in `env` wins. Not used for dask-cuda workers: `dask cuda worker` has its own option "
         "`--multiprocessing-method` (default `spawn`: CUDA does not survive fork), which it writes "
         "over `distributed.worker.multiprocessing-method`, so neither this key nor the environment "
-        "variable changes it; use `worker_options={\"multiprocessing_method\": \"forkserver\"}`.",
+        'variable changes it; use `worker_options={"multiprocessing_method": "forkserver"}`.',
     ),
     Option(
-        "fork-nanny", True, "bool",
-        "The Spark task forks a CPU worker's nanny from its own Python process instead of starting "
-        "a new Python.",
+        "fork-nanny",
+        True,
+        "bool",
+        "The Spark task forks a CPU worker's nanny from its own Python process instead of starting a new Python.",
         "Saves the interpreter start and, where Spark reuses the task's Python worker (a cluster "
         "started again within a minute), the import of distributed: about half of a warm start "
         "([Benchmarks](benchmarks.md#what-the-figures-mean)). Only for CPU workers with the default "
@@ -232,7 +257,9 @@ OPTIONS: tuple[Option, ...] = (
         "`dask-worker`.",
     ),
     Option(
-        "task-profile", "auto", "{'auto', True, False}, optional",
+        "task-profile",
+        "auto",
+        "{'auto', True, False}, optional",
         "Ask Spark for a stage-level task resource profile for the gang.",
         "`auto`: where Spark supports it (Spark ≥ 3.4 on standalone/`local-cluster`, ≥ 3.5 on "
         "YARN/Kubernetes, dynamic allocation off; Spark Connect ≥ 4.0): whole GPUs per task "
@@ -244,7 +271,9 @@ OPTIONS: tuple[Option, ...] = (
         cli=Cli("--task-profile", "bool-choice", ("run", "info"), choices=("auto", "true", "false")),
     ),
     Option(
-        "barrier", "auto", "{'auto', True, False}, optional",
+        "barrier",
+        "auto",
+        "{'auto', True, False}, optional",
         "Run the workers as one Spark barrier stage (`true`) or each as a Spark job of its own (`false`).",
         "`true`: one barrier stage per start or scale-up: its tasks start together or not at all, "
         "and one lost task or executor fails the whole stage, so Spark also ends the workers on "
@@ -252,15 +281,17 @@ OPTIONS: tuple[Option, ...] = (
         "task, all started together at start-up (every worker connected within `timeout`, or "
         "everything cancelled); a lost executor or host then costs only its own workers and their "
         "data, the cluster replaces them. `auto`: `true`, except under dynamic allocation, where "
-        "Spark runs no barrier stages. See the design page's \"Faults\" section for the trade-off.",
+        'Spark runs no barrier stages. See the design page\'s "Faults" section for the trade-off.',
         keyword=True,
         cli=Cli("--barrier", "bool-choice", ("run", "info"), choices=("auto", "true", "false")),
     ),
     # ------------------------------------------------------------------ start-up and teardown
     Option(
-        "timeout", "180s", "str or float, optional",
+        "timeout",
+        "180s",
+        "str or float, optional",
         "How long `start()` waits for every worker before it fails.",
-        "Seconds or a Dask time string (`\"5m\"`). On expiry `start()` raises with what is known "
+        'Seconds or a Dask time string (`"5m"`). On expiry `start()` raises with what is known '
         "(the barrier stage's job group, where to look) and nothing is left running.",
         group="startup",
         keyword=True,
@@ -268,7 +299,9 @@ OPTIONS: tuple[Option, ...] = (
         cli=Cli("--timeout", "str", metavar="DURATION"),
     ),
     Option(
-        "name", None, "str, optional",
+        "name",
+        None,
+        "str, optional",
         "The cluster's name: other Python processes of this user on this host join it with "
         "`SparkCluster.from_name(name)`; `spark-dask list` shows it.",
         "Letters, digits, `.`, `_` and `-`, at most 64, starting with a letter or digit. Two "
@@ -281,10 +314,12 @@ OPTIONS: tuple[Option, ...] = (
         cli=Cli("--name", "str", metavar="NAME"),
     ),
     Option(
-        "idle-timeout", None, "str or float, optional",
+        "idle-timeout",
+        None,
+        "str or float, optional",
         "Close the cluster after this long without Dask tasks or work from its clients; its Spark "
         "task slots return to Spark.",
-        "Seconds or a Dask time string (`\"30m\"`); `null`: never. Idle as distributed's "
+        'Seconds or a Dask time string (`"30m"`); `null`: never. Idle as distributed\'s '
         "scheduler counts it (`distributed.scheduler.idle-timeout`): no task queued, processing or "
         "changing state, no graph arriving; a client connecting or leaving counts as activity too. "
         "The owner's output and the log say when it closes, and why. Off by default; see "
@@ -295,7 +330,9 @@ OPTIONS: tuple[Option, ...] = (
         cli=Cli("--idle-timeout", "str", metavar="DURATION"),
     ),
     Option(
-        "executor-wait", "30s", "str",
+        "executor-wait",
+        "30s",
+        "str",
         "How long `start()` waits for executors to register before it checks the free task slots.",
         "Right after a Spark application starts its executors may not be registered yet. With "
         "Spark Connect, the first start in a session runs a short probe job until that many "
@@ -304,7 +341,9 @@ OPTIONS: tuple[Option, ...] = (
         time=True,
     ),
     Option(
-        "slot-wait", "15s", "str",
+        "slot-wait",
+        "15s",
+        "str",
         "The starting gang without any running task after this long fails `start()`; a scale-up "
         "gang still waiting for slots after this long is reported once, and waits on.",
         "Spark checks a barrier stage against the application's *total* slots; when they exist "
@@ -314,7 +353,9 @@ OPTIONS: tuple[Option, ...] = (
         time=True,
     ),
     Option(
-        "close-timeout", "10s", "str",
+        "close-timeout",
+        "10s",
+        "str",
         "How long `close()` lets the gangs' Spark jobs end by themselves (all in the same window) "
         "before cancelling them.",
         "Also how long `close()` waits for the nannies to terminate their workers.",
@@ -322,20 +363,26 @@ OPTIONS: tuple[Option, ...] = (
         time=True,
     ),
     Option(
-        "death-timeout", "60s", "str",
+        "death-timeout",
+        "60s",
+        "str",
         "A worker that loses (or never finds) its scheduler exits after this long.",
         "Passed as `--death-timeout` to every worker; `worker_options` cannot set it.",
         group="startup",
         time=True,
     ),
     Option(
-        "kill-grace", "5s", "str",
+        "kill-grace",
+        "5s",
+        "str",
         "Seconds a worker process gets to exit after SIGTERM before SIGKILL (inside the Spark task).",
         group="startup",
         time=True,
     ),
     Option(
-        "relaunch-attempts", 3, "int, optional",
+        "relaunch-attempts",
+        3,
+        "int, optional",
         "How often failed gangs (a lost executor) are relaunched while the cluster runs; each "
         "relaunch replaces only the failed gang's workers.",
         "A lost task or executor fails the whole barrier stage; the cluster notices at once, logs "
@@ -346,7 +393,9 @@ OPTIONS: tuple[Option, ...] = (
         cli=Cli("--relaunch-attempts", "int>=0"),
     ),
     Option(
-        "lost-worker-grace", "20s", "str",
+        "lost-worker-grace",
+        "20s",
+        "str",
         "How long a Dask worker that lost its connection may take to come back before it is replaced.",
         "A worker whose connection broke (its host cut off or lost, its process killed) usually "
         "comes back by itself within seconds (its nanny restarts it in the same Spark task). One "
@@ -357,7 +406,9 @@ OPTIONS: tuple[Option, ...] = (
         time=True,
     ),
     Option(
-        "no-workers-timeout", "10 minutes", "str",
+        "no-workers-timeout",
+        "10 minutes",
+        "str",
         "How long a running cluster may wait with 0 Dask workers (all lost, none placeable) before it fails.",
         "After lost executors or hosts the cluster relaunches what the executors left can hold "
         "and grows back when Spark has capacity again (a host replaced, an executor added). While "
@@ -367,7 +418,9 @@ OPTIONS: tuple[Option, ...] = (
         time=True,
     ),
     Option(
-        "close-on-sigterm", "auto", "str or bool",
+        "close-on-sigterm",
+        "auto",
+        "str or bool",
         "Close running clusters when this Python process gets SIGTERM, then run the handler installed before.",
         "A detached or restarted notebook gets SIGTERM. The handler closes every running cluster "
         "with a one-second grace for the barrier job, at most about three seconds in all. `auto`: "
@@ -377,7 +430,9 @@ OPTIONS: tuple[Option, ...] = (
     ),
     # ------------------------------------------------------------------ network and security
     Option(
-        "tls", True, "bool, optional",
+        "tls",
+        True,
+        "bool, optional",
         "TLS with fresh per-cluster credentials between scheduler, workers and clients.",
         "`false`: plain TCP, with a warning: anyone who can reach the driver's scheduler port can "
         "run code on the cluster.",
@@ -386,7 +441,9 @@ OPTIONS: tuple[Option, ...] = (
         cli=Cli("--tls/--no-tls", "switch"),
     ),
     Option(
-        "require-encryption", False, "bool, optional",
+        "require-encryption",
+        False,
+        "bool, optional",
         "Refuse to start unless Spark encrypts its own RPC.",
         "The cluster's TLS key reaches the executors inside the Spark task, i.e. over Spark's RPC. "
         "`true` refuses unless `spark.network.crypto.enabled` (with `spark.authenticate`) or "
@@ -396,7 +453,9 @@ OPTIONS: tuple[Option, ...] = (
         cli=Cli("--require-encryption/--no-require-encryption", "switch"),
     ),
     Option(
-        "scheduler-host", None, "str, optional",
+        "scheduler-host",
+        None,
+        "str, optional",
         "Address of this machine that the executors use to reach the scheduler (it listens there).",
         "Unset: the Spark driver's address; with Spark Connect, this machine's address on the "
         "route to the Connect server (a connected UDP socket picks it; nothing is sent). It must "
@@ -408,7 +467,9 @@ OPTIONS: tuple[Option, ...] = (
         cli=Cli("--scheduler-host", "str", metavar="HOST"),
     ),
     Option(
-        "state-dir", "auto", "str or bool",
+        "state-dir",
+        "auto",
+        "str or bool",
         "Where running clusters are listed for `SparkCluster.from_name()` and `spark-dask list`.",
         "Each cluster writes its entry there when it starts (a directory of its own, mode 0700: "
         "owner, scheduler address, dashboard, worker count and its connection files with the "
@@ -419,7 +480,9 @@ OPTIONS: tuple[Option, ...] = (
         group="security",
     ),
     Option(
-        "databricks-credentials", False, "bool, optional",
+        "databricks-credentials",
+        False,
+        "bool, optional",
         "Give the workers the notebook's Databricks workspace host and token (`DATABRICKS_HOST`, "
         "`DATABRICKS_TOKEN`), for MLflow and the Databricks SDK in Dask tasks.",
         "From the driver's own `DATABRICKS_HOST` with `DATABRICKS_TOKEN` (or `DATABRICKS_CLIENT_ID` "
@@ -435,7 +498,9 @@ OPTIONS: tuple[Option, ...] = (
         cli=Cli("--databricks-credentials/--no-databricks-credentials", "switch"),
     ),
     Option(
-        "connect-timeout", "5s", "str",
+        "connect-timeout",
+        "5s",
+        "str",
         "How long each Spark task tries to reach the scheduler before it reports it unreachable.",
         "Each task opens (and closes) a TCP connection to the scheduler before it starts any "
         "worker; if it cannot, the gang stops and `start()` says which executor could not reach "
@@ -445,7 +510,9 @@ OPTIONS: tuple[Option, ...] = (
     ),
     # ------------------------------------------------------------------ output
     Option(
-        "dashboard", True, "bool, optional",
+        "dashboard",
+        True,
+        "bool, optional",
         "Serve the scheduler's dashboard.",
         "Off Databricks: on the driver address, a port the OS picks. On Databricks: at the root of "
         "a free port in 9000-9999 on all driver interfaces (the driver proxy connects to the "
@@ -456,7 +523,9 @@ OPTIONS: tuple[Option, ...] = (
         cli=Cli("--dashboard/--no-dashboard", "switch"),
     ),
     Option(
-        "log-directory", None, "str, optional",
+        "log-directory",
+        None,
+        "str, optional",
         "A directory where the scheduler's, the workers' and the Spark tasks' logs are kept, also "
         "after the cluster closed or a worker crashed.",
         "Each cluster writes a directory of its own there, `<name>-<id>/` (`spark-dask-<id>/` for a "
@@ -472,33 +541,40 @@ OPTIONS: tuple[Option, ...] = (
         cli=Cli("--log-directory", "str", metavar="PATH"),
     ),
     Option(
-        "dashboard-prefix", "auto", "str",
+        "dashboard-prefix",
+        "auto",
+        "str",
         "URL path prefix the dashboard is served under.",
-        "`auto` (or `\"\"`): the root, right for the Databricks driver proxy, which strips its "
+        '`auto` (or `""`): the root, right for the Databricks driver proxy, which strips its '
         "`/driver-proxy/o/<org>/<cluster>/<port>` prefix before forwarding. `driver-proxy`: under "
         "`/driver-proxy/o/<org>/<cluster>/<port>`, for a proxy that forwards the full path (on "
         "Databricks only; the root elsewhere). Any other string is used as the prefix, e.g. `/dask`.",
         group="output",
     ),
     Option(
-        "progress", True, "bool, optional",
-        "Show \"2/4 Dask workers connected\" while starting (terminal and notebook).",
+        "progress",
+        True,
+        "bool, optional",
+        'Show "2/4 Dask workers connected" while starting (terminal and notebook).',
         group="output",
         keyword=True,
         cli=Cli("--progress/--no-progress", "switch"),
     ),
     Option(
-        "silence-logs", "warning", "str or False, optional",
+        "silence-logs",
+        "warning",
+        "str or False, optional",
         "Level below which the scheduler's log lines are not printed; `false` prints them all.",
-        "The scheduler runs in this (driver) process, as with `LocalCluster`. `get_logs()` keeps "
-        "the lines either way.",
+        "The scheduler runs in this (driver) process, as with `LocalCluster`. `get_logs()` keeps the lines either way.",
         group="output",
         keyword=True,
         cli=Cli("--silence-logs", "str", metavar="LEVEL|false"),
     ),
     # ------------------------------------------------------------------ GPUs
     Option(
-        "gpu-mode", "auto", "{'auto', 'shared', 'exclusive'}, optional",
+        "gpu-mode",
+        "auto",
+        "{'auto', 'shared', 'exclusive'}, optional",
         "GPU executors: run the workers beside Spark's own GPU tasks (`shared`) or hold their GPUs whole (`exclusive`).",
         "`shared`: the Dask workers (one per GPU) run beside Spark's own GPU tasks (the RAPIDS "
         "Accelerator): the gang holds one Spark task's GPU share per worker (fractional "
@@ -511,28 +587,36 @@ OPTIONS: tuple[Option, ...] = (
         cli=Cli("--gpu-mode", "choice", ("run", "info"), choices=("auto", "shared", "exclusive")),
     ),
     Option(
-        "rapids.rmm-pool-size", "auto", "str",
+        "rapids.rmm-pool-size",
+        "auto",
+        "str",
         "RMM pool of each dask-cuda worker: `auto`, `null` (no pool) or a size.",
         "`auto`: sized from the GPU memory free in its Spark task (pynvml), minus `rmm-reserve`, "
         "times `rmm-fraction`, rounded down to 256 MiB (in shared GPU mode at most `dask-fraction` "
-        "of the GPU). `null`: no pool (dask-cuda's default). A size (`\"20GiB\"`) sets it. "
-        "`worker_options={\"rmm_pool_size\": ...}` always wins. The pool needs the `rmm` package "
+        'of the GPU). `null`: no pool (dask-cuda\'s default). A size (`"20GiB"`) sets it. '
+        '`worker_options={"rmm_pool_size": ...}` always wins. The pool needs the `rmm` package '
         "(cudf brings it; dask-cuda does not): without it the workers start without a pool and a "
         "warning says so.",
         group="gpu",
     ),
     Option(
-        "rapids.rmm-reserve", "1GiB", "str",
+        "rapids.rmm-reserve",
+        "1GiB",
+        "str",
         "GPU memory left free when the RMM pool is sized automatically.",
         group="gpu",
     ),
     Option(
-        "rapids.rmm-fraction", 0.95, "float",
+        "rapids.rmm-fraction",
+        0.95,
+        "float",
         "Share of the free GPU memory (after `rmm-reserve`) an automatic RMM pool takes.",
         group="gpu",
     ),
     Option(
-        "rapids.spill-fraction", 0.8, "float",
+        "rapids.spill-fraction",
+        0.8,
+        "float",
         "`--device-memory-limit` of each dask-cuda worker as a share of its RMM pool.",
         "With a pool (this one or `worker_options`' `rmm_pool_size`) and no `device_memory_limit` "
         "in `worker_options`, each worker spills device memory to host at this share of its pool. "
@@ -541,7 +625,9 @@ OPTIONS: tuple[Option, ...] = (
         group="gpu",
     ),
     Option(
-        "rapids.dask-fraction", 0.4, "float",
+        "rapids.dask-fraction",
+        0.4,
+        "float",
         "GPU share kept for Dask: the RAPIDS plugin check and the cap of a shared-mode pool.",
         "spark-dask warns when the Spark RAPIDS memory pool (`spark.rapids.memory.gpu.*`) leaves "
         "less than this share of each GPU; in shared GPU mode an automatic RMM pool takes at most "
@@ -554,9 +640,12 @@ BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
 
 # Keyword arguments of SparkCluster() that are not options (no config key, no CLI flag).
 EXTRA_PARAMETERS: tuple[tuple[str, str, str], ...] = (
-    ("spark", "SparkSession, optional",
-     "Classic or Spark Connect session; defaults to the active session (looked up now). "
-     "With Spark Connect the scheduler runs in this Python process, not on the Spark driver."),
+    (
+        "spark",
+        "SparkSession, optional",
+        "Classic or Spark Connect session; defaults to the active session (looked up now). "
+        "With Spark Connect the scheduler runs in this Python process, not on the Spark driver.",
+    ),
 )
 TRAILING_PARAMETERS: tuple[tuple[str, str, str], ...] = (
     ("asynchronous", "bool", "Use `await SparkCluster(..., asynchronous=True)` inside an event loop."),
@@ -672,9 +761,7 @@ def resolve(**given) -> ClusterOptions:
         try:
             opts["memory_limit"] = parse_bytes(mem) if isinstance(mem, str) else int(mem)
         except (ValueError, TypeError) as e:
-            raise PlanError(
-                f"memory_limit must be 'auto', a number of bytes or a size like '8GiB', got {mem!r}"
-            ) from e
+            raise PlanError(f"memory_limit must be 'auto', a number of bytes or a size like '8GiB', got {mem!r}") from e
         if opts["memory_limit"] <= 0:
             raise PlanError(f"memory_limit must be positive, got {mem!r}")
     if opts["worker_options"] is not None and not isinstance(opts["worker_options"], dict):

@@ -114,10 +114,7 @@ def _check_n_workers(n_workers) -> None:
     if n_workers is None:
         return
     if isinstance(n_workers, bool) or not isinstance(n_workers, int):
-        raise PlanError(
-            f"n_workers must be a positive integer or None (one per executor or GPU), "
-            f"got {n_workers!r}"
-        )
+        raise PlanError(f"n_workers must be a positive integer or None (one per executor or GPU), got {n_workers!r}")
     if n_workers < 1:
         raise PlanError(f"n_workers must be at least 1, got {n_workers}")
 
@@ -640,8 +637,10 @@ def hog_warning(facts: ClusterFacts, plan: GangPlan, others: tuple[tuple[str, in
         advice.append(f"fewer workers (n_workers={plan.n_workers - 1})")
     if plan.gpu_mode == "exclusive" and facts.task_gpus > 0:
         fractional = facts.task_gpus < 1
-        advice.append("gpu_mode='shared'" + ("" if fractional or facts.task_profiles else
-                      " with a fractional spark.task.resource.gpu.amount"))
+        advice.append(
+            "gpu_mode='shared'"
+            + ("" if fractional or facts.task_profiles else " with a fractional spark.task.resource.gpu.amount")
+        )
     advice.append("executors with more cores (spark.executor.cores)")
     advice.append("or run the Spark work before starting the Dask cluster")
     shape = f"{plural(facts.executors, 'executor')} x {plural(facts.executor_cores, 'core')}"
@@ -649,8 +648,10 @@ def hog_warning(facts: ClusterFacts, plan: GangPlan, others: tuple[tuple[str, in
         shape += f", {facts.executor_gpus:g} GPUs, spark.task.resource.gpu.amount={facts.task_gpus:g}"
     beside = ""
     if others:
-        beside = " and the application's other spark-dask cluster" + ("s " if len(others) > 1 else " ") + ", ".join(
-            f"{tag} ({plural(n, 'task')} of {plural(cpus, 'CPU')})" for tag, n, cpus in others
+        beside = (
+            " and the application's other spark-dask cluster"
+            + ("s " if len(others) > 1 else " ")
+            + ", ".join(f"{tag} ({plural(n, 'task')} of {plural(cpus, 'CPU')})" for tag, n, cpus in others)
         )
     return (
         f"spark-dask: the Dask cluster's {plural(plan.n_tasks, ('barrier ' if plan.barrier else '') + 'task')}{beside} "

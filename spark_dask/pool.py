@@ -93,16 +93,12 @@ class GangPool:
         self.make_gang = make_gang
         self.fresh_facts = fresh_facts
         self.adaptive = adaptive or (lambda: None)
-        self.recovery = Recovery(
-            options.lost_worker_grace, options.no_workers_timeout
-        )
+        self.recovery = Recovery(options.lost_worker_grace, options.no_workers_timeout)
         self.gangs: list[Gang] = []  # every gang (Spark job) submitted, in order
         self.target = shape.n_workers  # workers the cluster is to have
         self.relaunches = 0
         self.status = "not started"  # of the gangs, as the widget shows it
-        self.running = (
-            False  # the cluster runs: losses count, surplus workers are closed
-        )
+        self.running = False  # the cluster runs: losses count, surplus workers are closed
         self.next_task = 0  # the cluster-wide number of the next gang's first task
         self.hogging = False  # the slot warning was given
         self.others = tuple  # () or the other spark-dask clusters' slots (slots.other_clusters)
@@ -166,11 +162,7 @@ class GangPool:
         if not isinstance(facts, dict) or facts.get("cluster") != cluster_tag:
             return
         index = facts.get("gang", 0)
-        gang = (
-            self.gangs[index]
-            if isinstance(index, int) and 0 <= index < len(self.gangs)
-            else None
-        )
+        gang = self.gangs[index] if isinstance(index, int) and 0 <= index < len(self.gangs) else None
         if gang is None:
             return
         self._by_address[address] = gang
@@ -183,10 +175,7 @@ class GangPool:
             str(facts.get("executor_id") or ""),
         )
         for old in self.recovery.worker_back(gang, name):
-            self.events.note(
-                f"spark-dask: Dask worker {old} is back"
-                + (f" (as {name})" if old != name else "")
-            )
+            self.events.note(f"spark-dask: Dask worker {old} is back" + (f" (as {name})" if old != name else ""))
         if ws.nanny:
             self.side.open_nanny_comms([ws.nanny])
         if was == "starting" and gang.status == "running":
@@ -201,17 +190,13 @@ class GangPool:
     def _gang_started(self, gang: Gang) -> None:
         self.recovery.start_failures = 0
         if gang.reason == "relaunch":
-            starting = any(
-                g.reason == "relaunch" and g.status == "starting" for g in self.live()
-            )
+            starting = any(g.reason == "relaunch" and g.status == "starting" for g in self.live())
             whole = not starting and not self.recovery.owed
             if whole:  # back to full size
                 self.status = "running"
             self.events.log(relaunched_message(gang.wanted, self.connected(), self.target, whole, gang.tag))
         elif gang.reason == "scale":
-            self.events.note(
-                f"spark-dask: {gang.tag}: {plural(gang.wanted, 'more Dask worker')} connected"
-            )
+            self.events.note(f"spark-dask: {gang.tag}: {plural(gang.wanted, 'more Dask worker')} connected")
 
     def worker_removed(self, address: str) -> None:
         """Scheduler plugin: a worker left; unless it was leaving on purpose, it is lost."""
@@ -221,9 +206,7 @@ class GangPool:
             gone.set_result(None)
         leaving = address in self.recovery.leaving
         self.recovery.leaving.discard(address)
-        for name in [
-            n for n, a in (gang.workers.items() if gang else ()) if a == address
-        ]:
+        for name in [n for n, a in (gang.workers.items() if gang else ()) if a == address]:
             gang.worker_left(name, on_purpose=leaving)
             running = self.running and not gang.done
             lost = lost_worker(
@@ -231,12 +214,8 @@ class GangPool:
                 name in gang.retiring,
                 running,
             )
-            self.recovery.worker_left(
-                gang, name, gang.hosts.get(name, ""), lost, time.monotonic()
-            )
-            if (
-                lost
-            ):  # given lost-worker-grace to come back, then replaced (watch_faults)
+            self.recovery.worker_left(gang, name, gang.hosts.get(name, ""), lost, time.monotonic())
+            if lost:  # given lost-worker-grace to come back, then replaced (watch_faults)
                 msg = worker_lost_message(where([(name, gang.hosts.get(name, ""))]), self.connected(),
                                           self.target, gang.barrier, self.recovery.grace)  # fmt: skip
                 self.events.note(msg) if gang.barrier else self.events.tell(msg)
@@ -248,9 +227,7 @@ class GangPool:
         if not self.running:
             return  # the start-up wait or the teardown deals with it
         if session_closed(gang.error) or await blocking(is_stopped, spark):
-            self.events.log(
-                "spark-dask: the SparkSession was stopped; closing the Dask cluster"
-            )
+            self.events.log("spark-dask: the SparkSession was stopped; closing the Dask cluster")
             await close()
             return
         self.ended(gang)
@@ -269,24 +246,16 @@ class GangPool:
             gang.status = "ended: its workers were closed"
             self.target = max(self.target - gang.wanted, 0)
             gang.wanted = 0
-            self.events.log(
-                f"spark-dask: the {what} {gang.tag} ended: its Dask workers were closed"
-            )
+            self.events.log(f"spark-dask: the {what} {gang.tag} ended: its Dask workers were closed")
         elif outcome == "start-failed":
             self._start_failed(gang, what, gang.failure())
         else:  # a lost executor or task: relaunch this gang's workers (only these)
             reason = gang.failure()
             gang.status = f"failed: {reason}"
             self.recovery.forget(gang)
-            workers = [
-                (n, gang.hosts.get(n, ""))
-                for n in sorted(gang.seen)
-                if n not in gang.retiring
-            ]
+            workers = [(n, gang.hosts.get(n, "")) for n in sorted(gang.seen) if n not in gang.retiring]
             executor = lost_executor(str(gang.error))
-            what = f"the {what} {gang.tag} failed" + (
-                f" ({executor} lost)" if executor else ""
-            )
+            what = f"the {what} {gang.tag} failed" + (f" ({executor} lost)" if executor else "")
             self.recovery.gang_failed(
                 what,
                 f"{gang.tag}: {reason.lstrip(': ')}",
@@ -302,7 +271,9 @@ class GangPool:
         self.target = max(self.target - gang.wanted, 0)
         gang.wanted = 0
         self.recovery.start_failures += 1
-        msg = f"spark-dask: the {what} {gang.tag} for {plural(gang.plan.n_workers, 'more Dask worker')} failed: {reason}"
+        msg = (
+            f"spark-dask: the {what} {gang.tag} for {plural(gang.plan.n_workers, 'more Dask worker')} failed: {reason}"
+        )
         adaptive = self.adaptive()
         if self.recovery.start_failures >= 3 and adaptive is not None:
             adaptive.stop(reason="spark-dask: gangs fail to start")
@@ -317,14 +288,10 @@ class GangPool:
         on them and the pool starts replacements. A gang left with no worker to keep is
         cancelled: its Spark job could still bring one back later (Spark runs a lost
         task again), beside the replacement."""
-        due = [
-            (n, g, h) for n, g, h in self.recovery.due(time.monotonic()) if g.give_up(n)
-        ]
+        due = [(n, g, h) for n, g, h in self.recovery.due(time.monotonic()) if g.give_up(n)]
         if due:
             self.recovery.given_up([(n, h) for n, _, h in due])
-            for gang in {
-                id(g): g for _, g, _ in due if g.wanted == 0 and not g.done
-            }.values():
+            for gang in {id(g): g for _, g, _ in due if g.wanted == 0 and not g.done}.values():
                 await blocking(gang.cancel)
             self.kick()
 
@@ -336,11 +303,7 @@ class GangPool:
         while self.running:
             await self.replace_missing()
             now = time.monotonic()
-            if (
-                rec.owed
-                and now >= next_check
-                and (self._reconcile is None or self._reconcile.done())
-            ):
+            if rec.owed and now >= next_check and (self._reconcile is None or self._reconcile.done()):
                 next_check = now + 2.0
                 self.kick()
             verdict = rec.no_workers(len(self.side.scheduler.workers), self.target, now)
@@ -350,12 +313,8 @@ class GangPool:
                     python_warning=False,
                 )
             elif verdict == "fail":
-                msg = no_workers_message(
-                    self.target, now - rec.no_workers_since, rec.timeout, rec.reason
-                )
-                background(
-                    fail(msg), "failing the cluster"
-                )  # not awaited here: the teardown cancels us
+                msg = no_workers_message(self.target, now - rec.no_workers_since, rec.timeout, rec.reason)
+                background(fail(msg), "failing the cluster")  # not awaited here: the teardown cancels us
                 return
             await asyncio.sleep(every)
 
@@ -395,17 +354,13 @@ class GangPool:
                     return
                 current = sum(g.wanted for g in self.live())
                 rec = self.recovery
-                rec.owed = min(
-                    rec.owed, max(self.target - current, 0)
-                )  # scaled down meanwhile
+                rec.owed = min(rec.owed, max(self.target - current, 0))  # scaled down meanwhile
                 try:
                     if self.target > current:
                         await self._grow(self.target - current)
                     elif self.target < current:
                         await self._shrink(current - self.target)
-                except (
-                    Exception
-                ) as e:  # pragma: no cover - reported, the next call retries
+                except Exception as e:  # pragma: no cover - reported, the next call retries
                     logger.exception("spark-dask: scaling failed")
                     self.events.warn(
                         f"spark-dask: scaling to {plural(self.target, 'worker')} failed: {e}",
@@ -432,11 +387,7 @@ class GangPool:
             f"spark-dask: a Spark {'barrier stage' if self.shape.barrier else 'job'} failed and "
             f"{self.relaunches} relaunches are used up: its {plural(lost, 'Dask worker')} {'is' if lost == 1 else 'are'} not "
             f"relaunched; the cluster has {plural(left, 'worker')}. "
-            + (
-                "Close it and start a new one. "
-                if not left
-                else "cluster.scale(n) adds workers again. "
-            )
+            + ("Close it and start a new one. " if not left else "cluster.scale(n) adds workers again. ")
             + f"Cause: {rec.reason}"
         )
         return n - lost, 0, ""
@@ -450,9 +401,7 @@ class GangPool:
         reason = "relaunch" if rec.owed else "scale"
         # A barrier stage starts only whole: relaunch what the executors left can hold
         # now, the rest once Spark has capacity again (watch_faults).
-        now = (
-            await blocking(self.placeable, n) if rec.owed and self.shape.barrier else n
-        )
+        now = await blocking(self.placeable, n) if rec.owed and self.shape.barrier else n
         later = max(min(rec.owed, n) - now, 0)
         if lost or (later and not rec.owed_said):
             msg = loss_message(rec.what or "Dask workers were lost", "" if rec.what else rec.reason, rec.workers,
@@ -467,9 +416,7 @@ class GangPool:
     async def _shrink(self, excess: int) -> None:
         live = self.live()
         # 1. gangs none of whose workers has connected: cancelled (newest first)
-        for g in sorted(
-            (g for g in live if g.pending and not g.cancelled), key=lambda g: -g.index
-        ):
+        for g in sorted((g for g in live if g.pending and not g.cancelled), key=lambda g: -g.index):
             if 0 < g.wanted <= excess:
                 excess -= g.wanted
                 g.wanted = 0
@@ -481,9 +428,7 @@ class GangPool:
         leaving = {n for g in live for n in g.retiring}
         names = [
             str(n)
-            for n in self.side.scheduler.workers_to_close(
-                n=excess, key=task_group, attribute="name"
-            )
+            for n in self.side.scheduler.workers_to_close(n=excess, key=task_group, attribute="name")
             if str(n) not in leaving and self.gang_of(str(n)) is not None
         ]
         chosen = names[: max(excess, 0)]
@@ -519,20 +464,10 @@ class GangPool:
         for n, g in gangs.items():
             g.retiring.add(n)
         scheduler = self.side.scheduler
-        present = [
-            n
-            for n in names
-            if any(str(ws.name) == n for ws in scheduler.workers.values())
-        ]
+        present = [n for n in names if any(str(ws.name) == n for ws in scheduler.workers.values())]
         if present:
             await self._retire_in_dask(scheduler, present)
-        await asyncio.gather(
-            *(
-                self.side.terminate_nanny(gangs[n].nannies[n])
-                for n in names
-                if n in gangs[n].nannies
-            )
-        )
+        await asyncio.gather(*(self.side.terminate_nanny(gangs[n].nannies[n]) for n in names if n in gangs[n].nannies))
         self.events.note(f"spark-dask: retired Dask workers {', '.join(names)}")
 
     async def _retire_in_dask(self, scheduler, names: list[str]) -> None:
@@ -546,9 +481,7 @@ class GangPool:
         gone = [self._gone.setdefault(a, loop.create_future()) for a in addresses]
         # remove=False: the scheduler forgets each worker when its connection closes,
         # after the worker's own close has stopped its heartbeats
-        retired = await scheduler.retire_workers(
-            names=names, close_workers=True, remove=False
-        )
+        retired = await scheduler.retire_workers(names=names, close_workers=True, remove=False)
         kept = sorted(set(names) - {str(info.get("name")) for info in retired.values()})
         if kept:
             self.events.warn(
@@ -570,11 +503,7 @@ class GangPool:
             return "; dynamic allocation: spark.dynamicAllocation.maxExecutors"
         if shape.pinned:
             return "; one Dask worker per GPU"
-        if (
-            shape.uses_profile
-            and shape.task_cpus
-            and shape.task_cpus > self.facts.task_cpus
-        ):
+        if shape.uses_profile and shape.task_cpus and shape.task_cpus > self.facts.task_cpus:
             return (
                 f"; each Dask worker's task takes {shape.task_cpus} of an executor's "
                 f"{self.facts.executor_cores} cores, one per executor (start with task_profile=False "
@@ -599,15 +528,11 @@ class GangPool:
                 per,
                 self.bound_reason(),
             )
-            if (
-                step.note and step.note != self._last_scale_note
-            ):  # Adaptive asks every interval
+            if step.note and step.note != self._last_scale_note:  # Adaptive asks every interval
                 self.events.warn(step.note)
             self._last_scale_note = step.note
             self.target = step.target
-            total = replace(
-                self.shape, n_tasks=held + step.new_tasks, n_workers=step.target
-            )
+            total = replace(self.shape, n_tasks=held + step.new_tasks, n_workers=step.target)
             warning = hog_warning(facts, total, self.others())
             if warning and not self.hogging and not self.events.quiet:
                 self.events.warn(warning)
@@ -659,20 +584,14 @@ def adapt_bounds(
     if minimum_cores is not None:
         minimum = max(minimum, workers_for(0, minimum_cores, None, threads, None))
     if minimum_memory is not None:
-        minimum = max(
-            minimum, workers_for(0, None, parse_bytes(minimum_memory), None, per_memory)
-        )
+        minimum = max(minimum, workers_for(0, None, parse_bytes(minimum_memory), None, per_memory))
     if maximum_cores is not None:
         if not threads:
-            raise PlanError(
-                "adapt(maximum_cores=...) needs a worker's threads: none is known yet"
-            )
+            raise PlanError("adapt(maximum_cores=...) needs a worker's threads: none is known yet")
         maximum = min(maximum, math.floor(maximum_cores / threads))
     if maximum_memory is not None:
         if not per_memory:
-            raise PlanError(
-                "adapt(maximum_memory=...) needs a worker's memory limit: none is known yet"
-            )
+            raise PlanError("adapt(maximum_memory=...) needs a worker's memory limit: none is known yet")
         maximum = min(maximum, math.floor(parse_bytes(maximum_memory) / per_memory))
     maximum, note = adapt_maximum(maximum, bound)
     if minimum > maximum:
@@ -680,9 +599,7 @@ def adapt_bounds(
     return minimum, maximum, note
 
 
-def size_per_worker(
-    options: ClusterOptions, size: tuple[int, int] | None
-) -> tuple[int | None, int | None]:
+def size_per_worker(options: ClusterOptions, size: tuple[int, int] | None) -> tuple[int | None, int | None]:
     """(threads, memory) of one worker, for ``scale(cores=, memory=)`` and ``adapt``: the
     options where the user chose them, else ``size`` (the workers' own, smallest)."""
     threads = options.threads_per_worker or (size[0] if size else None)

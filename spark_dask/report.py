@@ -25,21 +25,13 @@ _port_warned: set = set()  # dashboard ports the warning was given for
 def task_request(plan, facts) -> str:
     """What each barrier task asks Spark for, as the widget and logs show it."""
     if plan.uses_profile:
-        gpus = (
-            f", gpu={plan.task_gpus:g}"
-            if plan.task_gpus
-            else (", no GPU" if plan.gpu_mode else "")
-        )
+        gpus = f", gpu={plan.task_gpus:g}" if plan.task_gpus else (", no GPU" if plan.gpu_mode else "")
         return f"cpus={plan.task_cpus or facts.task_cpus}{gpus}"
-    gpus = (
-        f", gpu={facts.task_gpus * plan.workers_per_task:g}" if facts.task_gpus else ""
-    )
+    gpus = f", gpu={facts.task_gpus * plan.workers_per_task:g}" if facts.task_gpus else ""
     return f"cpus={facts.task_cpus}{gpus} (default profile)"
 
 
-def gang_tasks(
-    gangs: list[Gang], scheduler_info, scheduler
-) -> list[tuple[Gang, list[dict]]]:
+def gang_tasks(gangs: list[Gang], scheduler_info, scheduler) -> list[tuple[Gang, list[dict]]]:
     """Each gang with its tasks' placement and status: from the workers (in
     ``scheduler_info`` and the ``scheduler``; None once the cluster closed) while its job
     runs, from the tasks' status rows after it ended."""
@@ -52,13 +44,9 @@ def gang_tasks(
     out = []
     for g in gangs:
         if not g.done and not closed:
-            tasks = widget.live_tasks(
-                g.plan.n_tasks, workers, status, gang=g.index, base=g.first
-            )
+            tasks = widget.live_tasks(g.plan.n_tasks, workers, status, gang=g.index, base=g.first)
             for t in tasks:
-                if not t["workers"] and any(
-                    task_number(n) == t["partition"] for n in g.retiring
-                ):
+                if not t["workers"] and any(task_number(n) == t["partition"] for n in g.retiring):
                     t["status"] = "ended: its Dask workers were retired (scale-down)"
                 elif not t["workers"] and g.pending:
                     t["status"] = "waiting for a task slot"
@@ -70,9 +58,7 @@ def gang_tasks(
     return out
 
 
-def spark_tasks(
-    sections: list[tuple[Gang, list[dict]]], closed: bool
-) -> tuple[list[dict], str]:
+def spark_tasks(sections: list[tuple[Gang, list[dict]]], closed: bool) -> tuple[list[dict], str]:
     """Every gang task of ``sections`` (:func:`gang_tasks`), and whether any gang runs."""
     gangs = [g for g, _ in sections]
     tasks = [t for _, ts in sections for t in ts]
@@ -110,16 +96,12 @@ def plan_info(plan, facts, pool, adaptive) -> dict:
     }
     gangs = pool.gangs if pool is not None else []
     if len(gangs) > 1 or not plan.barrier:
-        info["gangs"] = (
-            f"{len(pool.live()) if pool is not None else 0} running, {len(gangs)} submitted"
-        )
+        info["gangs"] = f"{len(pool.live()) if pool is not None else 0} running, {len(gangs)} submitted"
     if adaptive is not None and getattr(adaptive, "state", "") == "running":
         info["adaptive"] = f"{adaptive.minimum}..{adaptive.maximum} workers"
     if plan.gpu_mode:
         info["GPU mode"] = plan.gpu_mode + (
-            " (beside Spark's GPU tasks)"
-            if plan.gpu_mode == "shared"
-            else " (whole GPUs)"
+            " (beside Spark's GPU tasks)" if plan.gpu_mode == "shared" else " (whole GPUs)"
         )
     return info
 
@@ -137,19 +119,11 @@ def placement_info(plan, facts, workers: dict, db, timings: dict) -> dict:
         if isinstance(w.get("spark"), dict) and w["spark"].get("gpu") is not None
     )
     if gpus or (plan is not None and plan.pinned):
-        info["GPUs"] = (
-            f"{len(gpus)} ({', '.join(gpus)})" if gpus else str(plan.n_workers)
-        )
+        info["GPUs"] = f"{len(gpus)} ({', '.join(gpus)})" if gpus else str(plan.n_workers)
     if db is not None:
         name = db.cloud_name
-        cloud = (
-            db.cloud
-            if name.lower() in (db.cloud, "unknown")
-            else f"{db.cloud} ({name})"
-        )
-        info["Databricks"] = (
-            f"runtime {db.runtime_version}, cluster {db.cluster_id}, {cloud}"
-        )
+        cloud = db.cloud if name.lower() in (db.cloud, "unknown") else f"{db.cloud} ({name})"
+        info["Databricks"] = f"runtime {db.runtime_version}, cluster {db.cluster_id}, {cloud}"
     if "start" in timings:
         info["start-up"] = f"{timings['start']:.1f} s"
     return info
@@ -163,11 +137,7 @@ def dashboard_link(settings, scheduler_info, scheduler_address: str) -> str:
         port = scheduler_info["services"]["dashboard"]
     except (KeyError, TypeError):
         return ""
-    if (
-        settings.port is not None
-        and port != settings.port
-        and (settings.port, port) not in _port_warned
-    ):
+    if settings.port is not None and port != settings.port and (settings.port, port) not in _port_warned:
         _port_warned.add((settings.port, port))
         logger.warning(
             "spark-dask: the dashboard port %s was taken; the dashboard listens on %s, "

@@ -47,9 +47,7 @@ class Credentials:
             spare, self._spare = self._spare, None
         security = None
         if spare is not None:
-            with suppress(
-                Exception
-            ):  # a failed spare: make one here, which raises if it fails again
+            with suppress(Exception):  # a failed spare: make one here, which raises if it fails again
                 security = spare.result()
         if security is None:
             security = Security.temporary()
@@ -69,9 +67,7 @@ class Credentials:
             if self._spare is not None:
                 return
             self._spare = future
-        threading.Thread(
-            target=make, name="spark-dask-credentials", daemon=True
-        ).start()
+        threading.Thread(target=make, name="spark-dask-credentials", daemon=True).start()
 
 
 credentials = Credentials()
@@ -135,9 +131,7 @@ class DriverScheduler:
         self.scheduler: Scheduler | None = None
         self.security: Security | None = None
         self.dashboard_settings: DashboardSettings | None = None
-        self._nanny_comms: dict[
-            str, asyncio.Future
-        ] = {}  # open_nanny_comms: a call per nanny
+        self._nanny_comms: dict[str, asyncio.Future] = {}  # open_nanny_comms: a call per nanny
 
     async def start(self, spark, opts: ClusterOptions) -> Scheduler:
         """The refusal of unencrypted Spark RPC, the credentials and the scheduler (with
@@ -151,9 +145,7 @@ class DriverScheduler:
             raise PlanError("spark-dask: " + problem)
         self.security = await blocking(credentials.take) if opts.tls else Security()
         _bind, host = await blocking(driver_host, spark, opts.scheduler_host)
-        self.dashboard_settings = databricks.dashboard_settings(
-            spark, host, opts.dashboard_prefix
-        )
+        self.dashboard_settings = databricks.dashboard_settings(spark, host, opts.dashboard_prefix)
         self.scheduler = Scheduler(
             host=host,
             port=0,
@@ -177,9 +169,7 @@ class DriverScheduler:
 
     def running_workers(self) -> int:
         """Workers in status ``running`` (connected and ready)."""
-        return sum(
-            ws.status == Status.running for ws in self.scheduler.workers.values()
-        )
+        return sum(ws.status == Status.running for ws in self.scheduler.workers.values())
 
     def worker_size(self) -> tuple[int, int] | None:
         """(threads, memory limit) of the cluster's workers, the smallest; None without any."""
@@ -193,11 +183,7 @@ class DriverScheduler:
         """Names of the workers that are not leaving (``Cluster.observed``)."""
         if self.scheduler is None:
             return set()
-        return {
-            str(ws.name)
-            for ws in self.scheduler.workers.values()
-            if ws.status != Status.closing_gracefully
-        }
+        return {str(ws.name) for ws in self.scheduler.workers.values() if ws.status != Status.closing_gracefully}
 
     def err_waiting_tasks(self, msg: str) -> None:
         """Every task waiting for a worker (queued or unrunnable) errs with ``msg``."""
@@ -233,19 +219,13 @@ class DriverScheduler:
         its end before it answers). ``fast``: the nanny runs spark-dask's preload, whose
         ``spark_dask_close`` stops the worker and ends the process at once."""
         opening = self._nanny_comms.pop(address, None)
-        if (
-            opening is not None and not opening.done()
-        ):  # its comm, once open, serves the close
+        if opening is not None and not opening.done():  # its comm, once open, serves the close
             await asyncio.wait([opening], timeout=1.0)
         with suppress(Exception):
             if fast:
-                await self.scheduler.rpc(address).spark_dask_close(
-                    reason="spark-dask cluster closed"
-                )
+                await self.scheduler.rpc(address).spark_dask_close(reason="spark-dask cluster closed")
             else:
-                await self.scheduler.rpc(address).terminate(
-                    reason="spark-dask cluster closed"
-                )
+                await self.scheduler.rpc(address).terminate(reason="spark-dask cluster closed")
 
     async def close(self, timeout: float) -> None:
         """Nannies first (each stops its worker process and exits, so its Spark task

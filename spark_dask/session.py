@@ -108,7 +108,7 @@ def is_stopped(spark) -> bool:
         return True
     try:
         return bool(jsc.sc().isStopped())
-    except Exception:  # py4j gateway gone
+    except Exception:  # py4j gateway gone  # noqa: BLE001
         return True
 
 
@@ -257,7 +257,7 @@ def executor_gpu_addresses(sc) -> tuple:
             if resources.contains("gpu"):
                 addresses = tuple(str(a) for a in resources.apply("gpu").addresses())
                 out.append((str(summary.hostPort()).rsplit(":", 1)[0], addresses))
-    except Exception as e:  # an older or different JVM: the tasks fall back to 0..n-1
+    except Exception as e:  # an older or different JVM: the tasks fall back to 0..n-1  # noqa: BLE001
         logger.debug("spark-dask: executor GPU addresses unavailable: %s", e)
         return ()
     return tuple(sorted(out))
@@ -432,7 +432,7 @@ def connect_session_problem(spark, scheduler_host: str | None = None) -> str | N
     try:
         spark.conf.get(databricks.CLUSTER_ID, None)
         available = True
-    except Exception:  # CONFIG_NOT_AVAILABLE on serverless
+    except Exception:  # CONFIG_NOT_AVAILABLE on serverless  # noqa: BLE001
         available = False
     return databricks.connect_problem(os.environ, server, available, scheduler_host)
 
@@ -441,7 +441,7 @@ def connect_server_host(spark) -> str | None:
     """Host name of the Spark Connect server this session talks to, if it tells."""
     try:
         return spark.client.host
-    except Exception:
+    except Exception:  # noqa: BLE001
         return None
 
 

@@ -145,7 +145,7 @@ def _cancel_spark_jobs(clusters, wait: float = 3.0) -> None:
                 time.sleep(0.05)
                 active = {int(j) for j in tracker.getActiveJobsIds()}
                 jobs = [j for j in jobs if j in active]
-        except Exception as e:  # a stopping context: nothing to cancel
+        except Exception as e:  # a stopping context: nothing to cancel  # noqa: BLE001
             logger.debug("spark-dask: cancel on interrupt failed: %s", e)
 
 

@@ -19,7 +19,11 @@ from spark_dask.sparkconf import application_id
 def held_by(cluster) -> tuple[int, int]:
     """``(tasks, CPUs per task)`` a cluster's gangs hold (or wait for): the CPUs each
     task really takes, its task profile's when it has one, else ``spark.task.cpus``."""
-    pool, plan, facts = getattr(cluster, "pool", None), getattr(cluster, "gang_plan", None), getattr(cluster, "facts", None)
+    pool, plan, facts = (
+        getattr(cluster, "pool", None),
+        getattr(cluster, "gang_plan", None),
+        getattr(cluster, "facts", None),
+    )
     if pool is None or plan is None or facts is None:
         return 0, 0
     return pool.held(), plan.task_cpus if plan.task_cpus is not None else facts.task_cpus
@@ -98,7 +102,9 @@ def start_timeout_message(
     )
 
 
-def holding(tag: str, held: int, capacity: int | None, barrier: bool, cpus: tuple[int, int] | None, others: tuple) -> str:
+def holding(
+    tag: str, held: int, capacity: int | None, barrier: bool, cpus: tuple[int, int] | None, others: tuple
+) -> str:
     """What the gangs of a cluster (and of the application's other clusters) hold, in words.
 
     >>> holding("spark-dask-b", 1, 4, True, (2, 4), (("spark-dask-a", 1, 2),))
@@ -108,10 +114,14 @@ def holding(tag: str, held: int, capacity: int | None, barrier: bool, cpus: tupl
     if cpus is None:
         text = f"the Dask cluster {tag} holds {plural(held, kind)} of {capacity} task slots"
     else:
-        text = f"the Dask cluster {tag} holds {plural(held, kind)} ({held * cpus[0]} of the application's {cpus[1]} cores)"
+        text = (
+            f"the Dask cluster {tag} holds {plural(held, kind)} ({held * cpus[0]} of the application's {cpus[1]} cores)"
+        )
     if others:
-        text += ", the other spark-dask cluster" + ("s " if len(others) > 1 else " ") + ", ".join(
-            f"{t} {plural(n, 'task')} of {plural(c, 'CPU')}" for t, n, c in others
+        text += (
+            ", the other spark-dask cluster"
+            + ("s " if len(others) > 1 else " ")
+            + ", ".join(f"{t} {plural(n, 'task')} of {plural(c, 'CPU')}" for t, n, c in others)
         )
     return text
 

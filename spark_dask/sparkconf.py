@@ -34,7 +34,7 @@ def conf(spark, key: str, default: str | None = None, *, sql: bool = False) -> s
     if sql or is_connect(spark):
         try:
             value = spark.conf.get(key, default)
-        except Exception:
+        except Exception:  # noqa: BLE001
             return default
         return default if value is None else str(value)
     sc = spark.sparkContext
@@ -52,7 +52,7 @@ def application_id(spark) -> str | None:
         if is_connect(spark):
             return spark.conf.get("spark.app.id")
         return spark.sparkContext.applicationId
-    except Exception:
+    except Exception:  # noqa: BLE001
         return None
 
 

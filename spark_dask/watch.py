@@ -94,9 +94,7 @@ class StartWait:
         Show "n/N Dask workers connected".
     """
 
-    def __init__(
-        self, spark, side, facts, slot_wait: float, connect: bool, progress: bool
-    ):
+    def __init__(self, spark, side, facts, slot_wait: float, connect: bool, progress: bool):
         self.spark = spark
         self.side = side
         self.facts = facts
@@ -111,18 +109,14 @@ class StartWait:
         submitted = time.monotonic()
         deadline = submitted + timeout
         barrier = all(g.barrier for g in gangs)
-        slots_seen = (
-            self.connect or not barrier
-        )  # no stage information under Spark Connect
+        slots_seen = self.connect or not barrier  # no stage information under Spark Connect
         changed = self.side.changed
         while True:
             changed.clear()
             ended = [g for g in gangs if g.done]
             if ended:
                 what = "barrier stage" if ended[0].barrier else "job"
-                raise gang_error(
-                    ended[0], f"the Spark {what} ended before the workers connected"
-                )
+                raise gang_error(ended[0], f"the Spark {what} ended before the workers connected")
             n = self.side.running_workers()
             progress.update(n)
             if n >= want:
@@ -147,23 +141,16 @@ class StartWait:
         stage waits silently. Fail now instead, saying who holds the slots.
         """
         try:
-            stages, ours = await blocking(
-                stage_snapshot, self.spark, [g.tag for g in gangs]
-            )
+            stages, ours = await blocking(stage_snapshot, self.spark, [g.tag for g in gangs])
         except Exception:  # noqa: BLE001 - no snapshot: nothing to say yet
             return True
-        if (
-            any(st["stageId"] in ours and st["numActiveTasks"] > 0 for st in stages)
-            or self.side.running_workers()
-        ):
+        if any(st["stageId"] in ours and st["numActiveTasks"] > 0 for st in stages) or self.side.running_workers():
             return True
         if not ours:  # the job is not submitted yet
             return False
         n_tasks = sum(g.plan.n_tasks for g in gangs)
         others = busy_stages(stages, ours)
-        raise ClusterError(
-            no_slots_message(n_tasks, self.slot_wait, self.facts.slots, others)
-        )
+        raise ClusterError(no_slots_message(n_tasks, self.slot_wait, self.facts.slots, others))
 
 
 async def watch_starved_stages(
@@ -211,9 +198,7 @@ async def starved_round(spark, pool, watch: SlotWatch, snapshot) -> None:
     held = sum(g.tasks_held() for g in live)
     cpus = shape.task_cpus if shape.task_cpus is not None else facts.task_cpus
     cores = (cpus, facts.executors * facts.executor_cores) if shape.barrier and facts.executor_cores else None
-    for msg in watch.notes(
-        stages, ours, live, held, capacity, shape.barrier, time.monotonic(), cores, pool.others()
-    ):
+    for msg in watch.notes(stages, ours, live, held, capacity, shape.barrier, time.monotonic(), cores, pool.others()):
         pool.events.warn(msg, python_warning=False)
 
 

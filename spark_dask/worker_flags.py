@@ -112,8 +112,7 @@ DASK_CUDA_OPTIONS: dict[str, WorkerFlag] = {
 # What the launcher itself passes (or decides); a user value would break it or has a
 # keyword of its own. Refused with the reason and the way to get the same effect.
 LAUNCHER_OPTIONS = {
-    "name": "spark-dask names each worker spark-<task>[-gpu<id>], which is how it maps "
-    "workers to their Spark tasks",
+    "name": "spark-dask names each worker spark-<task>[-gpu<id>], which is how it maps workers to their Spark tasks",
     "nthreads": "use threads_per_worker (spark-dask.threads-per-worker)",
     "memory_limit": "use memory_limit (spark-dask.memory-limit)",
     "local_directory": "each worker gets a private directory under the executor's "
@@ -137,7 +136,7 @@ def _version(dist: str) -> str | None:
         import importlib.metadata
 
         return importlib.metadata.version(dist)
-    except Exception:
+    except Exception:  # noqa: BLE001
         return None
 
 
@@ -153,7 +152,9 @@ def _from_click(command) -> dict[str, WorkerFlag]:
         off = p.secondary_opts[0][2:].replace("-", "_") if p.secondary_opts else None
         choices = tuple(p.type.choices) if isinstance(p.type, click.Choice) else ()
         kind = "int" if isinstance(p.type, click.types.IntParamType) else "str"
-        out[name] = WorkerFlag(name, switch=bool(p.is_flag), off=off, multiple=bool(p.multiple), kind=kind, choices=choices)
+        out[name] = WorkerFlag(
+            name, switch=bool(p.is_flag), off=off, multiple=bool(p.multiple), kind=kind, choices=choices
+        )
     return out
 
 
@@ -166,7 +167,7 @@ def program_options(kind: str) -> tuple[dict[str, WorkerFlag], str]:
                 from dask_cuda.cli import worker
 
                 return _from_click(worker), f"`dask cuda worker` (dask-cuda {_version('dask-cuda')})"
-            except Exception:  # dask-cuda that cannot load here (no CUDA libraries): the table
+            except Exception:  # dask-cuda that cannot load here (no CUDA libraries): the table  # noqa: BLE001
                 pass
         return (
             dict(DASK_CUDA_OPTIONS),
@@ -198,7 +199,7 @@ def _unknown(key: str, kind: str, table: dict[str, WorkerFlag], program: str) ->
     if other == "cpu":
         try:
             other_names = set(_all_names(program_options("cpu")[0]))
-        except Exception:  # pragma: no cover - distributed's CLI always imports here
+        except Exception:  # pragma: no cover - distributed's CLI always imports here  # noqa: BLE001
             other_names = set()
     if key in other_names:
         hint += (

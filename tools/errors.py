@@ -151,13 +151,13 @@ def collect(root: str, unread: list[Unread] | None = None) -> list[Message]:
         constants = _constants(tree)
 
         def add(expr, exception, line):
-            parts = _fragments(expr, constants)
+            parts = _fragments(expr, constants)  # noqa: B023
             key = key_of(parts)
             if key:
                 text = "".join("…" if p is BREAK else p for p in parts)
-                out.append(Message(key, exception, module, line, " ".join(text.split())))
+                out.append(Message(key, exception, module, line, " ".join(text.split())))  # noqa: B023
             elif unread is not None and not exception.endswith("()"):
-                unread.append(Unread(module, line, exception, ast.unparse(expr)))
+                unread.append(Unread(module, line, exception, ast.unparse(expr)))  # noqa: B023
 
         raised_calls = set()
         for node in ast.walk(tree):

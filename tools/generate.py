@@ -169,7 +169,7 @@ def configuration_md() -> str:
         "",
         "Every option below has one default, in `spark_dask/spark_dask.yaml`, read through "
         "`dask.config` under `spark-dask.*`. Change a default with "
-        "`dask.config.set({\"spark-dask.timeout\": \"5m\"})`, a YAML file in `~/.config/dask/`, "
+        '`dask.config.set({"spark-dask.timeout": "5m"})`, a YAML file in `~/.config/dask/`, '
         "or an environment variable (`DASK_SPARK_DASK__TIMEOUT=5m`). A keyword argument of "
         "`spark_dask.start()` / `SparkCluster()`, or an option of `spark-dask run` "
         "([command line](cli.md)), always wins over the configured default. Keys without a "

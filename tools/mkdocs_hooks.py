@@ -10,7 +10,7 @@ description (generated from spark_dask/options.py) carries ``[default: ...]``.
 from __future__ import annotations
 
 
-def on_startup(command, dirty):  # noqa: ARG001 - MkDocs hook signature
+def on_startup(command, dirty):
     import mkdocs_click._docs as docs
 
     original = docs._format_table_option_row

@@ -60,7 +60,7 @@ def _unmagic(cell: str) -> str | None:
     lines = cell.splitlines()
     if not all(line.startswith(MAGIC) for line in lines):
         return None
-    return "\n".join(line[len(MAGIC) + 1:] if len(line) > len(MAGIC) else "" for line in lines)
+    return "\n".join(line[len(MAGIC) + 1 :] if len(line) > len(MAGIC) else "" for line in lines)
 
 
 def _source(text: str) -> list[str]:

@@ -241,7 +241,9 @@ def _defined_privates(tree: ast.Module) -> _Defined:
                 if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                     members.add(item.name)
                 elif isinstance(item, (ast.Assign, ast.AnnAssign)):
-                    members.update(n.id for n in ast.walk(item) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+                    members.update(
+                        n.id for n in ast.walk(item) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+                    )
         elif (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
               and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):  # fmt: skip
             members.add(node.attr)
@@ -462,6 +464,7 @@ def _bound_modules(module: str, path: str, tree: ast.Module, modules: dict[str, 
 def _top_imports(tree: ast.Module):
     """``(line, absolute-or-relative module name, ImportFrom node or None)`` of the
     module-level imports (``if``/``try`` blocks included, functions and classes not)."""
+
     def walk(body):
         for node in body:
             if isinstance(node, ast.Import):

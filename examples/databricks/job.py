@@ -47,8 +47,10 @@ def main() -> int:
         sums = sums.to_pandas()
     want = {k: float(sum(range(k, args.rows, 10))) for k in range(10)}
     ok = all(abs(sums[k] - want[k]) < 1e-6 * max(want[k], 1) for k in range(10))
-    print(f"dask ({'GPU' if gpu else 'CPU'} workers: {len(client.scheduler_info()['workers'])}) "
-          f"sum of x per k: {'correct' if ok else 'WRONG'}")
+    print(
+        f"dask ({'GPU' if gpu else 'CPU'} workers: {len(client.scheduler_info()['workers'])}) "
+        f"sum of x per k: {'correct' if ok else 'WRONG'}"
+    )
     client.close()
     if scratch is not None:
         scratch.cleanup()

@@ -56,7 +56,7 @@ def z85_decode(text: str) -> bytes:
                 raise DeltaError(f"spark-dask: not Z85 (character {c!r}): {text[:40]!r}")
             value = value * 85 + digit
         if value > 0xFFFFFFFF:
-            raise DeltaError(f"spark-dask: not Z85 (block {text[start:start + 5]!r} is over 32 bits)")
+            raise DeltaError(f"spark-dask: not Z85 (block {text[start : start + 5]!r} is over 32 bits)")
         out += value.to_bytes(4, "big")
     return bytes(out)
 

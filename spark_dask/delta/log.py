@@ -212,8 +212,6 @@ def _plain(name: str, value: dict) -> dict:
     return value
 
 
-
-
 def commit_times(fs, root: str, listing: LogListing, metadata: dict) -> dict[int, int]:
     """Each commit's timestamp (ms) as Delta's time travel sees it: the in-commit
     timestamp (``commitInfo.inCommitTimestamp``) where the table records them
@@ -280,6 +278,13 @@ def _shown_ms(ms: int) -> str:
 
 
 __all__ = [
-    "LogListing", "Snapshot", "commit_times", "latest_version", "list_log", "modification_ms", "replay",
-    "start_point", "version_at",
+    "LogListing",
+    "Snapshot",
+    "commit_times",
+    "latest_version",
+    "list_log",
+    "modification_ms",
+    "replay",
+    "start_point",
+    "version_at",
 ]

@@ -211,7 +211,9 @@ def read_files(snapshot: log.Snapshot, root: str, columns, filters, storage_opti
     if not tasks:
         return dd.from_pandas(meta, npartitions=1)
     ship_by_value(*SHIPPED)
-    return dd.from_map(by_value(files.read_file), tasks, plan=plan, meta=meta, label="read-delta", enforce_metadata=False)
+    return dd.from_map(
+        by_value(files.read_file), tasks, plan=plan, meta=meta, label="read-delta", enforce_metadata=False
+    )
 
 
 def _empty():

@@ -58,7 +58,11 @@ def logical_column(file_table, field: dict, target, mode: str):
     index = field_index(file_table.schema, field, mode)
     if index is None:
         return pa.nulls(file_table.num_rows, target.type)
-    column = file_table.column(index).combine_chunks() if file_table.num_rows else pa.array([], file_table.schema.field(index).type)
+    column = (
+        file_table.column(index).combine_chunks()
+        if file_table.num_rows
+        else pa.array([], file_table.schema.field(index).type)
+    )
     return _logical(column, field["type"], target.type, mode)
 
 

@@ -356,12 +356,14 @@ def reach_error(address: str, timeout: float, tls: dict | None = None) -> str | 
                 ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
                 ctx.check_hostname = False  # Dask's TLS authenticates by certificate, not name
                 ctx.load_verify_locations(cadata=tls["ca"])
-                ctx.load_cert_chain(write_private(os.path.join(tmp, "cert.pem"), tls["cert"]),
-                                    write_private(os.path.join(tmp, "key.pem"), tls["key"]))
+                ctx.load_cert_chain(
+                    write_private(os.path.join(tmp, "cert.pem"), tls["cert"]),
+                    write_private(os.path.join(tmp, "key.pem"), tls["key"]),
+                )
                 with ctx.wrap_socket(sock):
                     pass
         return None
-    except socket.timeout:
+    except TimeoutError:
         return f"no answer within {timeout:g}s (timed out)"
     except OSError as e:
         return f"{type(e).__name__}: {e.strerror or e}"
@@ -445,7 +447,7 @@ def _context(barrier: bool = True):
         return _PlainContext(plain, PLAIN_JOB)
     try:
         ctx = BarrierTaskContext.get()
-    except Exception as e:  # NOT_IN_BARRIER_STAGE (PySparkRuntimeError) or older texts
+    except Exception as e:  # NOT_IN_BARRIER_STAGE (PySparkRuntimeError) or older texts  # noqa: BLE001
         reason = f"{type(e).__name__}: {e}".splitlines()[0]
     else:
         if hasattr(ctx, "allGather") and hasattr(ctx, "getTaskInfos"):
@@ -475,7 +477,7 @@ def task_facts(ctx, spec: TaskSpec) -> dict:
     context_note = None
     try:
         address = ctx.getTaskInfos()[partition].address
-    except Exception as e:  # no BarrierTaskContext (see _PlainContext)
+    except Exception as e:  # no BarrierTaskContext (see _PlainContext)  # noqa: BLE001
         # "host:executor": unique per executor like the host:port of getTaskInfos; the
         # parent of a PySpark worker is its executor's daemon.
         address = f"{_fallback_host()}:{_executor_id() or os.getppid()}"
@@ -495,7 +497,7 @@ def task_facts(ctx, spec: TaskSpec) -> dict:
         dist_version = None
     try:
         attempt = int(ctx.attemptNumber())
-    except Exception:  # a stand-in context without attempts
+    except Exception:  # a stand-in context without attempts  # noqa: BLE001
         attempt = 0
     facts = {
         "partition": partition,
@@ -530,7 +532,7 @@ def _gang_from_task_infos(ctx, me: dict) -> list[dict]:
     """
     try:
         addresses = [info.address for info in ctx.getTaskInfos()]
-    except Exception:
+    except Exception:  # noqa: BLE001
         n = getattr(ctx, "n_tasks", None) or me["partition"] + 1
         addresses = [None] * max(n, me["partition"] + 1)
     gang = []
@@ -972,8 +974,10 @@ def _finish(spec: TaskSpec, procs: list, claims: list, mine: list[dict], logs: l
     material, spill files)."""
     for p in _stop(procs, float(spec.kill_grace)):
         name = next((w["name"] for w, q in zip(mine, procs) if q is p), "?")
-        note = (f"spark-dask: the process {p.pid} of Dask worker {name} did not end within {KILL_WAIT:g}s "
-                "of its SIGKILL (uninterruptible sleep?): the Spark task ends without waiting for it")
+        note = (
+            f"spark-dask: the process {p.pid} of Dask worker {name} did not end within {KILL_WAIT:g}s "
+            "of its SIGKILL (uninterruptible sleep?): the Spark task ends without waiting for it"
+        )
         print(note, file=sys.stderr, flush=True)  # the executor's log
         row.setdefault("notes", []).append(note)
     for claim in claims:

@@ -120,9 +120,7 @@ def assign_shared(gang: list[dict], executor_gpus: dict[str, list[str]], base: i
     return out
 
 
-def gang_shortfall(
-    assignment: dict[int, list[dict]], expected: int, pinned: bool, shared: bool = False
-) -> str | None:
+def gang_shortfall(assignment: dict[int, list[dict]], expected: int, pinned: bool, shared: bool = False) -> str | None:
     """Explain why the gang would start fewer workers than ``expected``, else None."""
     total = sum(len(v) for v in assignment.values())
     if total == expected:

@@ -46,7 +46,7 @@ def gpu_free_memory(gpu: str) -> tuple[int, int] | None:
         return None
     try:
         pynvml.nvmlInit()
-    except Exception:  # no NVIDIA driver here
+    except Exception:  # no NVIDIA driver here  # noqa: BLE001
         return None
     try:
         if str(gpu).isdigit():
@@ -55,12 +55,12 @@ def gpu_free_memory(gpu: str) -> tuple[int, int] | None:
             handle = pynvml.nvmlDeviceGetHandleByUUID(str(gpu))
         info = pynvml.nvmlDeviceGetMemoryInfo(handle)
         return int(info.free), int(info.total)
-    except Exception:
+    except Exception:  # noqa: BLE001
         return None
     finally:
         try:
             pynvml.nvmlShutdown()
-        except Exception:
+        except Exception:  # noqa: BLE001
             pass
 
 
@@ -229,7 +229,10 @@ def rmm_option(
     if size is not None and spec.get("share"):
         cap = int(mem[1] * float(spec["share"])) // POOL_ALIGN * POOL_ALIGN
         if size > cap:
-            size, shared = (cap if cap >= MIN_POOL else None), f", at most {float(spec['share']):.0%} of the GPU (shared with Spark)"
+            size, shared = (
+                (cap if cap >= MIN_POOL else None),
+                f", at most {float(spec['share']):.0%} of the GPU (shared with Spark)",
+            )
     if size is None:
         return options, f"rmm pool: none, only {mem[0] / 2**30:.1f} GiB free on GPU {gpu}{shared}", None
     options["rmm_pool_size"] = size

@@ -57,14 +57,20 @@ def no_slot_message(facts: ClusterFacts, plan: GangPlan, direction: str, cpu_onl
     shape = f"{plural(facts.executors, 'executor')} x {plural(facts.executor_cores, 'core')}"
     if facts.executor_gpus:
         shape += f", {facts.executor_gpus:g} GPUs, spark.task.resource.gpu.amount={facts.task_gpus:g}"
-    request = "1 CPU, no GPU (a CPU-only task profile)" if cpu_only else (
-        f"spark.task.cpus={facts.task_cpus}" + (f" and a {facts.task_gpus:g} GPU share" if facts.task_gpus else "")
+    request = (
+        "1 CPU, no GPU (a CPU-only task profile)"
+        if cpu_only
+        else (
+            f"spark.task.cpus={facts.task_cpus}" + (f" and a {facts.task_gpus:g} GPU share" if facts.task_gpus else "")
+        )
     )
     advice = []
     holders = f"its {plural(plan.n_tasks, 'barrier task')}"
     if others:
-        holders += " and the application's other spark-dask cluster" + ("s " if len(others) > 1 else " ") + ", ".join(
-            f"{tag} ({plural(n, 'task')} of {plural(cpus, 'CPU')})" for tag, n, cpus in others
+        holders += (
+            " and the application's other spark-dask cluster"
+            + ("s " if len(others) > 1 else " ")
+            + ", ".join(f"{tag} ({plural(n, 'task')} of {plural(cpus, 'CPU')})" for tag, n, cpus in others)
         )
         advice.append("close the other spark-dask cluster" + ("s" if len(others) > 1 else ""))
     if plan.n_workers > 1:
@@ -76,6 +82,7 @@ def no_slot_message(facts: ClusterFacts, plan: GangPlan, direction: str, cpu_onl
     return (
         f"spark-dask: {direction} needs Spark task slots ({request} each) beside the Dask cluster, but "
         f"{holders} {'holds' if plan.n_tasks == 1 and not others else 'hold'} every slot ({shape}): the transfer's Spark job would "
-        "wait until the cluster closes. Nothing was started. Use " + ", or ".join(advice)
+        "wait until the cluster closes. Nothing was started. Use "
+        + ", or ".join(advice)
         + "; or move the data before starting the cluster (Parquet, see docs/handoff.md)."
     )

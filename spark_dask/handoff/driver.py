@@ -208,7 +208,9 @@ def _cluster_and_client(client):
         cluster = next((c for c in live_clusters() if c.scheduler_address == address), None)
     if cluster is None:
         if client.status in ("closed", "closing"):
-            raise HandoffError("spark-dask: the Dask client is closed; start a new cluster with spark_dask.start(spark)")
+            raise HandoffError(
+                "spark-dask: the Dask client is closed; start a new cluster with spark_dask.start(spark)"
+            )
         raise HandoffError(
             "spark-dask: the Dask client is not connected to a spark-dask cluster (a SparkCluster started "
             "in this process): to_dask/to_spark move data between the Spark executors and the Dask workers "
@@ -442,7 +444,9 @@ def _spec_tls(cluster) -> dict | None:
 def _hosts(client) -> dict:
     infos = client.run(transfer.host_info)
     if not infos:
-        raise HandoffError("spark-dask: the Dask cluster has no workers right now; wait for them (client.wait_for_workers)")
+        raise HandoffError(
+            "spark-dask: the Dask cluster has no workers right now; wait for them (client.wait_for_workers)"
+        )
     return files.host_table(infos)
 
 
@@ -510,7 +514,9 @@ def to_dask(df, *, client=None, npartitions: int | None = None, backend: str | N
     cluster, client = _cluster_and_client(client)
     spark = df.sparkSession
     _check_session(spark, cluster, "the DataFrame")
-    if npartitions is not None and (isinstance(npartitions, bool) or not isinstance(npartitions, int) or npartitions < 1):
+    if npartitions is not None and (
+        isinstance(npartitions, bool) or not isinstance(npartitions, int) or npartitions < 1
+    ):
         raise PlanError(f"npartitions must be a positive integer, got {npartitions!r}")
     backend = _backend(backend, cluster)
     tz = conf(spark, "spark.sql.session.timeZone", "UTC", sql=True)
@@ -561,7 +567,13 @@ def _load(client, registry: _Registry, tid: str, parts: list[dict], backend: str
     registry.add(tid, (), keys)
     return [
         client.submit(
-            _LOAD_PARTITION, p, backend, key=key, workers=[p["ip"]], allow_other_workers=True, pure=False,
+            _LOAD_PARTITION,
+            p,
+            backend,
+            key=key,
+            workers=[p["ip"]],
+            allow_other_workers=True,
+            pure=False,
         )  # fmt: skip
         for key, p in zip(keys, parts)
     ]

@@ -50,7 +50,7 @@ def transfer_of_key(key) -> str | None:
     """
     if not isinstance(key, str) or not key.startswith(LOAD_KEY_PREFIX):
         return None
-    return key[len(LOAD_KEY_PREFIX):].rsplit("-", 1)[0]
+    return key[len(LOAD_KEY_PREFIX) :].rsplit("-", 1)[0]
 
 
 def worker_host(address: str) -> str:

@@ -355,7 +355,9 @@ def spark_reader(spec: dict):
                 part = spec["parts"][i]
                 reader = _open(part, spec)
                 if not reader.schema.equals(schema):
-                    raise HandoffError(f"spark-dask: partition file {part['path']} has schema {reader.schema}, not {schema}")
+                    raise HandoffError(
+                        f"spark-dask: partition file {part['path']} has schema {reader.schema}, not {schema}"
+                    )
                 for j in range(reader.num_record_batches):
                     yield reader.get_batch(j)
 

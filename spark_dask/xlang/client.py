@@ -41,7 +41,9 @@ def submit_task(client, key: str, language: str, function: str, args: list, futu
         ship_by_value(*SHIPPED)
         return client.submit(_CALL_PYTHON, function, key, *resolve(args, futures), key=key, pure=False)
     with dask.annotate(**{ANNOTATION: {"language": language, "function": function, "args": args}}):
-        return client.submit(run_elsewhere, language, function, *deps, key=key, resources={resource(language): 1}, pure=False)
+        return client.submit(
+            run_elsewhere, language, function, *deps, key=key, resources={resource(language): 1}, pure=False
+        )
 
 
 def submit(client, language: str, function: str, *args, key: str | None = None) -> Future:
@@ -116,7 +118,9 @@ def _reference(value, futures: dict):
     starting with ``@`` is escaped (``"@@..."``)."""
     if isinstance(value, Future):
         if not isinstance(value.key, str):
-            raise XLangError(f"a cross-language task refers to results by string keys; this Future's key is {value.key!r}")
+            raise XLangError(
+                f"a cross-language task refers to results by string keys; this Future's key is {value.key!r}"
+            )
         futures[value.key] = value
         return "@" + value.key
     if isinstance(value, str) and value.startswith("@"):

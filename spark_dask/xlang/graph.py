@@ -63,7 +63,7 @@ def language_of(resources: Mapping | None) -> str | None:
     ``"node"``); None for Python (no ``xlang-`` resource, or ``xlang-python``)."""
     for name in resources or ():
         if isinstance(name, str) and name.startswith(RESOURCE_PREFIX):
-            language = name[len(RESOURCE_PREFIX):]
+            language = name[len(RESOURCE_PREFIX) :]
             if language != PYTHON:
                 return language
     return None
@@ -136,19 +136,25 @@ def task_order(graph) -> list[tuple[str, str, str, list]]:
     the graph it refers to; :class:`XLangError` for a malformed graph or a cycle. Keys
     referred to but not in the graph are left for the caller to find on the scheduler."""
     if not isinstance(graph, Mapping) or not graph:
-        raise XLangError(f"a cross-language graph is a non-empty map {{key: [language, function, arg, ...]}}, not {type(graph).__name__}")
+        raise XLangError(
+            f"a cross-language graph is a non-empty map {{key: [language, function, arg, ...]}}, not {type(graph).__name__}"
+        )
     tasks = {}
     for key, spec in graph.items():
         if not isinstance(key, str) or not key:
             raise XLangError(f"task keys are non-empty strings here; got {key!r}")
         if not isinstance(spec, (list, tuple)) or len(spec) < 2 or not all(isinstance(s, str) and s for s in spec[:2]):
-            raise XLangError(f"task {key!r}: expected [language, function, arg, ...] with language and function strings, got {spec!r}")
+            raise XLangError(
+                f"task {key!r}: expected [language, function, arg, ...] with language and function strings, got {spec!r}"
+            )
         language, function, *args = spec
         problem = carry_problem(args, f"task {key!r}: its arguments")
         if problem:
             raise XLangError(problem)
         if language == PYTHON and "." not in function:
-            raise XLangError(f"task {key!r}: a python function is named by its dotted path (e.g. 'math.factorial'), not {function!r}")
+            raise XLangError(
+                f"task {key!r}: a python function is named by its dotted path (e.g. 'math.factorial'), not {function!r}"
+            )
         tasks[key] = (language, function, list(args))
     order: list = []
     state: dict[str, str] = {}
@@ -202,6 +208,6 @@ def run_elsewhere(language: str, function: str, *args):
     """The Python callable of a task of another language: only that language's workers
     receive such a task (it is restricted to their resource), and they read the task's
     annotation instead; a Python worker never runs it."""
-    raise XLangError(f"a {language} task ({function}) was sent to a Python worker; only workers declaring the resource {resource(language)!r} may run it")
-
-
+    raise XLangError(
+        f"a {language} task ({function}) was sent to a Python worker; only workers declaring the resource {resource(language)!r} may run it"
+    )

@@ -140,7 +140,11 @@ class Placement(SchedulerPlugin):
         out = set()
         for address in self.foreign:
             ws = self.scheduler.workers.get(address)
-            if ws is not None and ws.status == Status.running and all(ws.resources.get(r, 0) >= n for r, n in needs.items()):
+            if (
+                ws is not None
+                and ws.status == Status.running
+                and all(ws.resources.get(r, 0) >= n for r, n in needs.items())
+            ):
                 out.add(ws)
         return out
 
@@ -238,7 +242,9 @@ class Gateway(SchedulerPlugin):
         for key, _language, _function, args in order:
             for dep in references(args):
                 if dep not in inside and dep not in self.scheduler.tasks:
-                    raise XLangError(f"task {key!r} refers to '@{dep}', which is neither in this graph nor on the scheduler")
+                    raise XLangError(
+                        f"task {key!r} refers to '@{dep}', which is neither in this graph nor on the scheduler"
+                    )
         client = await self.own_client()
         holder = holder or f"xlang-{uuid.uuid4().hex}"
         _comm, held = self.holders.setdefault(holder, (comm, {}))

@@ -25,7 +25,6 @@ from pyspark.sql import functions as F
 
 import spark_dask
 from spark_dask import SparkCluster
-
 from tests.support.hosts import session
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -163,13 +162,17 @@ def executors() -> dict:
 
 def sample_frame(partitions: int = 6):
     """A Spark DataFrame of several types and nulls, over ``partitions`` partitions."""
-    return session().range(0, 30_000, 1, partitions).selectExpr(
-        "id",
-        "cast(id % 7 as int) as k",
-        "cast(id as double) * 0.5 as x",
-        "cast(id as string) as s",
-        "date_add(date'2020-01-01', cast(id % 400 as int)) as d",
-        "case when id % 5 = 0 then null else cast(id * 3 as decimal(20, 2)) end as m",
+    return (
+        session()
+        .range(0, 30_000, 1, partitions)
+        .selectExpr(
+            "id",
+            "cast(id % 7 as int) as k",
+            "cast(id as double) * 0.5 as x",
+            "cast(id as string) as s",
+            "date_add(date'2020-01-01', cast(id % 400 as int)) as d",
+            "case when id % 5 = 0 then null else cast(id * 3 as decimal(20, 2)) end as m",
+        )
     )
 
 

@@ -128,7 +128,9 @@ def test_dashboard_through_a_stripping_proxy_from_another_host(multihost, d):
     assert out["direct"] == 200
     assert out["scripts"] and all(status == 200 for _, status in out["scripts"]), out["scripts"]
     assert any("bokeh" in s for s, _ in out["scripts"])
-    assert out["log"] and all(up and up.startswith(f"http://{driver_ip}:{port}/") for _, up, _ in out["log"]), out["log"]
+    assert out["log"] and all(up and up.startswith(f"http://{driver_ip}:{port}/") for _, up, _ in out["log"]), out[
+        "log"
+    ]
     assert all(status == 200 for _, _, status in out["log"]), out["log"]
     check_gone(multihost, d, d.call(S + "close", "dashboard"))
 

@@ -13,7 +13,6 @@ import sys
 import pytest
 
 import spark_dask.cli
-
 from tests.support.hosts import DRIVER, spark_home
 from tests.support.processes import wait_until
 

@@ -15,7 +15,6 @@ import pytest
 from click.testing import CliRunner
 
 from spark_dask import cli
-
 from tests.support.paths import ROOT
 from tests.support.processes import no_workers_left
 from tests.support.spark import active_jobs
@@ -87,9 +86,7 @@ def test_dask_cli_entry_point():
     spark = [ep for ep in eps if ep.name == "spark"]
     if not spark or spark[0].value != "spark_dask.cli:main":
         pytest.skip("spark-dask is not installed (pip install -e .) in this environment")
-    out = subprocess.run(
-        [sys.executable, "-m", "dask", "spark", "--help"], capture_output=True, text=True, timeout=120
-    )
+    out = subprocess.run([sys.executable, "-m", "dask", "spark", "--help"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "run" in out.stdout and "info" in out.stdout
 
 
@@ -197,7 +194,9 @@ def test_client_config_keys_for_the_script():
 
     from spark_dask.connection import client_config as yaml_config
 
-    plain = SimpleNamespace(scheduler_address="tcp://h:1", security=None, dashboard_settings=None, dashboard_link="http://h:2/status")
+    plain = SimpleNamespace(
+        scheduler_address="tcp://h:1", security=None, dashboard_settings=None, dashboard_link="http://h:2/status"
+    )
     assert cli.client_config(plain) == {"scheduler-address": "tcp://h:1"}
     sec = SimpleNamespace(require_encryption=True, tls_ca_file="CA", tls_client_cert="CERT", tls_client_key="KEY")
     databricks = SimpleNamespace(databricks=object())

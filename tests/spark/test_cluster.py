@@ -15,7 +15,6 @@ from distributed import Client
 
 import spark_dask
 from spark_dask import PlanError, SparkCluster, SparkDaskError, internals
-
 from tests.support.processes import dask_processes, port_open, wait_until
 from tests.support.spark import active_jobs, assert_no_leftovers
 
@@ -181,7 +180,7 @@ def test_tls_off_warns_and_works(spark):
 
 def test_client_without_credentials_is_refused(spark):
     with spark_dask.start(spark, n_workers=1) as client:
-        with pytest.raises(Exception):
+        with pytest.raises(Exception):  # noqa: B017
             # no TLS credentials. set_as_default=False: a Client whose connection fails in
             # __init__ leaves scheduler='dask.distributed' in dask.config (distributed 2026.8)
             Client(client.scheduler.address, timeout="3s", set_as_default=False)

@@ -29,7 +29,6 @@ import spark_dask
 from spark_dask import PlanError, SparkCluster, SparkDaskError
 from spark_dask.cluster import GangMaker
 from spark_dask.handoff import driver as handoff
-
 from tests.support import jars
 from tests.support.processes import dask_processes, port_open, wait_until
 from tests.support.spark import TEST_JVM_CONF, fresh_jvm
@@ -117,7 +116,7 @@ def test_is_a_connect_session(spark):
     from spark_dask.session import is_connect
 
     assert is_connect(spark)
-    with pytest.raises(Exception):
+    with pytest.raises(Exception):  # noqa: B017
         spark.sparkContext  # noqa: B018 - what makes the classic path impossible
 
 

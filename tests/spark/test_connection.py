@@ -18,7 +18,6 @@ import yaml
 import spark_dask
 from spark_dask import cli, xlang
 from spark_dask.connection import CONFIG_FILE, ENV_SCHEDULER_FILE, SCHEDULER_FILE
-
 from tests.support.node import CLIENT_DIR, WORKER_DIR, node_script, start_node
 from tests.support.paths import ROOT
 from tests.support.processes import wait_until
@@ -42,7 +41,9 @@ JOIN = textwrap.dedent(
 )
 
 
-NODE_MISSING = "Node.js part not run: install Node.js >= 18 (bash .ci/install-node) and `npm ci` in examples/clients/node"
+NODE_MISSING = (
+    "Node.js part not run: install Node.js >= 18 (bash .ci/install-node) and `npm ci` in examples/clients/node"
+)
 
 
 def node_client() -> list[str] | None:
@@ -52,7 +53,9 @@ def node_client() -> list[str] | None:
     if node and os.path.isdir(os.path.join(NODE_DIR, "node_modules", "@msgpack")):
         return [node, os.path.join(NODE_DIR, "client.mjs")]
     if os.environ.get("CI"):
-        pytest.fail("CI must install Node.js and run `npm ci` in examples/clients/node (tests/run-all.sh)", pytrace=False)
+        pytest.fail(
+            "CI must install Node.js and run `npm ci` in examples/clients/node (tests/run-all.sh)", pytrace=False
+        )
     return None
 
 
@@ -198,7 +201,9 @@ def test_node_worker_beside_python_workers_runs_tasks_both_ways(spark, tmp_path)
             cluster.write_connection(directory)
             proc = start_node(str(directory), "node-1", log)
             client = cluster.get_client()
-            assert wait_until(lambda: client.sync(client.scheduler.xlang_workers).get("node") == 1, timeout=60), log.read_text()
+            assert wait_until(lambda: client.sync(client.scheduler.xlang_workers).get("node") == 1, timeout=60), (
+                log.read_text()
+            )
             fib = xlang.submit(client, "node", "fib", 20)
             five = xlang.submit(client, "python", "math.factorial", 5)
             mixed = xlang.submit(client, "node", "add", fib, five, 1)
@@ -212,7 +217,9 @@ def test_node_worker_beside_python_workers_runs_tasks_both_ways(spark, tmp_path)
             out = json.loads(run_child(submit + [str(directory), json.dumps(graph), "n", "p", "s"], os.environ))
             assert out == {"n": 123, "p": 246, "s": ["@x", 246]}
             failing = xlang.submit(client, "node", "fail", "no luck")
-            with pytest.raises(xlang.XLangTaskError, match=r"node task .* \(fail\) failed on worker node-1: Error: no luck"):
+            with pytest.raises(
+                xlang.XLangTaskError, match=r"node task .* \(fail\) failed on worker node-1: Error: no luck"
+            ):
                 failing.result(timeout=60)
             client.close()
         assert proc.wait(30) == 0, log.read_text()  # it left with the scheduler

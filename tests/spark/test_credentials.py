@@ -29,7 +29,6 @@ from spark_dask.cluster import GangMaker
 from spark_dask.errors import PlanError
 from spark_dask.events import Events
 from spark_dask.executor.gang_task import _worker_env
-
 from tests.support.spark import assert_no_leftovers, make_spark, stop_spark
 from tests.support.task_specs import cluster_options, make_spec
 

@@ -26,7 +26,6 @@ import pytest
 
 import spark_dask
 from spark_dask import PlanError, SparkDaskError, rapids
-
 from tests.support.gpus import FAKE_CUDA_ENV, fake_dask_cuda, gpu_conf, worker_argv, worker_flag
 from tests.support.processes import dask_processes, wait_until
 from tests.support.spark import active_jobs, assert_no_leftovers, make_spark, stop_spark
@@ -90,7 +89,9 @@ def test_auto_pool_spill_limit_one_thread_and_pci_order(spark):
 
 def test_the_users_pool_and_threads_win_and_switches_use_the_programs_own_flags(spark):
     options = {"rmm_pool_size": "0.5", "enable_cudf_spill": False}
-    with spark_dask.start(spark, progress=False, n_workers=1, threads_per_worker=2, worker_options=options, env=FAKE_CUDA_ENV) as client:
+    with spark_dask.start(
+        spark, progress=False, n_workers=1, threads_per_worker=2, worker_options=options, env=FAKE_CUDA_ENV
+    ) as client:
         (a,) = worker_argv(client).values()
         assert worker_flag(a, "--rmm-pool-size") == "0.5"
         assert worker_flag(a, "--device-memory-limit") == "0.4"  # a fraction of the GPU stays a fraction

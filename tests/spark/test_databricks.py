@@ -10,7 +10,6 @@ import pytest
 
 from spark_dask import databricks as db
 from spark_dask.errors import ClusterError
-
 from tests.support.spark import make_spark, stop_spark
 
 WORKSPACES = {

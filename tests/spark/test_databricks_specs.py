@@ -25,7 +25,6 @@ import yaml
 
 from spark_dask import cli, rapids
 from spark_dask.plan import ClusterFacts, plan_gang
-
 from tests.support.extras import needs
 from tests.support.paths import ROOT
 

@@ -26,8 +26,8 @@ from spark_dask.delta import dv, features, log
 
 pytestmark = pytest.mark.core
 
-from tests.support.delta_tables import z85_encode
-from tests.support.extras import needs
+from tests.support.delta_tables import z85_encode  # noqa: E402
+from tests.support.extras import needs  # noqa: E402
 
 deltalake = needs("deltalake", "examples")
 pyroaring = needs("pyroaring", "delta")
@@ -85,7 +85,13 @@ def test_stored_inline_and_absolute_deletion_vectors(tmp_path):
     fs = fsspec.filesystem("file")
     root = str(tmp_path)
     name, offsets = write_dv_file(root, [portable([1, 2]), portable([0, 9, 10])], prefix="xy")
-    second = {"storageType": "u", "pathOrInlineDv": name, "offset": offsets[1], "sizeInBytes": len(portable([0, 9, 10])), "cardinality": 3}
+    second = {
+        "storageType": "u",
+        "pathOrInlineDv": name,
+        "offset": offsets[1],
+        "sizeInBytes": len(portable([0, 9, 10])),
+        "cardinality": 3,
+    }
     assert dv.deleted_rows(second, root, fs).tolist() == [0, 9, 10]
     absolute = {**second, "storageType": "p", "pathOrInlineDv": "file:" + os.path.join(root, dv.relative_dv_path(name))}
     assert dv.deleted_rows(absolute, "/elsewhere", fs).tolist() == [0, 9, 10]
@@ -190,7 +196,9 @@ def test_checkpoints_and_cleaned_logs(table):
     os.remove(os.path.join(table, "_delta_log", f"{1:020d}.json"))
     assert read(table).x.tolist() == list(range(30))
     assert read(table, version=2).x.tolist() == list(range(25))
-    with pytest.raises(spark_dask.DeltaError, match="version 1 of the table can no longer be rebuilt: commit 0 is gone"):
+    with pytest.raises(
+        spark_dask.DeltaError, match="version 1 of the table can no longer be rebuilt: commit 0 is gone"
+    ):
         spark_dask.read_delta(table, version=1, via="files")
     with pytest.raises(spark_dask.DeltaError, match="has no version 9 \\(its latest is 3\\)"):
         spark_dask.read_delta(table, version=9, via="files")
@@ -337,6 +345,7 @@ def test_filter_values_are_taken_as_their_columns_types(tmp_path):
 
     root = str(tmp_path / "typed")
     days = pd.date_range("2024-01-01", periods=6, freq="D")
+
     def typed(start: int):
         return pa.table({
             "x": pa.array(np.arange(start, start + 6)),

@@ -19,7 +19,6 @@ import pandas as pd
 import pytest
 
 import spark_dask
-
 from tests.support import delta_tables
 from tests.support.extras import needs
 from tests.support.jars import require
@@ -61,7 +60,11 @@ def spark_read(spark, path: str, version=None, timestamp=None):
 
 def ordered(frame: pd.DataFrame) -> pd.DataFrame:
     """Rows in one order: by ``id`` where the table has one, else by its scalar columns."""
-    keys = ["id"] if "id" in frame.columns else [c for c in frame.columns if frame[c].dtype.kind in "iufMOb" or str(frame[c].dtype) == "string"]
+    keys = (
+        ["id"]
+        if "id" in frame.columns
+        else [c for c in frame.columns if frame[c].dtype.kind in "iufMOb" or str(frame[c].dtype) == "string"]
+    )
     return frame.sort_values(keys).reset_index(drop=True)
 
 
@@ -72,7 +75,15 @@ def assert_same(got, want, what: str) -> None:
     pd.testing.assert_frame_equal(got, want, check_exact=True, obj=what)
 
 
-READ_RIGHT = ["cm_name_dv", "cm_id_v2_clustered", "plain_partitioned", "dv", "dv_inline", "dv_absolute", "type_widening"]
+READ_RIGHT = [
+    "cm_name_dv",
+    "cm_id_v2_clustered",
+    "plain_partitioned",
+    "dv",
+    "dv_inline",
+    "dv_absolute",
+    "type_widening",
+]
 
 
 @pytest.mark.parametrize("name", READ_RIGHT)

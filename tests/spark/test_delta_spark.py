@@ -86,9 +86,18 @@ def _run_example(tmp_path, *args):
     env = example_env(tmp_path)
     # the test sessions' quick JVMs (tests/support/spark.py's TEST_JVM_CONF) and no UI
     env["PYSPARK_SUBMIT_ARGS"] = " ".join(
-        [f"--conf {key}='{value}'" for key, value in TEST_JVM_CONF.items()] + ["--conf spark.ui.enabled=false pyspark-shell"]
+        [f"--conf {key}='{value}'" for key, value in TEST_JVM_CONF.items()]
+        + ["--conf spark.ui.enabled=false pyspark-shell"]
     )
-    cmd = [sys.executable, os.path.join(EXAMPLES, "delta_lake.py"), "--writer", "spark", "--jars", ",".join(jars), *args]
+    cmd = [
+        sys.executable,
+        os.path.join(EXAMPLES, "delta_lake.py"),
+        "--writer",
+        "spark",
+        "--jars",
+        ",".join(jars),
+        *args,
+    ]
     return run_example(cmd, env, tmp_path)
 
 

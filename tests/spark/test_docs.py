@@ -12,17 +12,14 @@ from html.parser import HTMLParser
 
 import pytest
 
-from tools import errors
-
 from tests.support.extras import needs
 from tests.support.paths import ROOT
+from tools import errors
 
 DOCS = os.path.join(ROOT, "docs")
 POST = os.path.join(DOCS, "blog", "posts", "announcing-spark-dask.md")
 # Files the post includes with `--8<--`, and the test that checks each of them.
 VALIDATED_SNIPPETS = {"examples/databricks/cluster-gpu.json": "tests/spark/test_databricks_specs.py"}
-
-
 
 
 def test_troubleshooting_lists_every_error_message():
@@ -39,20 +36,32 @@ def test_troubleshooting_lists_every_error_message():
 # Raises whose message the collector cannot read, and why each is covered all the same:
 # (module, the message argument's source text).
 UNREAD_OK = {
-    ("spark_dask/arrow_types.py", "column"),  # _column_error(column, what, why): its text and the why strings are on the page
+    (
+        "spark_dask/arrow_types.py",
+        "column",
+    ),  # _column_error(column, what, why): its text and the why strings are on the page
     ("spark_dask/cli.py", "128 + signum"),  # SystemExit status after a signal, no message
     ("spark_dask/cli.py", "str(e)"),  # a PlanError/SparkDaskError shown by click: listed where raised
     ("spark_dask/cluster.py", "'spark-dask: ' + problem"),  # text from *_problem() functions
     ("spark_dask/cluster.py", "problem"),  # connect_session_problem()
-    ("spark_dask/watch.py", "f'spark-dask: {what}.\\n{detail}'"),  # gang_error(what): its callers raise it with the text
+    (
+        "spark_dask/watch.py",
+        "f'spark-dask: {what}.\\n{detail}'",
+    ),  # gang_error(what): its callers raise it with the text
     ("spark_dask/watch.py", "ended[0]"),  # gang_error(gang, what): the text is its second argument
     ("spark_dask/scheduler.py", "'spark-dask: ' + problem"),  # encryption_problem()'s text
     # *_message functions of spark_dask/slots.py: their texts are read
     ("spark_dask/watch.py", "no_slots_message(n_tasks, self.slot_wait, self.facts.slots, others)"),
-    ("spark_dask/watch.py", "start_timeout_message(n, want, self.side.scheduler.address, timeout, tag, barrier, f.dynamic_allocation, f.max_executors)"),
+    (
+        "spark_dask/watch.py",
+        "start_timeout_message(n, want, self.side.scheduler.address, timeout, tag, barrier, f.dynamic_allocation, f.max_executors)",
+    ),
     ("spark_dask/scheduler.py", "msg"),  # err_waiting_tasks(msg): faults.no_workers_message()'s text, read there
     ("spark_dask/gpu_check.py", "discovered"),  # caught on the next line, never shown
-    ("spark_dask/handoff/driver.py", "no_slot_message(facts, plan, direction, cpu_only, others)"),  # a *_message function: its text is read
+    (
+        "spark_dask/handoff/driver.py",
+        "no_slot_message(facts, plan, direction, cpu_only, others)",
+    ),  # a *_message function: its text is read
     # *_message functions of spark_dask/named.py: their texts are read
     ("spark_dask/named.py", "name_taken_message(self.name, None)"),
     ("spark_dask/named.py", "name_taken_message(self.name, other)"),
@@ -61,12 +70,21 @@ UNREAD_OK = {
     ("spark_dask/executor/gang_task.py", "f'spark-dask: {version[1]}'"),  # version_problem()
     ("spark_dask/executor/gang_task.py", "f'spark-dask: on {where}: {problem}'"),  # *_problem() texts
     ("spark_dask/executor/gang_task.py", "'spark-dask: ' + problem"),  # *_problem() texts
-    ("spark_dask/executor/gang_task.py", "self.args"),  # ForkedNanny.wait: Popen's TimeoutExpired, caught in _stop, never shown
+    (
+        "spark_dask/executor/gang_task.py",
+        "self.args",
+    ),  # ForkedNanny.wait: Popen's TimeoutExpired, caught in _stop, never shown
     ("spark_dask/executor/gang_task.py", "unreachable_message(_where(t), spec.scheduler_address, t['unreachable'])"),
     ("spark_dask/xlang/graph.py", "problem"),  # carry_problem()'s texts, read there
-    ("spark_dask/xlang/scheduler.py", "no_worker_message(language, key, function)"),  # a *_message function: its text is read
+    (
+        "spark_dask/xlang/scheduler.py",
+        "no_worker_message(language, key, function)",
+    ),  # a *_message function: its text is read
     ("spark_dask/worker_flags.py", "key"),  # raise _unknown(...): its PlanError text is read in _unknown
-    ("spark_dask/worker_flags.py", "f'spark-dask: worker_options[{key!r}]={value!r}: {flag} of {program} {what}'"),  # bad(what): raised with the text
+    (
+        "spark_dask/worker_flags.py",
+        "f'spark-dask: worker_options[{key!r}]={value!r}: {flag} of {program} {what}'",
+    ),  # bad(what): raised with the text
 }
 
 

@@ -14,7 +14,6 @@ from distributed import Client
 
 import spark_dask
 from spark_dask import SparkCluster
-
 from tests.support.processes import wait_until
 from tests.support.spark import assert_no_leftovers, make_spark, stop_spark
 

@@ -10,7 +10,6 @@ import sys
 import pytest
 
 from spark_dask import cli
-
 from tests.support.examples import EXAMPLES, SPARK_SUBMIT, assert_left_nothing, example_env, needs_modules, run_example
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]

@@ -15,7 +15,6 @@ import pytest
 
 import spark_dask
 from spark_dask import SparkDaskError
-
 from tests.support.processes import wait_until
 from tests.support.spark import active_jobs, make_spark, stop_spark
 

@@ -22,7 +22,6 @@ import pytest
 import spark_dask
 from spark_dask import SparkDaskError, faults
 from spark_dask.faults import lost_worker, placeable
-
 from tests.support.processes import wait_until
 from tests.support.spark import active_jobs, assert_no_leftovers
 
@@ -137,9 +136,10 @@ def test_isolated_workers_a_lost_executor_costs_only_its_own_worker(spark, two_e
     app_id = spark.sparkContext.applicationId
     # a grace that Spark's retry of the task fits in even on a loaded 2-CPU machine
     # (under load it took longer than the default 20 s, and the worker was replaced)
-    with dask.config.set({"spark-dask.lost-worker-grace": "80s"}), spark_dask.start(
-        spark, barrier=False, progress=False
-    ) as client:
+    with (
+        dask.config.set({"spark-dask.lost-worker-grace": "80s"}),
+        spark_dask.start(spark, barrier=False, progress=False) as client,
+    ):
         cluster = client.cluster
         assert len(active_jobs(spark)) == 2  # one Spark job per worker
         assert not cluster.gang_plan.barrier
@@ -176,7 +176,9 @@ def test_barrier_relaunch_runs_with_what_fits_and_grows_back(spark, two_executor
         cluster = client.cluster
         victim = sorted(_worker_pids(client))[0]
         lost_host = take([_executor_of(client, victim)])
-        assert wait_until(lambda: cluster.relaunches == 1 and len(cluster.gangs) == 2, 60), cluster.get_logs()["Cluster"]
+        assert wait_until(lambda: cluster.relaunches == 1 and len(cluster.gangs) == 2, 60), cluster.get_logs()[
+            "Cluster"
+        ]
         relaunched = cluster.gangs[1]
         assert relaunched.plan.n_workers == 1 and relaunched.reason == "relaunch"
         assert wait_until(lambda: relaunched.connected == 1 and len(client.scheduler_info()["workers"]) == 1, 90)

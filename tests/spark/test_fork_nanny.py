@@ -19,7 +19,6 @@ import psutil
 import pytest
 
 import spark_dask
-
 from tests.support.processes import dask_processes
 from tests.support.spark import assert_no_leftovers
 

@@ -13,7 +13,6 @@ from distributed import Client
 
 import spark_dask
 from spark_dask import SparkDaskError
-
 from tests.support.gpus import gpu_conf
 from tests.support.processes import dask_processes, wait_until
 from tests.support.spark import active_jobs, assert_no_leftovers, make_spark, stop_spark

@@ -23,7 +23,6 @@ import pytest
 import spark_dask
 from spark_dask import SparkDaskError
 from spark_dask.session import spark_version
-
 from tests.support.gpus import gpu_conf
 from tests.support.processes import wait_until
 from tests.support.spark import active_jobs, assert_no_leftovers, make_spark, stop_spark
@@ -61,7 +60,7 @@ def spark_gpu_job(spark, n: int, timeout: float) -> list | None:
         sc.setJobGroup(group, "spark GPU tasks beside the Dask cluster", interruptOnCancel=True)
         try:
             result["rows"] = sc.parallelize(range(n), n).mapPartitions(_make_gpu_task(0.3)).collect()
-        except Exception as e:  # cancelled
+        except Exception as e:  # cancelled  # noqa: BLE001
             result["error"] = e
 
     thread = threading.Thread(target=run, daemon=True)

@@ -27,7 +27,6 @@ from spark_dask import HandoffError, HandoffTypeError
 from spark_dask.handoff import driver as handoff
 from spark_dask.handoff import transfer as handoff_task
 from spark_dask.handoff.files import LOAD_KEY_PREFIX
-
 from tests.support.processes import wait_until
 from tests.support.spark import active_jobs, make_spark, stop_spark
 
@@ -247,8 +246,14 @@ def test_type_table(round_trip, column):
     original = round_trip["df"].schema[column]
     back = round_trip["back"].schema[column]
     assert back.dataType == original.dataType
-    if "not null" in spark_type or original.dataType.typeName() not in ("string", "binary", "date", "decimal",
-                                                                         "timestamp", "timestamp_ntz"):
+    if "not null" in spark_type or original.dataType.typeName() not in (
+        "string",
+        "binary",
+        "date",
+        "decimal",
+        "timestamp",
+        "timestamp_ntz",
+    ):
         # nullability comes back for numbers and booleans (NumPy dtype: not null)
         assert back.nullable == original.nullable, (back, original)
     got = round_trip["pdf"][column].tolist()
@@ -509,7 +514,7 @@ def test_a_lost_executor_during_the_transfer_is_retried_and_the_result_is_exact(
     cluster = client.cluster
     df = spark.range(0, 80_000, 1, 8).selectExpr("id", "id % 5 as k")
     df = df.mapInArrow(_slow_batches(), df.schema)  # 1.5 s per partition: time to kill an executor
-    result: dict = {}
+    result = {}
 
     def run():
         try:
@@ -540,7 +545,8 @@ def test_a_lost_executor_during_the_transfer_is_retried_and_the_result_is_exact(
     assert (pdf["k"] == pdf["id"] % 5).all()
     assert wait_until(lambda: cluster.gang_status == "running", 120), cluster.gang_status
     assert cluster.relaunches == 1
-    del ddf, pdf, result
+    del ddf, pdf
+    result.clear()
     gc.collect()
 
 

@@ -16,7 +16,6 @@ import pytest
 import spark_dask
 from spark_dask import HandoffError
 from spark_dask.handoff import driver as handoff
-
 from tests.support.gpus import gpu_conf
 from tests.support.processes import wait_until
 from tests.support.spark import active_jobs, make_spark, stop_spark

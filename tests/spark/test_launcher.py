@@ -12,7 +12,6 @@ import pytest
 
 from spark_dask.launcher import gang_rdd
 from spark_dask.plan import GangPlan
-
 from tests.support.spark import make_spark, stop_spark
 
 pytestmark = [pytest.mark.spark, pytest.mark.core, pytest.mark.timeout(180)]

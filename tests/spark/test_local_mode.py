@@ -12,7 +12,6 @@ import pandas as pd
 import pytest
 
 import spark_dask
-
 from tests.support.spark import assert_no_leftovers, make_spark, stop_spark
 
 pytestmark = [pytest.mark.spark, pytest.mark.core, pytest.mark.timeout(180)]

@@ -14,7 +14,6 @@ import pytest
 
 import spark_dask
 from spark_dask import SparkCluster, SparkDaskError
-
 from tests.support.processes import wait_until
 from tests.support.spark import assert_no_leftovers
 
@@ -52,7 +51,9 @@ def test_logs_outlive_a_killed_worker_and_the_cluster(spark, tmp_path):
     for worker in (victim, survivor):  # whole logs, from the nanny's start
         assert "Registered to:" in logs[worker] and "Start Nanny" in logs[worker], logs[worker]
     assert f"name: {victim}" in logs["Scheduler"]  # INFO lines, which silence_logs keeps out of the notebook
-    assert f"{victim} exit=-9" in logs["Spark tasks"] and f"{survivor} exit=0" in logs["Spark tasks"], logs["Spark tasks"]
+    assert f"{victim} exit=-9" in logs["Spark tasks"] and f"{survivor} exit=0" in logs["Spark tasks"], logs[
+        "Spark tasks"
+    ]
     assert f"Dask worker {victim}" in logs["Cluster"] and "was lost" in logs["Cluster"], logs["Cluster"]
     assert logs["Spark tasks"] == (directory / "spark-tasks.log").read_text().rstrip("\n")  # read from the files
     assert list(cluster.get_logs(cluster=False, scheduler=False, workers=[survivor])) == [survivor]

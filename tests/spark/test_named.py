@@ -31,10 +31,8 @@ import spark_dask
 from spark_dask import named, options
 from spark_dask.errors import PlanError, SparkDaskError
 from spark_dask.events import Events
-
 from tests.support.paths import ROOT
 from tests.support.processes import dask_processes, wait_until
-
 
 
 @pytest.fixture
@@ -151,12 +149,16 @@ def test_claim_publish_and_remove_an_entry(state):
         assert stat.S_IMODE(os.stat(state).st_mode) == 0o700
         assert stat.S_IMODE(os.stat(entry.directory).st_mode) == 0o700
         record = named.read_record(entry.directory)
-        assert record["status"] == "starting" and record["pid"] == os.getpid() and record["host"] == socket.gethostname()
+        assert (
+            record["status"] == "starting" and record["pid"] == os.getpid() and record["host"] == socket.gethostname()
+        )
         assert stat.S_IMODE(os.stat(os.path.join(entry.directory, named.RECORD_FILE)).st_mode) == 0o600
         [row] = spark_dask.list_clusters()
         assert (row["name"], row["status"], row["pid"], row["tag"]) == ("etl", "starting", os.getpid(), entry.tag)
         # the same name again, from this process or another: taken, said at once
-        with pytest.raises(SparkDaskError, match=r"a cluster named 'etl' already runs for this user \(pid \d+, status starting\)"):
+        with pytest.raises(
+            SparkDaskError, match=r"a cluster named 'etl' already runs for this user \(pid \d+, status starting\)"
+        ):
             named.Entry("etl", "spark-dask-1111111111", state).claim()
         with pytest.raises(SparkDaskError, match="the cluster named 'etl' is starting"):
             spark_dask.SparkCluster.from_name("etl")
@@ -268,7 +270,9 @@ def test_an_unknown_name_says_which_clusters_run(state):
         with pytest.raises(SparkDaskError) as e:
             spark_dask.SparkCluster.from_name("nightly")
         assert time.monotonic() - t0 < 5
-    assert str(e.value).startswith(f"spark-dask: no cluster named 'nightly' runs on this host for this user (running: 'etl'; state directory {state})")
+    assert str(e.value).startswith(
+        f"spark-dask: no cluster named 'nightly' runs on this host for this user (running: 'etl'; state directory {state})"
+    )
     with pytest.raises(SparkDaskError, match=r"\(none is running;"):
         spark_dask.SparkCluster.from_name("nightly")
     with pytest.raises(PlanError, match="a cluster name is"):
@@ -314,7 +318,9 @@ def test_cli_list(state):
     from spark_dask import cli
 
     out = CliRunner().invoke(cli.main, ["list"])
-    assert out.exit_code == 0 and out.output.startswith("no spark-dask cluster of this user runs on this host"), out.output
+    assert out.exit_code == 0 and out.output.startswith("no spark-dask cluster of this user runs on this host"), (
+        out.output
+    )
     with named.Entry("etl", "spark-dask-6666666666", state) as entry:
         entry.update(status="running", workers=3, address="tls://10.0.0.1:4000")
         text = CliRunner().invoke(cli.main, ["list"]).output.splitlines()
@@ -416,7 +422,9 @@ def test_a_handle_joins_and_the_owner_scales_adapts_and_closes(state):
         assert isinstance(cluster, spark_dask.NamedCluster)
         assert cluster.scheduler_address == owner.scheduler.address
         assert cluster.dashboard_link == "http://dashboard.example/status"
-        assert repr(cluster).startswith(f"NamedCluster('shared', '{owner.scheduler.address}', 0 workers, owner pid {os.getpid()}")
+        assert repr(cluster).startswith(
+            f"NamedCluster('shared', '{owner.scheduler.address}', 0 workers, owner pid {os.getpid()}"
+        )
         assert "owner" in cluster._repr_html_() and owner.entry.directory in cluster._repr_html_()
         client = cluster.get_client()
         assert client.scheduler_info()["address"] == owner.scheduler.address
@@ -442,7 +450,11 @@ def test_a_handle_joins_and_the_owner_scales_adapts_and_closes(state):
         with pytest.warns(UserWarning, match="only 1 free Spark task slot"):
             cluster.scale(cores=8)
         assert cluster.adapt(minimum=1, maximum=6) == {"minimum": 1, "maximum": 4}
-        assert owner.requests == [("scale", 3, None, None), ("scale", 0, None, 8), ("adapt", {"minimum": 1, "maximum": 6})]
+        assert owner.requests == [
+            ("scale", 3, None, None),
+            ("scale", 0, None, 8),
+            ("adapt", {"minimum": 1, "maximum": 6}),
+        ]
         with pytest.raises(SparkDaskError, match="adapt.Adaptive=.... is not possible"):
             cluster.adapt(object)
 
@@ -622,7 +634,9 @@ def test_a_served_cluster_is_found_used_scaled_and_closed_by_name(state, tmp_pat
         t_close = time.monotonic() - t0
         assert proc.wait(60) == 0, (tmp_path / "stderr").read_text()[-3000:]
         assert spark_dask.list_clusters() == []
-        assert wait_until(lambda: not any(_alive(p) for p in descendants), timeout=30), [p for p in descendants if _alive(p)]
+        assert wait_until(lambda: not any(_alive(p) for p in descendants), timeout=30), [
+            p for p in descendants if _alive(p)
+        ]
         assert wait_until(lambda: not dask_processes(tag), timeout=20)
         print(f"served in {t_served:.1f}s, from_name {t_join * 1000:.0f} ms, close {t_close:.1f}s, "
               f"all {time.monotonic() - t_start:.1f}s")  # fmt: skip

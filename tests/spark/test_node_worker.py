@@ -20,7 +20,6 @@ from distributed import Client, Scheduler, Worker, wait
 from distributed.security import Security
 
 from spark_dask import connection
-
 from tests.support.node import StandIn
 from tests.support.paths import ROOT
 
@@ -208,7 +207,9 @@ def test_node_task_errors(tmp_path):
             # Python values msgpack cannot carry: the Node task errs naming the dependency
             objs = client.submit(lambda: {object(), object()}, key="objs", workers=[c.w.address])
             text = await erred_text(c, node_submit(client, "echo", "@objs", key="f9", deps=[objs]))
-            assert "dependency objs" in text and "Could not serialize object of type object" in text, text  # the set travels as a collection
+            assert "dependency objs" in text and "Could not serialize object of type object" in text, (
+                text
+            )  # the set travels as a collection
             df = client.submit(lambda: pd.DataFrame({"a": [1]}), key="df", workers=[c.w.address])
             text = await erred_text(c, node_submit(client, "echo", "@df", key="f10", deps=[df]))
             assert "dependency df" in text and "DataFrame" in text, text
@@ -342,7 +343,10 @@ def test_flags_busy_threads_big_values_and_stealing(tmp_path):
             raw = client.submit(lambda: bytes(range(256)) * 20_000, key="raw", workers=[c.w.address])
             assert await node_submit(client, "echo", "@raw", key="rawecho", deps=[raw]) == bytes(range(256)) * 20_000
             blob = node_submit(client, "bytes", 5_000_000, key="blob")
-            assert await client.submit(lambda b: (len(b), b[:2]), blob, workers=[c.w.address]) == (5_000_000, b"\x07\x07")
+            assert await client.submit(lambda b: (len(b), b[:2]), blob, workers=[c.w.address]) == (
+                5_000_000,
+                b"\x07\x07",
+            )
             # a second Node worker: tasks spread, may be stolen (steal-request/steal-response)
             await c.start_node("node-b", "--module", str(module), nthreads=1)
             futures = [node_submit(client, "sleep", 30, i, key=f"nap-{i}") for i in range(60)]

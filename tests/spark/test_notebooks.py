@@ -9,11 +9,10 @@ import re
 
 import pytest
 
-from tools import notebooks
-
 from tests.support.extras import needs
 from tests.support.paths import ROOT
 from tests.support.processes import dask_processes, wait_until
+from tools import notebooks
 
 NB_DIR = os.path.join(ROOT, "examples", "notebooks")
 SOURCES = [os.path.basename(p) for p in notebooks.sources(ROOT)]

@@ -26,7 +26,6 @@ import pytest
 
 import spark_dask
 from spark_dask import rapids
-
 from tests.support.gpus import FAKE_CUDA_ENV, fake_dask_cuda, gpu_conf, worker_argv, worker_flag
 from tests.support.jars import require
 from tests.support.spark import assert_no_leftovers, make_spark, stop_spark

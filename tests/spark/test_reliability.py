@@ -17,7 +17,6 @@ from distributed.security import Security
 
 import spark_dask
 from spark_dask import PlanError, SparkCluster, SparkDaskError
-
 from tests.support.processes import dask_processes, wait_until
 from tests.support.spark import active_jobs, assert_no_leftovers
 
@@ -144,7 +143,7 @@ def test_strangers_are_refused(spark):
     with spark_dask.start(spark, n_workers=1, progress=False) as client:
         address = client.scheduler.address
         # a client with other credentials (another CA) cannot connect
-        with pytest.raises(Exception):
+        with pytest.raises(Exception):  # noqa: B017
             Client(address, security=Security.temporary(), timeout="3s")
         # nor can a worker without credentials
         import subprocess
@@ -212,8 +211,13 @@ def test_killed_driver_leaves_no_worker_behind(tmp_path):
     script.write_text(DRIVER)
     import subprocess
 
-    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
     try:
         tag = None
         deadline = time.monotonic() + 150
@@ -233,8 +237,12 @@ def test_killed_driver_leaves_no_worker_behind(tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(30)
         # the driver's JVM and executors exit once their parent is gone
-        wait_until(lambda: not [p for p in psutil.process_iter(["cmdline"])
-                                if "driver.py" in " ".join(p.info["cmdline"] or [])], 30)
+        wait_until(
+            lambda: (
+                not [p for p in psutil.process_iter(["cmdline"]) if "driver.py" in " ".join(p.info["cmdline"] or [])]
+            ),
+            30,
+        )
 
 
 EXITING = textwrap.dedent(

@@ -17,7 +17,6 @@ from distributed import Client, wait
 
 import spark_dask
 from spark_dask import SparkCluster
-
 from tests.support.paths import ROOT
 from tests.support.processes import dask_processes, wait_until
 from tests.support.spark import active_jobs, assert_no_leftovers
@@ -32,6 +31,7 @@ class _Records(logging.Handler):
 
     def emit(self, record):
         self.messages.append(record.getMessage())
+
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(240)]
 
@@ -59,7 +59,7 @@ def _spark_count(spark, timeout: float) -> int | None:
         sc.setJobGroup(group, "a Spark job beside the Dask cluster", interruptOnCancel=True)
         try:
             out["n"] = sc.parallelize(range(10), 1).count()
-        except Exception as e:  # cancelled
+        except Exception as e:  # cancelled  # noqa: BLE001
             out["error"] = e
 
     t = threading.Thread(target=run, daemon=True)

@@ -16,7 +16,6 @@ import pytest
 
 import spark_dask
 from spark_dask import HandoffError
-
 from tests.support.processes import wait_until
 from tests.support.spark import assert_no_leftovers, make_spark, stop_spark
 

@@ -17,7 +17,6 @@ import time
 import pytest
 
 from spark_dask import signals
-
 from tests.support.paths import ROOT
 from tests.support.processes import dask_processes, wait_until
 
@@ -35,7 +34,9 @@ spark = (SparkSession.builder.master("local-cluster[2,1,1024]").config("spark.ui
 spark.sparkContext.setLogLevel("WARN")
 """
 
-CTRL_C = PRELUDE + """
+CTRL_C = (
+    PRELUDE
+    + """
 client = spark_dask.start(spark, progress=False)
 tracker = spark.sparkContext.statusTracker()
 print("READY", flush=True)
@@ -50,6 +51,7 @@ print("DASK", client.submit(sum, [1, 2, 3]).result(), flush=True)
 client.close()
 print("SPARK", spark.range(7).count(), flush=True)
 """
+)
 
 
 def _start(script: str, tmp_path, args=(), env=None) -> subprocess.Popen:
@@ -100,7 +102,9 @@ def test_ctrl_c_in_a_spark_call_waiting_for_the_gang(tmp_path):
         assert text not in err, err[-3000:]
 
 
-SIGTERM = PRELUDE + """
+SIGTERM = (
+    PRELUDE
+    + """
 from tests.support.processes import dask_processes
 
 def previous_handler(signum, frame):
@@ -119,6 +123,7 @@ print("READY", client.cluster.tag, flush=True)
 while True:
     time.sleep(1)
 """
+)
 
 
 @pytest.mark.parametrize("how", ["interactive", pytest.param("configured", marks=pytest.mark.newest)])

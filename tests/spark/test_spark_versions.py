@@ -21,7 +21,6 @@ import pytest
 import spark_dask
 from spark_dask import SparkDaskError, session
 from spark_dask.cli import describe
-
 from tests.support.gpus import gpu_conf
 from tests.support.processes import dask_processes, wait_until
 from tests.support.spark import PYSPARK_VERSION, active_jobs, assert_no_leftovers, make_spark, stop_spark

@@ -19,7 +19,6 @@ import pytest
 
 import spark_dask
 from spark_dask import SparkDaskError
-
 from tests.support.processes import dask_processes, wait_until
 from tests.support.spark import active_jobs, assert_no_leftovers, make_spark, stop_spark
 
@@ -124,4 +123,3 @@ def test_same_version_no_warning(spark):
         with spark_dask.start(spark, progress=False) as client:
             assert not client.scheduler_info()["workers"].popitem()[1]["spark"]["warnings"]
     assert not [r for r in record if "distributed" in str(r.message) and "spark-dask" in str(r.message)]
-

@@ -9,7 +9,6 @@ from html.parser import HTMLParser
 import pytest
 
 from spark_dask import widget
-
 from tests.support.processes import wait_until
 from tests.support.spark import make_spark, stop_spark
 from tests.support.web import Chromium, chromium_or_skip
@@ -110,7 +109,9 @@ def test_ended_tasks_from_status_rows():
 
 
 def test_spark_rows_are_rows_not_a_table():
-    rows = widget.spark_rows_html({"job tag": "t<1>", "barrier tasks": 2, "x": "y"}, widget.live_tasks(2, WORKERS, {}), "running")
+    rows = widget.spark_rows_html(
+        {"job tag": "t<1>", "barrier tasks": 2, "x": "y"}, widget.live_tasks(2, WORKERS, {}), "running"
+    )
     page = f"<table><tr><td>a</td></tr>{rows}</table>"
     assert html_problems(page) == []
     assert rows.startswith("<tr>") and "t&lt;1&gt;" in rows
@@ -206,7 +207,9 @@ def test_widget_repr_and_task_log_of_a_real_cluster(chromium, spark, tmp_path):
     assert len([ln for ln in log.splitlines() if ln.startswith("task ") and ln.endswith(": ok")]) == 2, log
     page = cluster._repr_html_()
     assert html_problems(page) == []
-    seen = asyncio.run(_render(chromium, page, str(tmp_path / "widget-closed.html"), str(tmp_path / "widget-closed.png")))
+    seen = asyncio.run(
+        _render(chromium, page, str(tmp_path / "widget-closed.html"), str(tmp_path / "widget-closed.png"))
+    )
     assert "Workers: 0" in seen["cells"] and "Workers: 0" in seen["sched"], seen
     assert seen["taskSummary"] == "Spark barrier tasks: 2 (ended)"
     assert all(r[-1] == "ok" and "exit=0" in r[4] for r in seen["taskRows"]), seen["taskRows"]

@@ -25,14 +25,17 @@ from distributed.versions import VersionMismatchWarning
 
 from spark_dask import connection, internals, xlang
 from spark_dask.xlang.graph import XLangError, carry_problem, references, resolve, task_order
-
 from tests.support.node import CLIENT_DIR, StandIn, node_script, start_node
 from tests.support.processes import wait_until
 
 
 # ---------------------------------------------------------------- the graph's rules
 def test_task_order_puts_dependencies_first_and_finds_references_in_containers():
-    graph = {"c": ["node", "add", "@a", {"x": ["@b"]}, "@@literal"], "a": ["node", "fib", 3], "b": ["python", "math.factorial", "@a"]}
+    graph = {
+        "c": ["node", "add", "@a", {"x": ["@b"]}, "@@literal"],
+        "a": ["node", "fib", 3],
+        "b": ["python", "math.factorial", "@a"],
+    }
     order = [key for key, *_ in task_order(graph)]
     assert order.index("a") < order.index("b") < order.index("c")
     assert references(graph["c"][2:]) == ["a", "b"]
@@ -87,12 +90,19 @@ def test_ordinary_tasks_never_reach_a_worker_of_another_language(xcluster):
     Python worker, the node task runs on it only (and its Python callable refuses)."""
     cluster, security, _ = xcluster
     assert internals.replaced(cluster.scheduler) == []  # Python workers only: distributed's own scheduler
-    cluster.worker_spec["fake-node"] = {"cls": Worker, "options": {"nthreads": 2, "resources": {"xlang-node": 1}, "security": security}}
+    cluster.worker_spec["fake-node"] = {
+        "cls": Worker,
+        "options": {"nthreads": 2, "resources": {"xlang-node": 1}, "security": security},
+    }
     cluster.scale(2)
     with Client(cluster, security=security) as client:
         client.wait_for_workers(2)
         assert client.run_on_scheduler(lambda dask_scheduler: internals.replaced(dask_scheduler)) == [
-            "valid_workers", "decide_worker_non_rootish", "check_idle_saturated", "stream_handlers['task-erred']"]
+            "valid_workers",
+            "decide_worker_non_rootish",
+            "check_idle_saturated",
+            "stream_handlers['task-erred']",
+        ]
         workers = client.scheduler_info()["workers"]
         fake = next(a for a, w in workers.items() if w["name"] == "fake-node")
         python_worker = next(a for a in workers if a != fake)
@@ -102,7 +112,9 @@ def test_ordinary_tasks_never_reach_a_worker_of_another_language(xcluster):
         wait(roots + more + [total])
         places = {a for addrs in client.who_has(roots + more + [total]).values() for a in addrs}
         assert places == {python_worker}
-        assert not client.run_on_scheduler(lambda dask_scheduler: [w.address for w in dask_scheduler.running if w.address == fake])
+        assert not client.run_on_scheduler(
+            lambda dask_scheduler: [w.address for w in dask_scheduler.running if w.address == fake]
+        )
         node = xlang.submit(client, "node", "fib", 10)
         with pytest.raises(XLangError, match="was sent to a Python worker"):
             node.result(timeout=30)  # it reached the only worker declaring xlang-node
@@ -116,13 +128,19 @@ def test_python_tasks_from_python_and_from_the_msgpack_graph(xcluster):
         five = xlang.submit(client, "python", "math.factorial", 5)
         total = xlang.submit(client, "python", "builtins.sum", [five, 1, 2])
         assert (five.result(timeout=30), total.result(timeout=30)) == (120, 123)
-        answer = client.sync(client.scheduler.xlang_submit, graph={"a": ["python", "operator.add", "@" + five.key, 1], "b": ["python", "builtins.len", ["@a", "@@x"]]})
+        answer = client.sync(
+            client.scheduler.xlang_submit,
+            graph={"a": ["python", "operator.add", "@" + five.key, 1], "b": ["python", "builtins.len", ["@a", "@@x"]]},
+        )
         assert answer["status"] == "OK" and set(answer["keys"]) == {"a", "b"}
         got = client.sync(client.scheduler.xlang_gather, keys=["a", "b", five.key], holder=answer["holder"], timeout=30)
         assert got == {"status": "OK", "results": {"a": 121, "b": 2, five.key: 120}}
         # the held keys go with the release; the Python client's own stay
         client.sync(client.scheduler.xlang_release, holder=answer["holder"])
-        gone = lambda: client.run_on_scheduler(lambda dask_scheduler: "a" not in dask_scheduler.tasks)
+
+        def gone():
+            return client.run_on_scheduler(lambda dask_scheduler: "a" not in dask_scheduler.tasks)
+
         assert wait_until(gone, timeout=10)
         assert client.run_on_scheduler(lambda dask_scheduler, k=five.key: k in dask_scheduler.tasks)
 
@@ -162,7 +180,11 @@ def run(cmd, timeout=60, check=True) -> subprocess.CompletedProcess:
 def test_node_client_submits_a_python_graph_and_reads_errors(xcluster):
     submit = node_script(CLIENT_DIR, "submit.mjs")
     cluster, security, conn = xcluster
-    graph = {"f": ["python", "math.factorial", 6], "g": ["python", "builtins.sum", ["@f", 1]], "s": ["python", "builtins.str", "@@at"]}
+    graph = {
+        "f": ["python", "math.factorial", 6],
+        "g": ["python", "builtins.sum", ["@f", 1]],
+        "s": ["python", "builtins.str", "@@at"],
+    }
     out = run(submit + [conn, json.dumps(graph), "g", "s"])
     assert json.loads(out.stdout) == {"g": 721, "s": "@at"}
     bad = run(submit + [conn, json.dumps({"x": ["python", "builtins.set", [1]]})], check=False)
@@ -170,7 +192,14 @@ def test_node_client_submits_a_python_graph_and_reads_errors(xcluster):
     refused = run(submit + [conn, json.dumps({"x": ["python", "factorial", 1]})], check=False)
     assert refused.returncode == 1 and "dotted path" in refused.stderr
     with Client(cluster, security=security) as client:  # the holders went with the releases
-        assert wait_until(lambda: not client.run_on_scheduler(lambda dask_scheduler: [k for k in dask_scheduler.tasks if k in ("f", "g", "s", "x")]), timeout=10)
+        assert wait_until(
+            lambda: (
+                not client.run_on_scheduler(
+                    lambda dask_scheduler: [k for k in dask_scheduler.tasks if k in ("f", "g", "s", "x")]
+                )
+            ),
+            timeout=10,
+        )
 
 
 @pytest.mark.timeout(180)
@@ -194,7 +223,9 @@ def test_node_workers_under_the_extension_mixed_graphs_kill_and_close(xcluster, 
             huge = run(submit + [conn, json.dumps({"h": ["python", "math.factorial", 30]})], check=False)
             assert huge.returncode == 1 and "int too large for msgpack (64 bits): 33 digits" in huge.stderr
             slow = xlang.submit(client, "node", "sleep", 3000, "done", key="slow")
-            assert wait_until(lambda: client.processing().get(next(iter(who_runs(client, "slow")), ""), None), timeout=20)
+            assert wait_until(
+                lambda: client.processing().get(next(iter(who_runs(client, "slow")), ""), None), timeout=20
+            )
             victim = next(iter(who_runs(client, "slow")))
             name = client.scheduler_info()["workers"][victim]["name"]
             procs[int(name.split("-")[1])].send_signal(signal.SIGKILL)

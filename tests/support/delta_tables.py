@@ -77,7 +77,6 @@ import urllib.parse
 import fsspec
 
 from spark_dask.delta import dv as dvs
-
 from tests.support.jars import require
 from tests.support.spark import make_spark, stop_spark
 
@@ -477,7 +476,9 @@ def write_cm_id_v2_clustered(spark, base_dir: str) -> Table:
     notes = []
     with _spark_conf(spark, {**NO_REBASE, "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}):
         try:
-            spark.sql(f"CREATE TABLE {t} USING delta CLUSTER BY (k) TBLPROPERTIES ({props}) AS {_clustered_select(0, 40)}")
+            spark.sql(
+                f"CREATE TABLE {t} USING delta CLUSTER BY (k) TBLPROPERTIES ({props}) AS {_clustered_select(0, 40)}"
+            )
         except Exception as e:  # noqa: BLE001 - reported in the notes, the rest still written
             notes.append(f"CLUSTER BY refused: {_message(e)}")
             shutil.rmtree(path, ignore_errors=True)
@@ -558,7 +559,9 @@ def write_future_reader_feature(spark, base_dir: str) -> Table:
         AS SELECT id, concat('n', id) AS name FROM range(0, 20, 1, 1)""")  # v0
     _ticks()
     spark.sql(f"INSERT INTO {t} SELECT id, concat('n', id) FROM range(20, 30, 1, 1)")  # v1
-    protocol = next(a["protocol"] for v in reversed(log_versions(path)) for a in read_commit(path, v) if "protocol" in a)
+    protocol = next(
+        a["protocol"] for v in reversed(log_versions(path)) for a in read_commit(path, v) if "protocol" in a
+    )
     version = log_versions(path)[-1] + 1
     new = {
         "minReaderVersion": 3,
@@ -598,7 +601,9 @@ def write_type_widening(spark, base_dir: str) -> Table:
             notes.append(f"ALTER COLUMN {change} refused: {_message(e)}")
     spark.sql(f"ALTER TABLE {t} ALTER COLUMN c TYPE INT")
     notes.append(f"v{log_versions(path)[-1]} ALTER COLUMN c TYPE INT")
-    spark.sql(f"INSERT INTO {t} SELECT CAST(id AS INT), CAST(id * 100000 AS INT), CAST(id AS DECIMAL(5,2)) FROM range(10, 15, 1, 1)")
+    spark.sql(
+        f"INSERT INTO {t} SELECT CAST(id AS INT), CAST(id * 100000 AS INT), CAST(id AS DECIMAL(5,2)) FROM range(10, 15, 1, 1)"
+    )
     protocol = [a["protocol"] for v in log_versions(path) for a in read_commit(path, v) if "protocol" in a][-1]
     notes.append(f"v{log_versions(path)[-1]} append 5 rows past SMALLINT; protocol {protocol}")
     return _table("type_widening", path, "; ".join(notes))
@@ -676,7 +681,9 @@ def describe(spark, table: Table) -> list[str]:
         lines.append(f"  columns: {e}")
     lines.append(f"  _last_checkpoint: {_read_or_none(os.path.join(log_dir(table.path), '_last_checkpoint'))}")
     for v in table.versions:
-        lines.append(f"  v{v}: {version_summary(table.path, v)}; Spark rows {_spark_count(spark, table.path, versionAsOf=v)}")
+        lines.append(
+            f"  v{v}: {version_summary(table.path, v)}; Spark rows {_spark_count(spark, table.path, versionAsOf=v)}"
+        )
     types = timestamp_physical_types(table.path)
     if types:
         lines.append(f"  Parquet physical types of the timestamp columns: {types}")
@@ -754,8 +761,10 @@ def main(argv: list[str]) -> int:
         for table in tables.values():
             print("\n".join(describe(spark, table)), flush=True)
         print("\n".join(check_dv_variants(spark, tables)))
-        print(f"wrote {len(tables)} tables under {base_dir} in {took:.1f} s: "
-              + ", ".join(f"{name} {s:.1f} s" for name, s in seconds.items()))
+        print(
+            f"wrote {len(tables)} tables under {base_dir} in {took:.1f} s: "
+            + ", ".join(f"{name} {s:.1f} s" for name, s in seconds.items())
+        )
     finally:
         stop_spark(spark)
     return 0

@@ -126,7 +126,10 @@ def fake_dask_cuda(root) -> dict:
     pkgs, extra = root / "pkgs", root / "rmm-here"
     _write(str(pkgs / "dask_cuda" / "__init__.py"), '__version__ = "26.8.0"\n')
     _write(str(pkgs / "dask_cuda" / "cli.py"), FAKE_CLI)
-    _write(str(pkgs / "dask_cuda-26.8.0.dist-info" / "METADATA"), "Metadata-Version: 2.1\nName: dask-cuda\nVersion: 26.8.0\n")
+    _write(
+        str(pkgs / "dask_cuda-26.8.0.dist-info" / "METADATA"),
+        "Metadata-Version: 2.1\nName: dask-cuda\nVersion: 26.8.0\n",
+    )
     _write(str(pkgs / "dask_cuda-26.8.0.dist-info" / "entry_points.txt"), "[dask_cli]\ncuda = dask_cuda.cli:cuda\n")
     _write(str(pkgs / "pynvml.py"), FAKE_PYNVML)
     _write(str(extra / "rmm" / "__init__.py"), "")

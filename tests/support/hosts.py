@@ -153,11 +153,7 @@ def pids_in_netns(ident: tuple[int, int] | None) -> list[int]:
     if ident is None:
         return []
     me = os.getpid()
-    return [
-        int(p)
-        for p in os.listdir("/proc")
-        if p.isdigit() and int(p) != me and ns_id(f"/proc/{p}/ns/net") == ident
-    ]
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != me and ns_id(f"/proc/{p}/ns/net") == ident]
 
 
 def cmdline(pid: int) -> str:
@@ -374,7 +370,9 @@ class Hosts:
             "prefix": self.prefix,
             "owner": None if self.kept else os.getpid(),
             "master": self.master_url,
-            "hosts": {h.name: {"ip": h.ip, "netns": h.netns, "veth": h.veth, "holder": h.holder} for h in self.hosts.values()},
+            "hosts": {
+                h.name: {"ip": h.ip, "netns": h.netns, "veth": h.veth, "holder": h.holder} for h in self.hosts.values()
+            },
             "idents": {k: list(v) for k, v in self.idents.items()},
         }
         with open(self.state_path + ".new", "w") as f:
@@ -663,8 +661,8 @@ def live_prefixes() -> list[str]:
     names = netns_names() + link_names()
     found = {m.group(1) for m in map(PREFIX_RE.match, names) if m}
     for d in os.listdir(RUN_ROOT):
-        if d.startswith(RUN_DIR_STEM + STEM) and PREFIX_RE.match(d[len(RUN_DIR_STEM):] + "-"):
-            found.add(d[len(RUN_DIR_STEM):])
+        if d.startswith(RUN_DIR_STEM + STEM) and PREFIX_RE.match(d[len(RUN_DIR_STEM) :] + "-"):
+            found.add(d[len(RUN_DIR_STEM) :])
     return sorted(found)
 
 
@@ -770,7 +768,7 @@ def _unregister(hosts: Hosts) -> None:
 
 
 def _down_live() -> None:
-    for hosts in list(_LIVE):  # noqa: PERF101  (down() removes itself from _LIVE)
+    for hosts in list(_LIVE):
         with contextlib.suppress(Exception):
             hosts.down()
 
@@ -1062,7 +1060,7 @@ def serve(socket_path: str, conf_path: str) -> None:
     while True:
         try:
             conn = _LISTENER.accept()
-        except Exception:  # noqa: BLE001, S112  (a failed handshake: wait for the next caller)
+        except Exception:  # noqa: BLE001  (a failed handshake: wait for the next caller)
             continue
         threading.Thread(target=_answer, args=(conn,), name="driver-call", daemon=True).start()
 
@@ -1104,7 +1102,9 @@ def _one_prefix(prefix: str | None) -> str:
 
 
 def _cli_up(args) -> int:
-    gpus = {f"worker-{i}": [str(g) for g in range(args.gpus)] for i in range(1, args.workers + 1)} if args.gpus else None
+    gpus = (
+        {f"worker-{i}": [str(g) for g in range(args.gpus)] for i in range(1, args.workers + 1)} if args.gpus else None
+    )
     netem = dict(spec.split("=", 1) for spec in args.netem)
     h = Hosts.up(args.workers, args.cores, args.memory, gpus, netem, keep=True)
     print(h.prefix, h.run_dir, h.master_url)

@@ -53,7 +53,7 @@ def fresh_jvm() -> None:
         proc.stdin.close()  # the gateway JVM exits on EOF
         try:
             proc.wait(30)
-        except Exception:
+        except Exception:  # noqa: BLE001
             proc.kill()
             proc.wait(30)
 
@@ -167,8 +167,6 @@ def active_jobs(spark) -> list[int]:
 
 def assert_no_leftovers(spark, cluster) -> None:
     """Nothing of ``cluster`` is left: processes, Spark jobs, scheduler port."""
-    assert wait_until(lambda: not dask_processes(cluster.tag)), [
-        p.info for p in dask_processes(cluster.tag)
-    ]
+    assert wait_until(lambda: not dask_processes(cluster.tag)), [p.info for p in dask_processes(cluster.tag)]
     assert wait_until(lambda: not active_jobs(spark)), active_jobs(spark)
     assert not port_open(cluster.scheduler_address)

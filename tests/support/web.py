@@ -399,7 +399,9 @@ class Chromium:
             d = p["exceptionDetails"]
             rec.errors.append(f"exception: {d.get('exception', {}).get('description') or d.get('text')}")
         elif method == "Runtime.consoleAPICalled" and p.get("type") == "error":
-            rec.errors.append("console.error: " + " ".join(str(a.get("value", a.get("description", ""))) for a in p["args"]))
+            rec.errors.append(
+                "console.error: " + " ".join(str(a.get("value", a.get("description", ""))) for a in p["args"])
+            )
         elif method == "Log.entryAdded" and p["entry"].get("level") == "error":
             rec.errors.append(f"log: {p['entry'].get('text')} {p['entry'].get('url', '')}")
         for name, fut in list(self._event_waiters):
@@ -425,9 +427,7 @@ class Chromium:
 
     async def evaluate(self, expression: str):
         """The value of a JavaScript expression in the page (promises awaited)."""
-        result = await self.send(
-            "Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True
-        )
+        result = await self.send("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
         if "exceptionDetails" in result:
             raise RuntimeError(f"JavaScript failed: {result['exceptionDetails']}")
         return result["result"].get("value")

@@ -13,7 +13,7 @@ from spark_dask.executor.gang_task import reach_error
 from spark_dask.plan import PlanError, plan_gang
 
 pytest.importorskip("grpc", reason="needs the connect extra (pyspark[connect])")
-from pyspark.sql.connect.session import SparkSession as ConnectSession  # noqa: E402
+from pyspark.sql.connect.session import SparkSession as ConnectSession
 
 
 class _Conf:

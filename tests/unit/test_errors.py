@@ -28,7 +28,6 @@ from spark_dask import (
     XLangError,
     XLangTaskError,
 )
-
 from tests.support.paths import ROOT
 
 pytestmark = pytest.mark.core
@@ -53,7 +52,10 @@ BUILTIN = {
 # Bare builtins the package raises, each where no user sees it: (module, exception).
 BARE_OK = {
     ("spark_dask/sizes.py", "ValueError"),  # parse_size: a leaf; its callers make it a PlanError or a default
-    ("spark_dask/executor/command.py", "ValueError"),  # scheduler_endpoint: gang_task.py catches it (inproc:// or custom comms)
+    (
+        "spark_dask/executor/command.py",
+        "ValueError",
+    ),  # scheduler_endpoint: gang_task.py catches it (inproc:// or custom comms)
     ("spark_dask/handoff/files.py", "ValueError"),  # push_target: unreachable, to_dask/to_spark need a worker first
     ("spark_dask/handoff/transfer.py", "ValueError"),  # the file handlers' guard against paths outside transfer dirs
     ("spark_dask/executor/gang_task.py", "RuntimeError"),  # _PlainContext.getTaskInfos: its callers catch it

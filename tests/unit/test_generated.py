@@ -17,9 +17,8 @@ import yaml
 from click.testing import CliRunner
 
 from spark_dask import SparkCluster, cli, options
-from tools import generate
-
 from tests.support.paths import ROOT
+from tools import generate
 
 
 def test_generated_files_are_up_to_date():
@@ -64,8 +63,9 @@ def test_resolve_options_reads_every_keyword_from_the_table():
             want = dask.utils.parse_timedelta(want)
         assert getattr(resolved, o.name) == want, o.name
     for key in options.time_keys():
-        assert getattr(resolved, key.replace("-", "_")) == dask.utils.parse_timedelta(dict(
-            (o.key, o.default) for o in options.OPTIONS)[key])
+        assert getattr(resolved, key.replace("-", "_")) == dask.utils.parse_timedelta(
+            dict((o.key, o.default) for o in options.OPTIONS)[key]
+        )
 
 
 def test_cli_options_come_from_the_table():

@@ -123,9 +123,7 @@ def _run_check(path: str) -> tuple[subprocess.CompletedProcess, float]:
     return proc, time.monotonic() - t0
 
 
-@pytest.mark.skipif(
-    all(gpu_check.importlib.util.find_spec(m) for m in gpu_check.REQUIRED), reason="a GPU-ready Python"
-)
+@pytest.mark.skipif(all(gpu_check.importlib.util.find_spec(m) for m in gpu_check.REQUIRED), reason="a GPU-ready Python")
 def test_without_gpus_it_stops_at_once_and_says_what_is_missing(tmp_path):
     proc, took = _run_check(os.path.dirname(sys.executable) + ":/usr/bin:/bin")
     if "nvidia-smi" not in proc.stderr and gpu_check.shutil.which("nvidia-smi", path="/usr/bin:/bin"):

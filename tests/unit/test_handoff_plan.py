@@ -144,7 +144,9 @@ def test_host_table_and_push_targets():
         ("a", "tls://10.0.0.1:3"), ("a", "tls://10.0.0.1:9"), ("b", "tls://10.0.0.2:7"), ("a", "tls://10.0.0.1:3"),
     ]  # fmt: skip
     assert files.transfer_dirs(hosts, "spark-dask-handoff-x") == [
-        ("a", "/a/3/spark-dask-handoff-x"), ("b", "/b/7/spark-dask-handoff-x")]
+        ("a", "/a/3/spark-dask-handoff-x"),
+        ("b", "/b/7/spark-dask-handoff-x"),
+    ]
     with pytest.raises(ValueError):
         files.push_target(0, {})
 
@@ -204,7 +206,10 @@ def test_worker_side_file_service(tmp_path, monkeypatch):
     (d / "part-00000.arrow").write_bytes(b"x")
     other = tmp_path / "keep"
     other.mkdir()
-    assert handoff_task.remove_dirs([(info["hostname"], str(other)), ("x", str(tmp_path / "spark-dask-handoff-gone"))]) == 0
+    assert (
+        handoff_task.remove_dirs([(info["hostname"], str(other)), ("x", str(tmp_path / "spark-dask-handoff-gone"))])
+        == 0
+    )
     assert other.exists()  # not a transfer directory: kept
     # removed wherever it exists, whatever host was recorded (a pushed file's receiver)
     assert handoff_task.remove_dirs([("another-host", str(d))]) == 1
@@ -215,7 +220,9 @@ def test_write_and_load_a_partition(tmp_path, monkeypatch):
     monkeypatch.setenv("SPARK_LOCAL_DIRS", str(tmp_path))
     schema = pa.schema([pa.field("a", pa.int64(), nullable=False), pa.field("s", pa.string())])
     frame = pd.DataFrame({"a": [1, 2], "s": ["x", None]})
-    out = handoff_task.write_partition(frame, 4, files.transfer_dir_name("spark-dask-t", "y"), schema.serialize().to_pybytes())
+    out = handoff_task.write_partition(
+        frame, 4, files.transfer_dir_name("spark-dask-t", "y"), schema.serialize().to_pybytes()
+    )
     assert out["rows"] == 2 and os.path.basename(out["path"]) == "part-00004.arrow"
     back = handoff_task.load_partition(out)
     assert back["a"].tolist() == [1, 2] and back["s"].tolist()[0] == "x" and pd.isna(back["s"][1])

@@ -48,7 +48,10 @@ def test_the_placement_of_other_languages_engages_only_when_asked(scheduler):
     placement.engage()
     placement.engage()  # once
     assert internals.replaced(scheduler) == [
-        "valid_workers", "decide_worker_non_rootish", "check_idle_saturated", "stream_handlers['task-erred']",
+        "valid_workers",
+        "decide_worker_non_rootish",
+        "check_idle_saturated",
+        "stream_handlers['task-erred']",
     ]
 
 

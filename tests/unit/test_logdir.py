@@ -16,13 +16,12 @@ import pytest
 from distributed.utils import Logs, silence_logging_cmgr
 
 from spark_dask import logdir, report
-from spark_dask.executor import logs
 from spark_dask.events import Events
 from spark_dask.executor import gang_task as task
+from spark_dask.executor import logs
 from spark_dask.executor.gang_task import WorkerStartError
 from spark_dask.executor.logs import save_worker_logs
 from spark_dask.logdir import KeptLogs, cluster_directory, read_logs
-
 from tests.support.task_specs import FakePlainContext, make_spec
 
 pytestmark = [pytest.mark.core, pytest.mark.timeout(60)]
@@ -134,7 +133,9 @@ class Cluster:
     def __init__(self, directory):
         self.events = Events([], quiet=True)
         self.rows: list[dict] = []
-        self.kept = KeptLogs(directory, self.events, lambda: "Spark barrier stage spark-dask-ab: ended", lambda: self.rows)
+        self.kept = KeptLogs(
+            directory, self.events, lambda: "Spark barrier stage spark-dask-ab: ended", lambda: self.rows
+        )
 
 
 def test_the_drivers_files_while_it_runs_and_after_it_closed(tmp_path, caplog):
@@ -152,7 +153,10 @@ def test_the_drivers_files_while_it_runs_and_after_it_closed(tmp_path, caplog):
         with caplog.at_level(logging.WARNING, "spark_dask"):
             c.kept.save()  # a gang ended
             c.kept.save()
-        assert len([r for r in caplog.records if "1 Spark task could not keep their Dask workers' logs" in r.getMessage()]) == 1
+        assert (
+            len([r for r in caplog.records if "1 Spark task could not keep their Dask workers' logs" in r.getMessage()])
+            == 1
+        )
         with open(os.path.join(directory, "spark-tasks.log")) as f:
             tasks = f.read()
         assert tasks.startswith("Spark barrier stage spark-dask-ab: ended\n")
@@ -195,7 +199,10 @@ def test_closed_cluster_logs_fall_back_to_memory(tmp_path):
 def test_a_directory_the_driver_cannot_make_is_a_warning_not_a_failure(tmp_path):
     (tmp_path / "file").write_text("")
     c = Cluster(str(tmp_path / "file" / "etl-ab"))
-    with pytest.warns(UserWarning, match="cannot keep the cluster's logs in .*the cluster runs on without them"), c.kept as made:
+    with (
+        pytest.warns(UserWarning, match="cannot keep the cluster's logs in .*the cluster runs on without them"),
+        c.kept as made,
+    ):
         c.kept.save()
     assert made is None
     assert list(c.kept.read()) == ["Cluster", "Spark tasks"]

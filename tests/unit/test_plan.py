@@ -298,7 +298,9 @@ def test_scale_step_grows_into_free_slots_only():
     assert (step.target, step.new_workers, step.new_tasks, step.note) == (2, 1, 1, None)
     step = scale_step(5, current=1, held_tasks=1, capacity=2, why_bounded="; one Dask worker per GPU")
     assert (step.target, step.new_workers) == (2, 1)
-    assert "task slots for 1 more Dask worker (2 slots of this kind, 1 held by the cluster; one Dask worker " in step.note
+    assert (
+        "task slots for 1 more Dask worker (2 slots of this kind, 1 held by the cluster; one Dask worker " in step.note
+    )
     assert "growing to 2 workers" in step.note
     full = scale_step(3, current=2, held_tasks=2, capacity=2)
     assert (full.target, full.new_workers) == (2, 0) and "slots for 0 more" in full.note
@@ -383,8 +385,12 @@ def test_threads():
 
 def test_gpu_workers_get_one_thread_unless_told_otherwise():
     # dask-cuda's own default (--nthreads 1), not the task's CPUs
-    assert worker_threads(None, task_cpus=4, executor_cores=16, tasks_on_executor=1, workers_in_task=1, kind="cuda") == 1
-    assert worker_threads(None, task_cpus=4, executor_cores=16, tasks_on_executor=4, workers_in_task=1, kind="cuda") == 1
+    assert (
+        worker_threads(None, task_cpus=4, executor_cores=16, tasks_on_executor=1, workers_in_task=1, kind="cuda") == 1
+    )
+    assert (
+        worker_threads(None, task_cpus=4, executor_cores=16, tasks_on_executor=4, workers_in_task=1, kind="cuda") == 1
+    )
     assert worker_threads(6, task_cpus=4, executor_cores=16, tasks_on_executor=1, workers_in_task=1, kind="cuda") == 6
     # plain workers pinned to GPUs (worker="cpu") keep the CPU rule
     assert worker_threads(None, task_cpus=4, executor_cores=16, tasks_on_executor=4, workers_in_task=1, kind="cpu") == 4
@@ -456,8 +462,16 @@ def test_default_cpu_command_uses_the_tasks_python_and_a_nanny():
     cmd = worker_command(FIELDS, "cpu", options={"resources": {"X": 1}})
     assert cmd[:4] == ["/venv/bin/python", "-m", "distributed.cli.dask_worker", "tls://10.0.0.1:4000"]
     joined = " ".join(cmd)
-    for part in ("--name spark-0", "--nthreads 4", "--memory-limit 1000", "--nanny", "--death-timeout 60",
-                 "--preload /tmp/p.py", "--preload-nanny /tmp/p.py", "--tls-key /tmp/key.pem"):
+    for part in (
+        "--name spark-0",
+        "--nthreads 4",
+        "--memory-limit 1000",
+        "--nanny",
+        "--death-timeout 60",
+        "--preload /tmp/p.py",
+        "--preload-nanny /tmp/p.py",
+        "--tls-key /tmp/key.pem",
+    ):
         assert part in joined
     assert cmd[-2:] == ["--resources", "X=1"]
 
@@ -486,8 +500,9 @@ def test_cuda_command():
 
 
 def test_command_template():
-    cmd = worker_command(FIELDS, "cpu", template="{python} -m my.worker {scheduler_address} --id {name}",
-                         options={"verbose": True})
+    cmd = worker_command(
+        FIELDS, "cpu", template="{python} -m my.worker {scheduler_address} --id {name}", options={"verbose": True}
+    )
     assert cmd == ["/venv/bin/python", "-m", "my.worker", "tls://10.0.0.1:4000", "--id", "spark-0", "--verbose"]
     cmd = worker_command(FIELDS, "cpu", template=["/opt/w", "{scheduler_address}"])
     assert cmd == ["/opt/w", "tls://10.0.0.1:4000"]
@@ -508,8 +523,14 @@ def test_spark_memory_string_error():
 
 def test_starved_stages():
     def st(sid, n, active, done):
-        return {"stageId": sid, "numTasks": n, "numActiveTasks": active, "numCompletedTasks": done,
-                "numFailedTasks": 0, "name": f"s{sid}"}
+        return {
+            "stageId": sid,
+            "numTasks": n,
+            "numActiveTasks": active,
+            "numCompletedTasks": done,
+            "numFailedTasks": 0,
+            "name": f"s{sid}",
+        }
 
     stages = [st(1, 2, 2, 0), st(2, 4, 0, 0), st(3, 4, 1, 2), st(4, 4, 0, 4)]
     assert [s["stageId"] for s in starved_stages(stages, gang_stages={1})] == [2]
@@ -533,7 +554,7 @@ def test_spark_decoration_is_stripped_from_our_task_errors():
         "An error occurred while calling o91.collectAndServe.\n: org.apache.spark.SparkException: "
         "Job aborted due to stage failure: Could not recover from a failed barrier ResultStage.\n"
         "org.apache.spark.api.python.PythonException: [PYTHON_EXCEPTION] An exception was thrown "
-        "from the Python worker: Traceback (most recent call last):\n  File \"task.py\", line 1\n"
+        'from the Python worker: Traceback (most recent call last):\n  File "task.py", line 1\n'
         "spark_dask.executor.gang_task.WorkerStartError: spark-dask: on executor 0 (host h, partition 0): "
         "memory_limit=64 TiB per worker exceeds the 24 GiB of memory of the host; use 'auto'\n"
         " SQLSTATE: 38000\n\tat org.apache.spark.api.python.BasePythonRunner.handlePythonException"
@@ -548,7 +569,10 @@ def test_no_slot_warning_under_dynamic_allocation_below_its_maximum():
     f = facts(executors=1, slots=1, dynamic_allocation=True, max_executors=2)
     assert hog_warning(f, plan_gang(f, n_workers=1)) is None  # Spark adds an executor
     assert "maxExecutors" in hog_warning(f, plan_gang(f, n_workers=2))
-    assert hog_warning(facts(executors=1, slots=1, dynamic_allocation=True), plan_gang(facts(dynamic_allocation=True))) is None
+    assert (
+        hog_warning(facts(executors=1, slots=1, dynamic_allocation=True), plan_gang(facts(dynamic_allocation=True)))
+        is None
+    )
 
 
 def test_the_default_command_loads_the_preload_by_module_name_a_template_gets_the_file():

@@ -79,7 +79,9 @@ class FakeSide:
 
 
 def facts(slots=4, executors=4):
-    return ClusterFacts(executors=executors, executor_cores=1, executor_memory=2**30, slots=slots, master="spark://m:7077")
+    return ClusterFacts(
+        executors=executors, executor_cores=1, executor_memory=2**30, slots=slots, master="spark://m:7077"
+    )
 
 
 def make_pool(n=2, options=OPTIONS, slots=4, adaptive=None):
@@ -151,7 +153,9 @@ def test_start_gang_names_and_status():
 def test_a_worker_of_another_cluster_is_ignored():
     pool, side, _ = make_pool(1)
     gang = pool.submit(pool.shape, "start")
-    side.scheduler.workers["tls://x:1"] = SimpleNamespace(name="spark-0", nanny=None, extra={"spark": {"cluster": "other"}})
+    side.scheduler.workers["tls://x:1"] = SimpleNamespace(
+        name="spark-0", nanny=None, extra={"spark": {"cluster": "other"}}
+    )
     pool.worker_added(side.scheduler, "tls://x:1", TAG)
     assert gang.connected == 0
 
@@ -212,7 +216,9 @@ def test_a_lost_executor_relaunches_only_the_failed_gang():
         await settle(pool)
         second = pool.gangs[1]
         join(pool, side, second, 0)
-        first.launcher.finish(error=RuntimeError("ExecutorLostFailure (executor 1 exited caused by one of the running tasks)"))
+        first.launcher.finish(
+            error=RuntimeError("ExecutorLostFailure (executor 1 exited caused by one of the running tasks)")
+        )
         pool.ended(first)
         await settle(pool)
         assert first.status.startswith("failed") and first.wanted == 0
@@ -320,7 +326,10 @@ def test_workers_that_end_by_themselves_are_relaunched():
 
     asyncio.run(main())
     assert pool.target == 2
-    assert first.status == "failed: its Dask workers ended without being asked to (cut off from the scheduler, or closed from inside)"
+    assert (
+        first.status
+        == "failed: its Dask workers ended without being asked to (cut off from the scheduler, or closed from inside)"
+    )
     assert pool.recovery.lost == 2  # relaunched as after a lost executor (the pool's kick)
 
 
@@ -340,7 +349,9 @@ def test_a_task_nobody_awaits_is_kept_and_its_exception_logged(caplog):
     with caplog.at_level("WARNING", logger="spark_dask"):
         asyncio.run(main())
     said = [r.getMessage() for r in caplog.records if r.name == "spark_dask"]
-    assert said == ["spark-dask: closing the surplus Dask workers spark-3 failed: RuntimeError: the nanny did not answer"]
+    assert said == [
+        "spark-dask: closing the surplus Dask workers spark-3 failed: RuntimeError: the nanny did not answer"
+    ]
 
 
 def test_the_starved_stage_watch_survives_a_failed_round(caplog):

@@ -20,7 +20,6 @@ from spark_dask import options, shipping
 from spark_dask.executor import gang_task as task
 from spark_dask.executor import preload
 from spark_dask.plan import ClusterFacts, GangPlan
-
 from tests.support.task_specs import make_spec
 
 pytestmark = pytest.mark.core
@@ -128,7 +127,12 @@ def test_task_spec_from_options_plan_and_facts():
     s = spec.task_spec("spark-dask-t", "tls://d:1", None, opts, plan, facts, {"A": "1"}, None)
     assert isinstance(s, spec.TaskSpec)
     assert (s.cluster_id, s.kind, s.pinned, s.requires, s.worker_options) == (
-        "spark-dask-t", "cuda", True, ["distributed", "dask_cuda"], {})
+        "spark-dask-t",
+        "cuda",
+        True,
+        ["distributed", "dask_cuda"],
+        {},
+    )
     assert s.executor_gpus == {"h1": [["0"], ["1"]]} and s.gpus_per_executor == 1
     assert (s.gang, s.name_base, s.barrier, s.log_lines, s.claim_wait) == (0, 0, True, 30, 10.0)
     assert s.preload == spec.preload_source()

@@ -6,9 +6,8 @@ import pytest
 
 from spark_dask import rapids, sizes
 from spark_dask.plan import PlanError
-from spark_dask.sizes import human_bytes
 from spark_dask.session import _memory
-from spark_dask.sizes import BYTES, MIB, parse_size
+from spark_dask.sizes import BYTES, MIB, human_bytes, parse_size
 
 GiB = 2**30
 

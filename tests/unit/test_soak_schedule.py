@@ -57,9 +57,22 @@ def test_below_full_counts_the_time_with_fewer_workers_than_wanted():
 
 
 def test_render_says_pass_only_with_nothing_wrong_hung_or_left():
-    R = {"seed": 3, "minutes": 2, "faults": dict.fromkeys(soak.KINDS, 1), "checked": 10, "retried": 2, "wrong": 0,
-         "hangs": 0, "errors": 0, "left": {"processes": [], "ports": [], "files": []}, "below_full_s": 12.5,
-         "ran_s": 120.0, "total_s": 200.0, "late_s": 3.0, "relaunches": 4}
+    R = {
+        "seed": 3,
+        "minutes": 2,
+        "faults": dict.fromkeys(soak.KINDS, 1),
+        "checked": 10,
+        "retried": 2,
+        "wrong": 0,
+        "hangs": 0,
+        "errors": 0,
+        "left": {"processes": [], "ports": [], "files": []},
+        "below_full_s": 12.5,
+        "ran_s": 120.0,
+        "total_s": 200.0,
+        "late_s": 3.0,
+        "relaunches": 4,
+    }
     text = soak.render(R)
     assert "PASS" in text and "| wrong results | 0 |" in text and "(total 7)" in text
     assert "FAIL" in soak.render({**R, "left": {"ports": ["worker-1: 198.18.0.11:4242"]}})

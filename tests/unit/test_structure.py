@@ -8,9 +8,8 @@ import json
 import os
 import textwrap
 
-from tools import structure
-
 from tests.support.paths import ROOT
+from tools import structure
 
 BASELINE = os.path.join(ROOT, "tools", "structure-baseline.json")
 
@@ -34,7 +33,9 @@ def test_package_holds_the_bounds():
     private name used across modules, or import across the executor boundary."""
     with open(BASELINE, encoding="utf-8") as f:
         baseline = json.load(f)
-    assert not any(baseline[k] for k in ("classes_over", "functions_over", "cycle_imports", "private_names", "boundary"))
+    assert not any(
+        baseline[k] for k in ("classes_over", "functions_over", "cycle_imports", "private_names", "boundary")
+    )
 
 
 def package(tmp_path, **modules: str) -> str:
@@ -66,7 +67,7 @@ CLEAN = {
             def value(self):
                 return self._state + len(os.sep)
         ''',
-    "b": '''
+    "b": """
         from pkg.a import Small
         from . import a
 
@@ -75,7 +76,7 @@ CLEAN = {
             import sys  # not the package's
 
             return Small().value(), a.Small, sys.argv[0]._private_of_another_library
-        ''',
+        """,
 }
 
 
@@ -125,7 +126,7 @@ def test_an_import_cycle_through_a_function_local_import(tmp_path, capsys):
 def test_private_names_across_modules(tmp_path, capsys):
     root = package(
         tmp_path,
-        owner='''
+        owner="""
             _registry = []
 
 
@@ -140,8 +141,8 @@ def test_private_names_across_modules(tmp_path, capsys):
 
                 def _close(self):
                     return self._stack
-            ''',
-        user='''
+            """,
+        user="""
             from pkg import owner
             from pkg.owner import Thing, _registry
 
@@ -154,7 +155,7 @@ def test_private_names_across_modules(tmp_path, capsys):
                 sc._jsc.stop()  # another library's private attribute: not the package's
                 thing.__class__, thing._repr_html_  # dunder and sunder names are not private
                 return _registry
-            ''',
+            """,
     )
     report = structure.measure(root)
     found = {(p.path, p.line, p.kind, p.name, p.owner) for p in report.privates}
@@ -182,7 +183,9 @@ def test_the_ratchet_fails_only_on_what_got_worse(tmp_path, capsys):
     assert written["cycle_imports"] == ["pkg.a -> pkg.b", "pkg.b -> pkg.a"]
 
     pkg = tmp_path / "pkg"
-    (pkg / "a.py").write_text(long.replace("    x0 = 0\n", "    x0 = 0\n    y = 1\n") + "def f():\n    from pkg import b\n")
+    (pkg / "a.py").write_text(
+        long.replace("    x0 = 0\n", "    x0 = 0\n    y = 1\n") + "def f():\n    from pkg import b\n"
+    )
     (pkg / "c.py").write_text("from pkg import b\nfrom pkg.b import _p\n")
     (pkg / "b.py").write_text("from pkg import a\nimport pkg.c\n_p = 1\n")
     (pkg / "d.py").write_text("def short():\n" + "\n".join(f"    z{i} = {i}" for i in range(90)) + "\n")

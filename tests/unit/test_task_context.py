@@ -19,7 +19,6 @@ import pytest
 from spark_dask.executor import gang_task as task
 from spark_dask.executor.gang_task import WorkerStartError
 from spark_dask.executor.task_spec import TaskSpec
-
 from tests.support.task_specs import FakePlainContext, make_spec
 
 pytestmark = [pytest.mark.core, pytest.mark.timeout(60)]

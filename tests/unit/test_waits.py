@@ -22,7 +22,6 @@ from spark_dask.errors import HandoffError
 from spark_dask.executor import gang_task as task
 from spark_dask.executor import preload
 from spark_dask.handoff import transfer as handoff_task
-
 from tests.support.task_specs import make_spec
 
 pytestmark = pytest.mark.core
@@ -80,7 +79,7 @@ def test_the_death_signal_child_only_makes_the_call(monkeypatch):
     preexec = task._make_death_signal(os.getpid())  # libc looked up here, in the parent
     monkeypatch.setitem(sys.modules, "ctypes", None)  # an import in the forked child fails
     child = subprocess.Popen([sys.executable, "-c", PRINT_DEATH_SIGNAL], stdout=subprocess.PIPE, text=True,
-                             preexec_fn=preexec, start_new_session=True)  # fmt: skip  # noqa: PLW1509
+                             preexec_fn=preexec, start_new_session=True)  # fmt: skip
     out, _ = child.communicate(timeout=30)
     assert child.returncode == 0 and int(out) == signal.SIGTERM
 

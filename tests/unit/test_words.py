@@ -25,10 +25,19 @@ def test_counts_agree_with_their_nouns():
         slots.no_slots_message(1, 15, 2, []),
         slots.start_timeout_message(0, 1, "tls://a:1", 60, "t", True, False, None),
         scale_step(5, current=1, held_tasks=1, capacity=2).note,
-        hog_warning(ClusterFacts(executors=1, executor_cores=1, executor_memory=0, slots=1), GangPlan("cpu", False, 1, 1)),
+        hog_warning(
+            ClusterFacts(executors=1, executor_cores=1, executor_memory=0, slots=1), GangPlan("cpu", False, 1, 1)
+        ),
     ]
     for text in texts:
-        for wrong in ("1 workers", "1 Dask workers", "1 tasks", "1 more Dask workers", "1 barrier tasks", "1 task take"):
+        for wrong in (
+            "1 workers",
+            "1 Dask workers",
+            "1 tasks",
+            "1 more Dask workers",
+            "1 barrier tasks",
+            "1 task take",
+        ):
             assert wrong not in text, (wrong, text)
     assert "the cluster has 0 of 1 worker;" in texts[0]
     assert "the Dask cluster's 1 barrier task takes every task slot" in texts[5] and "x 1 core)" in texts[5]
@@ -40,7 +49,9 @@ def test_two_clusters_slots_in_words():
     other = (("spark-dask-a", 1, 2),)
     assert transfer_slots(facts, plan, False) == 2 and transfer_slots(facts, plan, False, other) == 0
     msg = no_slot_message(facts, plan, "to_dask", False, other)
-    assert "its 1 barrier task and the application's other spark-dask cluster spark-dask-a (1 task of 2 CPUs) hold" in msg
+    assert (
+        "its 1 barrier task and the application's other spark-dask cluster spark-dask-a (1 task of 2 CPUs) hold" in msg
+    )
     assert "close the other spark-dask cluster" in msg
     said = slots.holding("spark-dask-b", 1, 4, True, (2, 4), other)
     assert said.startswith("the Dask cluster spark-dask-b holds 1 barrier task (2 of the application's 4 cores)")
