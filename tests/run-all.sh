@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The test command of README.md and of CI (.ci/run): two environments, one after the other.
+# The test command of README.md and of CI (.ci/run): ruff, then two environments side by side.
 #
 #   .venv    the newest pyspark, every test extra: the whole suite (Spark Connect included,
 #            the documentation site built in strict mode, the notebooks executed, the
@@ -16,12 +16,15 @@
 #            Delta Lake 3.3 and the RAPIDS Accelerator's Scala 2.12 jar all support:
 #            tests/support/jars.py fetches those (pinned, sha1-checked) into ~/.cache/spark-dask/jars
 #
-# Then a short benchmark (python -m benchmarks --quick: N = 2, 1 repetition) prints its
-# table; it fails only if the benchmark breaks, not on timings.
+# First ruff (lint and format check, pyproject.toml's [tool.ruff]); the .venv35 core tests
+# run in the background beside the .venv suite (multi-host tests excepted), whose
+# multi-host tests run after both, alone. Then a short benchmark (python -m benchmarks
+# --quick: N = 2, 1 repetition) prints its table; it fails only if the benchmark breaks,
+# not on timings.
 #
-# Needs Python >= 3.10 as python3 (or $PYTHON) and Java 17. Arguments go to both pytest
-# runs (e.g. -x). Exit status: non-zero when either environment fails to install or to
-# pass, or the benchmark fails.
+# Needs Python >= 3.10 as python3 (or $PYTHON) and Java 17. Arguments go to every pytest
+# run (e.g. -x). Exit status: non-zero when an environment fails to install, ruff finds
+# something, a pytest run fails, or the benchmark fails.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -55,31 +58,60 @@ lowest() {  # lowest NAME: the lower bound pyproject.toml declares for NAME ("NA
 }
 
 t0=$SECONDS
+logs=$(mktemp -d)
 fetches &
 fetches_pid=$!
-venv .venv -e '.[test]' || { echo "run-all: installing .venv failed" >&2; kill "$fetches_pid"; exit 1; }
-t1=$SECONDS
+# the two environments install at the same time (downloads, mostly)
+venv .venv -e '.[test]' > "$logs/install-venv.log" 2>&1 &
+venv_pid=$!
 # pyspark[connect] pinned as such: with the connect extra's 'pyspark[connect]>=3.5' beside
 # 'pyspark==3.5.5', pip backtracks through every pyspark 4.x sdist (450 MB each; 7 min)
 venv .venv35 -e '.[test-core]' 'pyspark[connect]==3.5.5' 'pandas<3' 'numpy<2' 'pyarrow<18' \
-    'deltalake>=0.18' 'dask-deltatable>=0.3' "dask[dataframe,array]==$(lowest dask)" "distributed==$(lowest distributed)" ||
-    { echo "run-all: installing .venv35 failed" >&2; kill "$fetches_pid"; exit 1; }
+    'deltalake>=0.18' 'dask-deltatable>=0.3' "dask[dataframe,array]==$(lowest dask)" "distributed==$(lowest distributed)" \
+    > "$logs/install-venv35.log" 2>&1 ||
+    { cat "$logs/install-venv35.log" >&2; echo "run-all: installing .venv35 failed" >&2; kill "$fetches_pid" "$venv_pid"; exit 1; }
+wait "$venv_pid" ||
+    { cat "$logs/install-venv.log" >&2; echo "run-all: installing .venv failed" >&2; kill "$fetches_pid"; exit 1; }
+t1=$SECONDS
 wait "$fetches_pid" || exit 1
 t2=$SECONDS
 newest=$(.venv/bin/python -c 'import pyspark; print(pyspark.__version__)')
 old=$(.venv35/bin/python -c 'import pyspark; print(pyspark.__version__)')
 lowest_dask=$(.venv35/bin/python -c 'import distributed; print(distributed.__version__)')
-echo "run-all: installed .venv (pyspark $newest) in $((t1 - t0)) s, .venv35 (pyspark $old) in $((t2 - t1)) s (the jars and the Node.js examples beside them)"
+echo "run-all: installed .venv (pyspark $newest) and .venv35 (pyspark $old) in $((t1 - t0)) s (the jars and the Node.js examples beside them: $((t2 - t0)) s)"
 
-# --durations: the slowest tests at the end of each run (where the CI time goes)
-echo "run-all: pyspark $newest: the whole suite"
-.venv/bin/python -m pytest --durations=25 "$@"
+# Lint and format (ruff, configured in pyproject.toml): seconds
+echo "run-all: ruff check and ruff format --check"
+.venv/bin/ruff check . && .venv/bin/ruff format --check .
+status_lint=$?
+
+# The two pytest runs side by side (each waits on Spark and on processes much of the
+# time; on CI's two cores together they take some 10 minutes less than one after the
+# other): the newest pyspark's suite without the multi-host tests here, the core tests on
+# pyspark 3.5 and the lowest dask/distributed in the background (its output printed when
+# it ends). The background run keeps to itself what the two could share: its own
+# XDG_RUNTIME_DIR (the state directory of named clusters), its own pytest temporary
+# directory, no pytest cache. Then the multi-host tests alone (their fault timings want
+# the machine to themselves), then the benchmark. --durations: where the CI time goes.
+t2=$SECONDS
+echo "run-all: pyspark $old, distributed $lowest_dask: the core tests (-m 'core and not newest'), in the background"
+state35=$(mktemp -d)
+XDG_RUNTIME_DIR=$state35 .venv35/bin/python -m pytest -m "core and not newest" --durations=15 \
+    -p no:cacheprovider --basetemp="$state35/pytest" "$@" > "$logs/core-35.log" 2>&1 &
+old_pid=$!
+echo "run-all: pyspark $newest: the whole suite but the multi-host tests (-m 'not multihost')"
+.venv/bin/python -m pytest -m "not multihost" --durations=25 "$@"
 status_newest=$?
 t3=$SECONDS
-echo "run-all: pyspark $old, distributed $lowest_dask: the core tests (-m 'core and not newest')"
-.venv35/bin/python -m pytest -m "core and not newest" --durations=15 "$@"
+wait "$old_pid"
 status_old=$?
 t4=$SECONDS
+echo "run-all: pyspark $old core tests (ran beside the run above; ended $((t4 - t2)) s after both began):"
+cat "$logs/core-35.log"
+echo "run-all: pyspark $newest: the multi-host tests (-m multihost)"
+.venv/bin/python -m pytest -m multihost --durations=10 "$@"
+status_multihost=$?
+t5=$SECONDS
 
 # A short benchmark (N = 2, 1 repetition, one master): it prints the start-up and
 # teardown table; it fails only when the benchmark itself breaks, never on timings.
@@ -88,9 +120,12 @@ bench_json=$(mktemp -d)/bench.json
 timeout 900 .venv/bin/python -m benchmarks --quick --reps 1 --master 'local-cluster[2,1,1024]' \
     --json "$bench_json" --plot-dir "$(dirname "$bench_json")"
 status_bench=$?
-t5=$SECONDS
+t6=$SECONDS
 
-echo "run-all: pyspark $newest whole suite: exit $status_newest in $((t3 - t2)) s;" \
-    "pyspark $old core tests: exit $status_old in $((t4 - t3)) s;" \
-    "short benchmark: exit $status_bench in $((t5 - t4)) s; total $((t5 - t0)) s"
-[ "$status_newest" -eq 0 ] && [ "$status_old" -eq 0 ] && [ "$status_bench" -eq 0 ]
+echo "run-all: ruff: exit $status_lint;" \
+    "pyspark $newest suite (not multihost): exit $status_newest in $((t3 - t2)) s;" \
+    "pyspark $old core tests beside it: exit $status_old (both done $((t4 - t2)) s after they began);" \
+    "multi-host tests: exit $status_multihost in $((t5 - t4)) s;" \
+    "short benchmark: exit $status_bench in $((t6 - t5)) s; total $((t6 - t0)) s"
+[ "$status_lint" -eq 0 ] && [ "$status_newest" -eq 0 ] && [ "$status_old" -eq 0 ] &&
+    [ "$status_multihost" -eq 0 ] && [ "$status_bench" -eq 0 ]
