@@ -27,6 +27,8 @@ import sys
 import time
 import warnings
 
+from spark_dask.parts import parts_of
+
 
 def _wait(predicate, timeout: float = 120.0, interval: float = 0.01) -> float:
     t0 = time.monotonic()
@@ -59,7 +61,7 @@ def measure(master: str, runs: int) -> dict:
                 cluster.scale(2)
                 _wait(lambda: running(2))
                 out["up"].append(time.monotonic() - t0)
-                gang = cluster.pool.live()
+                gang = parts_of(cluster).pool.live()
                 t0 = time.monotonic()
                 cluster.scale(1)
                 _wait(lambda: len(cluster.scheduler.workers) == 1)

@@ -51,6 +51,8 @@ import threading
 import time
 from typing import NamedTuple
 
+from spark_dask.parts import parts_of
+
 # ---------------------------------------------------------------------- the schedule
 FAULTS = ("kill_worker", "kill_executor", "host_lost", "link_cut", "scale")  # applied one at a time
 OPS = ("client", "handoff")  # in their own thread, during whatever fault runs
@@ -250,8 +252,8 @@ def state() -> dict:
     """The served cluster's status, workers, relaunches, the last lines of its log."""
     cluster = SOAK["cluster"]
     return {"status": cluster.status.name, "workers": len(cluster.scheduler.workers) if cluster.scheduler else 0,
-            "wanted": SOAK["wanted"], "relaunches": cluster.relaunches,
-            "target": getattr(cluster.pool, "target", None) if cluster.pool is not None else None,
+            "wanted": SOAK["wanted"], "relaunches": parts_of(cluster).relaunches,
+            "target": getattr(parts_of(cluster).pool, "target", None) if parts_of(cluster).pool is not None else None,
             "log": cluster.get_logs()["Cluster"][-6000:]}  # fmt: skip
 
 

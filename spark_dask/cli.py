@@ -37,6 +37,7 @@ from spark_dask.errors import SparkDaskError
 from spark_dask.executor.command import worker_command
 from spark_dask.executor.gang_task import PRELOAD_MODULE, host_memory
 from spark_dask.executor.sizing import worker_memory
+from spark_dask.parts import parts_of
 from spark_dask.plan import PlanError, gang_threads, hog_warning, plan_gang, spare_slots
 from spark_dask.session import cluster_facts, require_pyspark
 from spark_dask.session import conf as spark_conf
@@ -377,7 +378,7 @@ def _close(cluster, client, code: int) -> None:
             client.close()
     if cluster is not None:
         cluster.close()
-        ended = all(g.done for g in cluster.gangs)
+        ended = all(g.done for g in parts_of(cluster).gangs)
         print(
             f"spark-dask: cluster {cluster.tag} closed in {time.monotonic() - t0:.1f}s "
             f"(Spark barrier job ended: {'yes' if ended else 'NO'}); exit status {code}",
@@ -393,7 +394,7 @@ def _close(cluster, client, code: int) -> None:
 
 def join_text(cluster) -> str:
     """What ``spark-dask serve`` prints once the cluster runs: how other processes join."""
-    entry = cluster.entry
+    entry = parts_of(cluster).entry
     lines = [
         f"spark-dask: serving cluster {cluster.name!r}: {plural(len(cluster.scheduler.workers), 'worker')} at "
         f"{cluster.scheduler_address}; dashboard {cluster.dashboard_link or '(off)'}",
@@ -453,7 +454,7 @@ def serve_cluster(*, spark=None, master=None, conf=None, app_name=None, ready=No
         except Exception as e:  # noqa: BLE001 - reported, exit status 1
             print(f"spark-dask: the Dask cluster did not start: {e}", file=sys.stderr)
             return 1
-        cluster.entry.on_close_request = stop.set  # a handle's close(): this thread closes it
+        parts_of(cluster).entry.on_close_request = stop.set  # a handle's close(): this thread closes it
         with _stop_on_signals(stop):
             print(join_text(cluster), flush=True)
             if ready is not None:

@@ -6,7 +6,7 @@ This module is the Cluster contract (distributed's ``Cluster``: ``scale``, ``ada
 ``close``, ``get_logs``, the widget) and the start-up orchestration. The parts it
 holds: the scheduler side (:mod:`spark_dask.scheduler`), the gangs and the policy that
 keeps them at their target (:mod:`spark_dask.pool`), the start-up wait and the slot
-watch (:mod:`spark_dask.watch`), the plan of a gang (:mod:`spark_dask.plan`), the task
+watch (:mod:`spark_dask.waits`), the plan of a gang (:mod:`spark_dask.plan`), the task
 specification (:mod:`spark_dask.executor.task_spec`) and what the widget and logs show
 (:mod:`spark_dask.report`).
 """
@@ -43,7 +43,7 @@ from spark_dask import (
     signals,
 )
 from spark_dask.aio import CloseHooks, blocking
-from spark_dask.databricks import DashboardSettings, worker_credentials
+from spark_dask.databricks import worker_credentials
 from spark_dask.errors import ClusterError, PlanError
 from spark_dask.events import Events, outside_package
 from spark_dask.executor.gang_task import host_memory
@@ -52,6 +52,7 @@ from spark_dask.executor.task_spec import TaskSpec
 from spark_dask.gang import Gang
 from spark_dask.gang_spec import by_host, rmm_spec, task_spec
 from spark_dask.options import ClusterOptions
+from spark_dask.parts import ClusterParts, attach
 from spark_dask.plan import (
     GangPlan,
     check_request,
@@ -72,7 +73,7 @@ from spark_dask.session import (
 from spark_dask.session import conf as spark_conf
 from spark_dask.sizes import plural
 from spark_dask.slots import other_clusters
-from spark_dask.watch import StartWait, watch_session_stop, watch_starved_stages
+from spark_dask.waits import StartWait, watch_session_stop, watch_starved_stages
 from spark_dask.worker_flags import TaskWarnings, check_worker_options
 
 _atexit_registered = False
@@ -399,25 +400,25 @@ class SparkCluster(Cluster):
         databricks_credentials: bool | None = None,
         quiet: bool = False,
     ):
-        self.options = options.resolve(**options.given(locals()))
+        self._parts = ClusterParts(options.resolve(**options.given(locals())), dict(env or {}), None, None)
+        attach(self, self._parts)
         self.spark = active_session(spark)
-        if not self.options.tls:
+        if not self._parts.options.tls:
             warnings.warn(
                 "spark-dask: TLS is off (tls=False): anyone who can reach the driver's "
                 "scheduler port can run code on this cluster",
                 **outside_package(),
             )
-        self.env = dict(env or {})
         self.id = uuid.uuid4().hex[:10]
         self.tag = f"spark-dask-{self.id}"
-        super().__init__(asynchronous=asynchronous, loop=loop, name=self.options.name or self.tag, quiet=quiet)
+        super().__init__(asynchronous=asynchronous, loop=loop, name=self._parts.options.name or self.tag, quiet=quiet)
         self._init_state()
         registry.add(self)
         _register_atexit()
         if not self.asynchronous:
             self._loop_runner.start()
             try:
-                with self.events.hold():  # the start's warnings point at the caller's line
+                with self._parts.events.hold():  # the start's warnings point at the caller's line
                     self.sync(self._start)
             except BaseException:
                 # Also on KeyboardInterrupt: the start coroutine runs on in the loop
@@ -428,80 +429,56 @@ class SparkCluster(Cluster):
             self._register_signals()
 
     def _init_state(self) -> None:
-        self.events = Events(self._cluster_manager_logs, self.quiet)
+        self._parts.events = Events(self._cluster_manager_logs, self.quiet)
         self._changed = asyncio.Event()
-        self.side = DriverScheduler(self._changed)
+        self._parts.side = DriverScheduler(self._changed)
         self.gang_plan: GangPlan | None = None  # the starting gang's plan: the shape of every gang
-        self.pool: GangPool | None = None  # the gangs, once the plan is made
-        self.connect = False  # a Spark Connect session
-        self.facts = None
-        self.timings: dict[str, float] = {}
         self._start_task: asyncio.Task | None = None
         self._watchers: list[asyncio.Task] = []  # faults; stage starvation or session stop
-        self.maker = GangMaker(self.spark, self.tag, self.options, self.env, self.side, self.events,
-                               self._gang_ended_threadsafe)  # fmt: skip
+        p = self._parts
+        p.maker = GangMaker(self.spark, self.tag, p.options, p.env, p.side, p.events, self._gang_ended_threadsafe)
         self._failed: str | None = None  # gang status after a failure
         self._torn_down = False
         self._connected = False
         self._close_hooks = CloseHooks()  # add_close_hook
         self._exit_stack = ExitStack()
-        self.entry = named.Entry(
-            self.name, self.tag, named.configured_root(), self.events.warn
+        self._parts.entry = named.Entry(
+            self.name, self.tag, named.configured_root(), self._parts.events.warn
         )  # from_name finds it there
-        self.log_keeper = logdir.KeptLogs(logdir.cluster_directory(self.options.log_directory, self.name, self.id),
-                                          self.events, self._task_log, lambda: self.task_rows)  # fmt: skip
-        if self.options.silence_logs:
+        self._parts.log_keeper = logdir.KeptLogs(logdir.cluster_directory(self._parts.options.log_directory, self.name, self.id),
+                                          self._parts.events, self._task_log, lambda: self.task_rows)  # fmt: skip
+        if self._parts.options.silence_logs:
             # Like LocalCluster: the scheduler runs in this process; keep its INFO lines
             # out of the notebook. get_logs() still has them.
-            self._exit_stack.enter_context(silence_logging_cmgr(self.options.silence_logs))
+            self._exit_stack.enter_context(silence_logging_cmgr(self._parts.options.silence_logs))
 
     # ------------------------------------------------------------------ what it holds
     @property
     def scheduler(self) -> Scheduler | None:
         """The Dask scheduler (in this process); None before the start made it."""
-        return self.side.scheduler
+        return self._parts.side.scheduler
 
     @property
     def security(self) -> Security | None:
         """The cluster's TLS credentials (``Security()`` without TLS)."""
-        return self.side.security
-
-    @property
-    def dashboard_settings(self) -> DashboardSettings | None:
-        """How the dashboard is served and linked (Databricks driver proxy)."""
-        return self.side.dashboard_settings
-
-    @property
-    def gangs(self) -> list[Gang]:
-        """Every gang (Spark job) submitted, in order."""
-        return self.pool.gangs if self.pool is not None else []
+        return self._parts.side.security
 
     @property
     def gang_tags(self) -> list[str]:
         """The job group / tag of every gang submitted."""
-        return [g.tag for g in self.gangs]
+        return [g.tag for g in self._parts.gangs]
 
     @property
     def gang_status(self) -> str:
         """The gangs' state in words (``starting``, ``running``, ``relaunching (1)``, ...)."""
         if self._failed is not None:
             return self._failed
-        return self.pool.status if self.pool is not None else "not started"
-
-    @property
-    def relaunches(self) -> int:
-        """Gangs relaunched after a failure, so far."""
-        return self.pool.relaunches if self.pool is not None else 0
-
-    @property
-    def recovery(self):
-        """What the cluster lost and owes (:class:`spark_dask.faults.Recovery`)."""
-        return self.pool.recovery if self.pool is not None else None
+        return self._parts.pool.status if self._parts.pool is not None else "not started"
 
     @property
     def task_rows(self) -> list[dict]:
         """The status rows of every ended gang's tasks (exit codes, log tails, notes)."""
-        return [r for g in self.gangs for r in g.rows]
+        return [r for g in self._parts.gangs for r in g.rows]
 
     # ------------------------------------------------------------------ connection files
     def write_connection(self, directory=None) -> str:
@@ -529,39 +506,43 @@ class SparkCluster(Cluster):
     async def _start(self):
         self.status = Status.starting
         self._start_task = asyncio.current_task()
-        opts = self.options
+        opts = self._parts.options
         t0 = time.monotonic()
         scheduler_job = None
         try:
-            self._exit_stack.enter_context(self.entry)  # the name is this cluster's until it closes
-            self.maker.log_dir = self._exit_stack.enter_context(self.log_keeper)  # left after the gangs ended
+            self._exit_stack.enter_context(self._parts.entry)  # the name is this cluster's until it closes
+            self._parts.maker.log_dir = self._exit_stack.enter_context(
+                self._parts.log_keeper
+            )  # left after the gangs ended
             if is_connect(self.spark):
                 problem = await blocking(connect_session_problem, self.spark, opts.scheduler_host)
                 if problem:
                     raise PlanError(problem)
-            await blocking(self.maker.credentials)  # without a source: refused now (a py4j read, off the loop)
-            self.connect = is_connect(self.spark)
+            await blocking(self._parts.maker.credentials)  # without a source: refused now (a py4j read, off the loop)
+            self._parts.connect = is_connect(self.spark)
             # The facts (Spark calls) and the scheduler (credentials, listening sockets,
             # dashboard) do not depend on each other: both at once.
             facts_job = asyncio.ensure_future(blocking(cluster_facts, self.spark, opts.executor_wait, opts.n_workers))
             scheduler_job = asyncio.ensure_future(self._start_scheduler(t0))
             await _first_failure(facts_job, scheduler_job)
-            self.facts = await facts_job
-            self.timings["facts"] = time.monotonic() - t0
+            self._parts.facts = await facts_job
+            self._parts.timings["facts"] = time.monotonic() - t0
             self._plan()
             await scheduler_job
             self.status = Status.starting
-            pool = self.pool
-            self.side.watch_workers(partial(pool.worker_added, cluster_tag=self.tag), pool.worker_removed,
+            pool = self._parts.pool
+            self._parts.side.watch_workers(partial(pool.worker_added, cluster_tag=self.tag), pool.worker_removed,
                                     pool.recovery.leaving.add)  # fmt: skip
             t_submit = time.monotonic()
-            gangs = [self.pool.submit(step, "start") for step in gang_steps(self.gang_plan, self.gang_plan.n_workers)]
-            wait = StartWait(self.spark, self.side, self.facts, opts.slot_wait, self.connect,
+            gangs = [
+                self._parts.pool.submit(step, "start") for step in gang_steps(self.gang_plan, self.gang_plan.n_workers)
+            ]
+            wait = StartWait(self.spark, self._parts.side, self._parts.facts, opts.slot_wait, self._parts.connect,
                              bool(opts.progress) and not self.quiet)  # fmt: skip
             await wait.wait(gangs, opts.timeout, self.tag)
             await super()._start()  # the worker-status subscription; says running
             self._started(t0, t_submit)
-            self.entry.publish(self)
+            self._parts.entry.publish(self)
         except BaseException:
             if scheduler_job is not None:
                 # the teardown closes the scheduler: let its start finish (or fail) first,
@@ -574,17 +555,20 @@ class SparkCluster(Cluster):
     def _plan(self) -> None:
         """The plan of the starting gang, its warnings, and the pool for the gangs."""
         others = other_clusters(self)
-        plan, notes, self.maker.worker_options = plan_start(self.facts, self.options, self.quiet, others)
+        plan, notes, self._parts.maker.worker_options = plan_start(
+            self._parts.facts, self._parts.options, self.quiet, others
+        )
         for note in notes:
-            self.events.warn(note)
-        self.gang_plan = self.maker.plan = plan
-        self.maker.facts = self.facts
-        self.pool = GangPool(plan, self.facts, self.options, self.events, self.side, self.maker.make,
-                             self.maker.fresh_facts, lambda: self._adaptive)  # fmt: skip
-        self.pool.others = lambda: other_clusters(self)
-        self.pool.hogging = hog_warning(self.facts, plan, others) is not None
-        if not plan.barrier and self.facts.dynamic_allocation:
-            self.events.log(
+            self._parts.events.warn(note)
+        self.gang_plan = self._parts.maker.plan = plan
+        self._parts.maker.facts = self._parts.facts
+        p = self._parts
+        p.pool = GangPool(plan, p.facts, p.options, p.events, p.side, p.maker.make,
+                             self._parts.maker.fresh_facts, lambda: self._adaptive)  # fmt: skip
+        self._parts.pool.others = lambda: other_clusters(self)
+        self._parts.pool.hogging = hog_warning(self._parts.facts, plan, others) is not None
+        if not plan.barrier and self._parts.facts.dynamic_allocation:
+            self._parts.events.log(
                 "spark-dask: dynamic allocation is on, where Spark runs no barrier stages: each "
                 "Dask worker runs as a Spark job of one task, started as Spark finds (or adds) "
                 "an executor for it"
@@ -593,38 +577,41 @@ class SparkCluster(Cluster):
     def _started(self, t0: float, t_submit: float) -> None:
         """Every worker connected: the cluster runs, its watchers start."""
         now = time.monotonic()
-        self.timings["workers"] = now - t_submit
-        self.timings["start"] = now - t0
+        self._parts.timings["workers"] = now - t_submit
+        self._parts.timings["start"] = now - t0
         self._connected = True
-        self.pool.status = "running"
-        self.pool.running = True
-        self.maker.worker_size = self.side.worker_size()
+        self._parts.pool.status = "running"
+        self._parts.pool.running = True
+        self._parts.maker.worker_size = self._parts.side.worker_size()
         self.status = Status.running
         # Connect: a stopped session does not end the collecting thread (the client
         # keeps retrying), so watch the session itself.
-        if self.connect:
-            watch = watch_session_stop(self.spark, self.pool, self._log, self._close)
+        if self._parts.connect:
+            watch = watch_session_stop(self.spark, self._parts.pool, self._log, self._close)
         else:
-            watch = watch_starved_stages(self.spark, self.pool, self.tag, self.options.slot_wait)
-        self._watchers = [asyncio.ensure_future(self.pool.watch_faults(self._fail)), asyncio.ensure_future(watch)]
-        if self.options.idle_timeout:
-            idle_watch = idle.watch(self.scheduler, self.options.idle_timeout, self._idle_close)
+            watch = watch_starved_stages(self.spark, self._parts.pool, self.tag, self._parts.options.slot_wait)
+        self._watchers = [
+            asyncio.ensure_future(self._parts.pool.watch_faults(self._fail)),
+            asyncio.ensure_future(watch),
+        ]
+        if self._parts.options.idle_timeout:
+            idle_watch = idle.close_when_idle(self.scheduler, self._parts.options.idle_timeout, self._idle_close)
             self._watchers.append(asyncio.ensure_future(idle_watch))
         self._register_signals()  # a no-op outside the main thread (sync start: __init__)
         self._log(
             f"spark-dask: {plural(self.gang_plan.n_workers, self.gang_plan.kind + ' worker')} connected to "
-            f"{self.scheduler.address} in {self.timings['start']:.1f}s (cluster {self.name!r}, Spark job tag {self.tag})"
+            f"{self.scheduler.address} in {self._parts.timings['start']:.1f}s (cluster {self.name!r}, Spark job tag {self.tag})"
         )
 
     async def _start_scheduler(self, t0: float) -> None:
         """The scheduler side (credentials, scheduler, dashboard) and the Cluster
         contract's rpc to it (``Cluster._start`` subscribes once the workers run)."""
-        await self.side.start(self.spark, self.options)
+        await self._parts.side.start(self.spark, self._parts.options)
         self.scheduler_comm = rpc(self.scheduler.address, connection_args=self.security.get_connection_args("client"))
-        self.timings["scheduler"] = time.monotonic() - t0
+        self._parts.timings["scheduler"] = time.monotonic() - t0
 
     def _register_signals(self) -> None:
-        signals.register(self, signals.close_on_sigterm(self.options.close_on_sigterm))
+        signals.register(self, signals.close_on_sigterm(self._parts.options.close_on_sigterm))
 
     # ------------------------------------------------------------------ gangs
     def _gang_ended_threadsafe(self, gang: Gang) -> None:
@@ -634,37 +621,37 @@ class SparkCluster(Cluster):
 
     async def _gang_ended(self, gang: Gang) -> None:
         self._changed.set()
-        await self.pool.gang_ended(gang, self.spark, self._close)
-        self.log_keeper.save()  # cluster.log, spark-tasks.log
+        await self._parts.pool.gang_ended(gang, self.spark, self._close)
+        self._parts.log_keeper.save()  # cluster.log, spark-tasks.log
 
     async def _fail(self, msg: str) -> None:
         """The cluster cannot go on: computations waiting for a worker fail with ``msg``
         (clients see it), then everything is closed; ``status`` is ``failed``."""
-        self.pool.recovery.failure = msg
+        self._parts.pool.recovery.failure = msg
         self._failed = "failed: no Dask workers"
-        self.events.error(msg)
+        self._parts.events.error(msg)
         with suppress(Exception):
-            self.side.err_waiting_tasks(msg)
+            self._parts.side.err_waiting_tasks(msg)
         await self._close()
         self.status = Status.failed
 
     async def _idle_close(self) -> None:
         """``idle_timeout`` passed without work: close, and say so."""
         t0 = time.monotonic()
-        self.events.tell(idle.closing_message(self.name, self.options.idle_timeout))
+        self._parts.events.tell(idle.closing_message(self.name, self._parts.options.idle_timeout))
         await self._close()
-        self.events.log(idle.closed_message(self.name, time.monotonic() - t0))
+        self._parts.events.log(idle.closed_message(self.name, time.monotonic() - t0))
 
     # ------------------------------------------------------------------ scaling
     async def _scale(self, n: int) -> None:
         if self.status != Status.running:
             raise ClusterError(f"spark-dask: the cluster is {self.status.name}; it cannot scale")
-        await self.pool.scale(n)
+        await self._parts.pool.scale(n)
 
     async def _scale_down(self, workers) -> None:
         """Adaptive's scale-down (after it retired ``workers``): drop them from their gangs."""
         if self.status == Status.running:
-            await self.pool.scale_down(workers)
+            await self._parts.pool.scale_down(workers)
 
     # ------------------------------------------------------------------ contract
     def scale(self, n: int = 0, memory=None, cores=None):
@@ -678,11 +665,13 @@ class SparkCluster(Cluster):
         their Spark tasks return and their slots serve Spark jobs again. Returns at
         once; ``cluster.wait_for_workers(n)`` waits for the workers.
         """
-        threads, per_memory = size_per_worker(self.options, self.side.worker_size() or self.maker.worker_size)
+        threads, per_memory = size_per_worker(
+            self._parts.options, self._parts.side.worker_size() or self._parts.maker.worker_size
+        )
         if isinstance(memory, str):
             memory = parse_bytes(memory)
         n = workers_for(n, cores, memory, threads, per_memory)
-        with self.events.hold():
+        with self._parts.events.hold():
             return self.sync(self._scale, n)
 
     def scale_up(self, n: int):
@@ -713,11 +702,13 @@ class SparkCluster(Cluster):
         arguments go to ``Adaptive`` (``interval``, ``wait_count``, ``target_duration``);
         the workers of one Spark task are retired together.
         """
-        threads, per_memory = size_per_worker(self.options, self.side.worker_size() or self.maker.worker_size)
+        threads, per_memory = size_per_worker(
+            self._parts.options, self._parts.side.worker_size() or self._parts.maker.worker_size
+        )
         minimum, maximum, note = adapt_bounds(minimum, maximum, minimum_cores, maximum_cores, minimum_memory,
-                                              maximum_memory, threads, per_memory, max_workers(self.facts, self.gang_plan))  # fmt: skip
+                                              maximum_memory, threads, per_memory, max_workers(self._parts.facts, self.gang_plan))  # fmt: skip
         if note:
-            self.events.warn(note)
+            self._parts.events.warn(note)
         kwargs.setdefault("worker_key", task_group)
         return super().adapt(Adaptive=Adaptive, minimum=minimum, maximum=maximum, **kwargs)
 
@@ -725,7 +716,7 @@ class SparkCluster(Cluster):
     def plan(self) -> set:
         """Names of the workers the gangs are to hold: connected ones, and a placeholder
         (``<gang>/pending-<i>``) for each that has not connected yet (for ``Adaptive``)."""
-        return self.pool.planned_names() if self.pool is not None else set()
+        return self._parts.pool.planned_names() if self._parts.pool is not None else set()
 
     @property
     def requested(self) -> set:
@@ -733,7 +724,7 @@ class SparkCluster(Cluster):
 
     @property
     def observed(self) -> set:
-        return self.side.names()
+        return self._parts.side.names()
 
     async def _close(self):
         if self.status == Status.closed:
@@ -755,19 +746,19 @@ class SparkCluster(Cluster):
         for watcher in self._watchers:
             if watcher is not None and watcher is not asyncio.current_task():
                 watcher.cancel()
-        if self.pool is not None:
-            self.pool.stop()
+        if self._parts.pool is not None:
+            self._parts.pool.stop()
         with suppress(Exception):
             await Cluster._close(self)
         self.status = Status.closing
         if self.scheduler is not None:
-            await self._close_hooks.run(self.options.close_timeout)
-        await self.side.close(self.options.close_timeout)
-        self.timings["close_scheduler"] = time.monotonic() - t0
-        if self.pool is not None:
-            grace = self.options.close_timeout if self.close_grace is None else self.close_grace
-            await self.pool.end(grace if graceful else 0, self.spark)
-        self.timings["close"] = time.monotonic() - t0
+            await self._close_hooks.run(self._parts.options.close_timeout)
+        await self._parts.side.close(self._parts.options.close_timeout)
+        self._parts.timings["close_scheduler"] = time.monotonic() - t0
+        if self._parts.pool is not None:
+            grace = self._parts.options.close_timeout if self.close_grace is None else self.close_grace
+            await self._parts.pool.end(grace if graceful else 0, self.spark)
+        self._parts.timings["close"] = time.monotonic() - t0
         self._exit_stack.close()
         self.status = Status.closed
         registry.discard(self)
@@ -783,7 +774,7 @@ class SparkCluster(Cluster):
         With ``log_directory`` that reads the kept files, each worker's log under its name.
         """
         if self.status == Status.closed:
-            return report.kept_logs(self.log_keeper.read(cluster, scheduler, workers))
+            return report.kept_logs(self._parts.log_keeper.read(cluster, scheduler, workers))
         return super().get_logs(cluster=cluster, scheduler=scheduler, workers=workers)
 
     def close(self, timeout: float | None = None):
@@ -801,19 +792,19 @@ class SparkCluster(Cluster):
         try:
             logs = await super()._get_logs(cluster=cluster, scheduler=scheduler, workers=workers)
         except Exception:  # noqa: BLE001 - scheduler already closed: what the cluster manager kept
-            return report.kept_logs(self.log_keeper.read(cluster, scheduler, workers))
+            return report.kept_logs(self._parts.log_keeper.read(cluster, scheduler, workers))
         if cluster:
             logs["Spark tasks"] = Log(self._task_log())
         return logs
 
     def _task_log(self) -> str:
         scheduler = None if self.status == Status.closed else self.scheduler
-        return report.task_log(self.tag, self.gang_status, self.gangs, self.scheduler_info, scheduler)
+        return report.task_log(self.tag, self.gang_status, self._parts.gangs, self.scheduler_info, scheduler)
 
     @property
     def dashboard_link(self) -> str:
         """The dashboard's status page; on Databricks the driver-proxy URL."""
-        settings = self.dashboard_settings
+        settings = self._parts.dashboard_settings
         if settings is None or (settings.databricks is None and not settings.prefix):
             return super().dashboard_link
         return report.dashboard_link(settings, self.scheduler_info, self.scheduler_address)

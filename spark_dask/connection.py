@@ -32,6 +32,7 @@ import yaml
 
 from spark_dask.errors import ClusterError
 from spark_dask.executor.gang_task import write_private
+from spark_dask.parts import parts_if_any
 
 SCHEDULER_FILE = "scheduler.json"
 CONFIG_FILE = "spark-dask-client.yaml"
@@ -110,7 +111,8 @@ def _dotted(cfg: dict, prefix: str = "") -> dict:
 def proxied_dashboard_link(cluster) -> str | None:
     """The dashboard link clients should show: the cluster's proxy URL on Databricks, else
     None (a client's own default, built from the scheduler's address, is right there)."""
-    settings = getattr(cluster, "dashboard_settings", None)
+    made = parts_if_any(cluster)
+    settings = made.dashboard_settings if made is not None else None
     if settings is None or settings.databricks is None:
         return None
     return cluster.dashboard_link or None

@@ -33,6 +33,7 @@ import spark_dask
 from spark_dask import config
 from spark_dask.handoff import driver as handoff
 from spark_dask.handoff.capacity import needs_cpu_profile
+from spark_dask.parts import parts_of
 
 QUERY = ["--query-gpu=index,pci.bus_id,name,memory.total", "--format=csv,noheader,nounits"]
 # What must be importable for the checks (module -> what to install).
@@ -345,7 +346,7 @@ def _handoff_check(spark, client, n: int = 1_000_000) -> tuple[bool, str]:
     import numpy as np
     import pandas as pd
 
-    profile = needs_cpu_profile(client.cluster.facts, handoff.profiles_available(spark))
+    profile = needs_cpu_profile(parts_of(client.cluster).facts, handoff.profiles_available(spark))
     expected = "cudf" if _has("cudf") else "pandas"
     df = spark.range(0, n, 1, 8).selectExpr(
         "id", "id % 97 AS k", "CAST(id % 13 AS DOUBLE) * 0.25 AS x", "CAST(id AS STRING) AS s"

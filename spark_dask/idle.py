@@ -4,7 +4,7 @@ Idle is what distributed's scheduler counts for its own ``idle-timeout``: no tas
 queued, processing or unrunnable, and no task changing state; here a client connecting
 or leaving counts as activity too (a notebook that just joined is about to compute).
 :class:`IdleClock` decides from snapshots of that (:func:`activity`), without a
-scheduler; :func:`watch` feeds it from the cluster's scheduler and calls back once the
+scheduler; :func:`close_when_idle` feeds it from the cluster's scheduler and calls back once the
 timeout passed.
 """
 
@@ -81,7 +81,7 @@ class IdleClock:
 
 
 def poll_interval(timeout: float) -> float:
-    """How often :func:`watch` looks: a twentieth of the timeout, within 0.25 to 5 s.
+    """How often :func:`close_when_idle` looks: a twentieth of the timeout, within 0.25 to 5 s.
 
     >>> poll_interval(3), poll_interval(60), poll_interval(3600)
     (0.25, 3.0, 5.0)
@@ -127,7 +127,7 @@ def closed_message(name: str, seconds: float) -> str:
     )
 
 
-async def watch(scheduler, timeout: float, on_idle) -> None:
+async def close_when_idle(scheduler, timeout: float, on_idle) -> None:
     """Look at ``scheduler`` every :func:`poll_interval` seconds; once it has been idle
     for ``timeout`` seconds, await ``on_idle()`` and return. Cancelled with the cluster."""
     clock = IdleClock(timeout, time.monotonic())
@@ -149,5 +149,5 @@ __all__ = [
     "closing_message",
     "duration_text",
     "poll_interval",
-    "watch",
+    "close_when_idle",
 ]

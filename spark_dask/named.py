@@ -52,6 +52,7 @@ from spark_dask.errors import ClusterError, ClusterTimeoutError, SparkDaskError
 from spark_dask.events import outside_package
 from spark_dask.executor.preload import stat_fields
 from spark_dask.options import check_name
+from spark_dask.parts import parts_of
 from spark_dask.sizes import plural
 
 logger = logging.getLogger("spark_dask")
@@ -374,7 +375,7 @@ def list_clusters() -> list[dict]:
 
 # ---------------------------------------------------------------------- the owner's side
 class Entry:
-    """A cluster's entry in the state directory (``cluster.entry``): claimed when its
+    """A cluster's entry in the state directory (``parts_of(cluster).entry``): claimed when its
     start begins (entering it), published once the workers run (:meth:`publish`),
     removed when the cluster closes (leaving it). A no-op where listing is off.
 
@@ -560,7 +561,7 @@ async def carry_out(cluster, fn, *args, **kwargs) -> dict:
     """Run the owner's ``fn(*args, **kwargs)`` (its public, blocking ``scale`` or
     ``adapt``) in a thread, as a user's call would; the reply names the warnings it gave
     (its own: not those of a user's ``scale()`` at the same time)."""
-    with cluster.events.hold(issue=False) as said:
+    with parts_of(cluster).events.hold(issue=False) as said:
         result = await blocking(partial(fn, *args, **kwargs))
     reply = {"warnings": list(said)}
     if result is not None and hasattr(result, "minimum"):  # adapt(): distributed's Adaptive

@@ -16,6 +16,7 @@ from distributed.utils import Log, Logs
 from spark_dask import widget
 from spark_dask.executor.placement import task_number
 from spark_dask.gang import Gang
+from spark_dask.parts import parts_of
 from spark_dask.session import application_id, is_connect
 
 logger = logging.getLogger("spark_dask")
@@ -169,11 +170,11 @@ def spark_info(cluster, adaptive) -> dict:
     ``Adaptive``, or None), the placement and the timings."""
     info = {"job tag": cluster.tag, **session_info(cluster.spark)}
     if cluster.gang_plan is not None:
-        info.update(plan_info(cluster.gang_plan, cluster.facts, cluster.pool, adaptive))
+        info.update(plan_info(cluster.gang_plan, parts_of(cluster).facts, parts_of(cluster).pool, adaptive))
     workers = (cluster.scheduler_info or {}).get("workers", {})
-    settings = cluster.dashboard_settings
+    settings = parts_of(cluster).dashboard_settings
     db = settings.databricks if settings is not None else None
-    info.update(placement_info(cluster.gang_plan, cluster.facts, workers, db, cluster.timings))
+    info.update(placement_info(cluster.gang_plan, parts_of(cluster).facts, workers, db, parts_of(cluster).timings))
     return info
 
 
@@ -190,7 +191,7 @@ def widget_html(cluster, cluster_status=None) -> str:
     Spark task of every gang below (none once the cluster closed)."""
     closed = cluster.status.name == "closed"
     scheduler = None if closed else cluster.scheduler
-    tasks, state = spark_tasks(gang_tasks(cluster.gangs, cluster.scheduler_info, scheduler), closed)
+    tasks, state = spark_tasks(gang_tasks(parts_of(cluster).gangs, cluster.scheduler_info, scheduler), closed)
     plan = cluster.gang_plan
     label = "Spark barrier tasks" if plan is None or plan.barrier else "Spark tasks"
     rows = widget.spark_rows_html(cluster.spark_info(), tasks, state, label)

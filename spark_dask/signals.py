@@ -36,6 +36,7 @@ import time
 from contextlib import suppress
 
 from spark_dask import registry
+from spark_dask.parts import parts_if_any
 
 logger = logging.getLogger("spark_dask")
 
@@ -127,7 +128,8 @@ def waiting_jobs(active: list[int], gang_jobs: set[int]) -> list[int]:
 def _cancel_spark_jobs(clusters, wait: float = 3.0) -> None:
     by_context = {}
     for cluster in clusters:
-        if not getattr(cluster, "gangs", None) or getattr(cluster, "connect", False):
+        made = parts_if_any(cluster)
+        if made is None or not made.gangs or made.connect:
             continue
         by_context.setdefault(id(cluster.spark.sparkContext), (cluster.spark.sparkContext, []))[1].append(cluster)
     for sc, members in by_context.values():

@@ -11,6 +11,7 @@ the cluster hands in the stages it read from Spark's status tracker).
 from __future__ import annotations
 
 from spark_dask import registry
+from spark_dask.parts import parts_if_any
 from spark_dask.plan import starved_stages
 from spark_dask.sizes import plural
 from spark_dask.sparkconf import application_id
@@ -19,11 +20,9 @@ from spark_dask.sparkconf import application_id
 def held_by(cluster) -> tuple[int, int]:
     """``(tasks, CPUs per task)`` a cluster's gangs hold (or wait for): the CPUs each
     task really takes, its task profile's when it has one, else ``spark.task.cpus``."""
-    pool, plan, facts = (
-        getattr(cluster, "pool", None),
-        getattr(cluster, "gang_plan", None),
-        getattr(cluster, "facts", None),
-    )
+    made = parts_if_any(cluster)
+    pool, facts = (made.pool, made.facts) if made is not None else (None, None)
+    plan = getattr(cluster, "gang_plan", None)
     if pool is None or plan is None or facts is None:
         return 0, 0
     return pool.held(), plan.task_cpus if plan.task_cpus is not None else facts.task_cpus

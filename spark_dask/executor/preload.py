@@ -81,7 +81,7 @@ def alive(pid: int, start: str | None = None) -> bool:
     return now is None or now == start  # unreadable: only the kill(0) answer is known
 
 
-def watch(task_pid: int, grace: float) -> None:
+def watchdog(task_pid: int, grace: float) -> None:
     """Wait for ``task_pid`` to end, then end this process group; never returns.
 
     Parameters
@@ -162,7 +162,7 @@ def spark_facts(environ=os.environ) -> dict:
 
 
 def start_watchdog(environ=os.environ) -> threading.Thread | None:
-    """Start :func:`watch` in a daemon thread for the task in ``SPARK_DASK_TASK_PID``.
+    """Start :func:`watchdog` in a daemon thread for the task in ``SPARK_DASK_TASK_PID``.
 
     Returns
     -------
@@ -173,7 +173,7 @@ def start_watchdog(environ=os.environ) -> threading.Thread | None:
     if not task_pid:
         return None
     grace = float(environ.get("SPARK_DASK_KILL_GRACE", "5"))
-    thread = threading.Thread(target=watch, args=(task_pid, grace), name="spark-dask-watchdog", daemon=True)
+    thread = threading.Thread(target=watchdog, args=(task_pid, grace), name="spark-dask-watchdog", daemon=True)
     thread.start()
     return thread
 

@@ -51,6 +51,7 @@ from spark_dask.handoff.files import (
 )
 from spark_dask.handoff.transfer import HandoffError
 from spark_dask.jobtags import tagged
+from spark_dask.parts import parts_of
 from spark_dask.plan import PlanError
 from spark_dask.session import (
     application_id,
@@ -70,8 +71,8 @@ _WRITE_PARTITION = by_value(transfer.write_partition)
 __all__ = ["HandoffError", "HandoffTypeError", "to_dask", "to_spark"]
 
 
-# ---------------------------------------------------------------------------- registry
-class _Registry:
+# ---------------------------------------------------------------------------- transfer files
+class _TransferFiles:
     """Per cluster: transfer directories and the loading keys that still need them.
 
     Lives in the driver process beside the scheduler (a scheduler plugin): when the
@@ -81,14 +82,14 @@ class _Registry:
     def __init__(self, cluster):
         from distributed.diagnostics.plugin import SchedulerPlugin
 
-        registry = self
+        transfers = self
 
         class Plugin(SchedulerPlugin):
             name = "spark-dask-handoff"
 
             def transition(self, key, start, finish, *args, **kwargs):
                 if finish == "forgotten":
-                    registry._forgotten(key)
+                    transfers._forgotten(key)
 
         self.cluster = cluster
         self.lock = threading.Lock()
@@ -173,18 +174,18 @@ def handoff_task_op(what: str) -> str:
 
 
 _setup_lock = threading.Lock()
-_registries: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # cluster -> _Registry
+_transfer_files_of: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # cluster -> _TransferFiles
 
 
-def _registry(cluster, client) -> _Registry:
+def _transfer_files(cluster, client) -> _TransferFiles:
     with _setup_lock:
-        registry = _registries.get(cluster)
-        if registry is None:
+        transfers = _transfer_files_of.get(cluster)
+        if transfers is None:
             ship_by_value(*handoff.SHIPPED)  # neither executors nor Dask workers need spark_dask installed
             client.register_plugin(transfer.worker_plugin(), name="spark-dask-handoff")
-            registry = _registries[cluster] = _Registry(cluster)
-            cluster.add_close_hook(registry.close)  # its files, while the workers can remove them
-        return registry
+            transfers = _transfer_files_of[cluster] = _TransferFiles(cluster)
+            cluster.add_close_hook(transfers.close)  # its files, while the workers can remove them
+        return transfers
 
 
 # ---------------------------------------------------------------------------- checks
@@ -278,7 +279,7 @@ def forget_stopped(cache: dict, stopped) -> None:
 def _check_slots(cluster, direction: str) -> bool:
     """Raise at once when the gang leaves the transfer no task slot; the transfer's
     tasks need a CPU-only profile (returned) when Spark's tasks ask for GPUs."""
-    facts, others = cluster.facts, other_clusters(cluster)
+    facts, others = parts_of(cluster).facts, other_clusters(cluster)
     plan = replace(cluster.gang_plan, n_tasks=held_by(cluster)[0] or cluster.gang_plan.n_tasks)  # after scale()
     cpu_only = needs_cpu_profile(facts, profiles_available(cluster.spark))
     slots = transfer_slots(facts, plan, cpu_only, others)
@@ -436,7 +437,7 @@ def map_collect(df, schema: str, fn, cpu_only: bool, tag: str, description: str,
 
 def _spec_tls(cluster) -> dict | None:
     sec = cluster.security
-    if not cluster.options.tls or sec is None:
+    if not parts_of(cluster).options.tls or sec is None:
         return None
     return {"ca": sec.tls_ca_file, "cert": sec.tls_client_cert, "key": sec.tls_client_key}
 
@@ -524,11 +525,11 @@ def to_dask(df, *, client=None, npartitions: int | None = None, backend: str | N
     schema = arrow_types.spark_to_arrow_schema(df.schema.jsonValue(), tz, large)
     meta = arrow_types.empty_frame(schema, backend)
     cpu_only = _check_slots(cluster, "to_dask")
-    registry = _registry(cluster, client)
+    transfers = _transfer_files(cluster, client)
     hosts = _hosts(client)
     tid = uuid.uuid4().hex[:12]
     dirname = transfer_dir_name(cluster.tag, tid)
-    registry.add(tid, transfer_dirs(hosts, dirname))
+    transfers.add(tid, transfer_dirs(hosts, dirname))
     spec = {
         "schema": schema.serialize().to_pybytes(),
         "hosts": hosts,
@@ -544,27 +545,27 @@ def to_dask(df, *, client=None, npartitions: int | None = None, backend: str | N
             df, spec, schema, tz, large, cpu_only, f"{cluster.tag}-to-dask-{tid}", f"spark-dask: to_dask -> {cluster.tag}",
         )  # fmt: skip
         parts = ordered_parts(rows)
-        futures = _load(client, registry, tid, parts, backend)
+        futures = _load(client, transfers, tid, parts, backend)
     except BaseException:
-        registry.remove_now(tid)
+        transfers.remove_now(tid)
         raise
     logger.debug(
         "spark-dask: to_dask %s: %d partitions, %d rows, %d bytes written in %.2fs",
         tid, len(parts), sum(p["rows"] for p in parts), sum(p["bytes"] for p in parts), time.monotonic() - t0,
     )  # fmt: skip
     if not futures:
-        registry.remove_now(tid)
+        transfers.remove_now(tid)
         return dd.from_pandas(meta, npartitions=1)
     return dd.from_delayed(futures, meta=meta, verify_meta=False)
 
 
-def _load(client, registry: _Registry, tid: str, parts: list[dict], backend: str) -> list:
+def _load(client, transfers: _TransferFiles, tid: str, parts: list[dict], backend: str) -> list:
     """One Dask task per written file, on a worker of its machine, loading it: the
     futures, in partition order (their keys registered: the files stay while they are
     held)."""
-    registry.add(tid, {(p["hostname"], _parent(p["path"])) for p in parts})
+    transfers.add(tid, {(p["hostname"], _parent(p["path"])) for p in parts})
     keys = [load_key(tid, i) for i in range(len(parts))]
-    registry.add(tid, (), keys)
+    transfers.add(tid, (), keys)
     return [
         client.submit(
             _LOAD_PARTITION,
@@ -649,11 +650,11 @@ def to_spark(ddf, spark=None, *, client=None, schema=None, checkpoint: bool = Fa
     arrow_schema = arrow_types.spark_to_arrow_schema(spark_schema, tz, large)
     struct = StructType.fromJson(spark_schema)
     cpu_only = _check_slots(cluster, "to_spark")
-    registry = _registry(cluster, client)
+    transfers = _transfer_files(cluster, client)
     hosts = _hosts(client)
     tid = uuid.uuid4().hex[:12]
     dirname = transfer_dir_name(cluster.tag, tid)
-    registry.add(tid, transfer_dirs(hosts, dirname))
+    transfers.add(tid, transfer_dirs(hosts, dirname))
     schema_bytes = arrow_schema.serialize().to_pybytes()
     try:
         parts = ddf.to_delayed(optimize_graph=True)
@@ -661,21 +662,21 @@ def to_spark(ddf, spark=None, *, client=None, schema=None, checkpoint: bool = Fa
         rows = batch_rows(arrow_schema, WRITE_BATCH_BYTES)
         tasks = [write(part, i, dirname, schema_bytes, rows) for i, part in enumerate(parts)]
         written = client.gather(client.compute(tasks))
-        registry.add(tid, {(w["hostname"], _parent(w["path"])) for w in written if w["path"]})
+        transfers.add(tid, {(w["hostname"], _parent(w["path"])) for w in written if w["path"]})
         parts_spec = [w for w in written if w["path"]]
         n = len(parts_spec)
         if n == 0:
-            registry.remove_now(tid)
+            transfers.remove_now(tid)
             return spark.createDataFrame([], struct)
         spec = {"schema": schema_bytes, "parts": parts_spec, "scheduler": cluster.scheduler_address,
                 "tls": _spec_tls(cluster)}  # fmt: skip
         out = _read_job(spark, n, struct, transfer.spark_reader(spec), cpu_only, f"{cluster.tag}-to-spark-{tid}",
                         f"spark-dask: to_spark <- {cluster.tag}", checkpoint)  # fmt: skip
     except BaseException:
-        registry.remove_now(tid)
+        transfers.remove_now(tid)
         raise
     if checkpoint:
-        registry.remove_now(tid)
+        transfers.remove_now(tid)
     return out
 
 

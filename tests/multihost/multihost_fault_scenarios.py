@@ -16,6 +16,8 @@ import time
 import cloudpickle
 import pyspark.cloudpickle
 
+from spark_dask.parts import parts_of
+
 from .multihost_scenarios import CLIENTS, CLUSTERS, worker_facts
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -99,7 +101,7 @@ def unwatch(name: str, since: float) -> dict:
         "seconds_with_none": round(zero, 2),
         "seen": sorted({a for _, _, ws in after for a in ws}),
         "names": sorted({n for _, _, ws in after for n in ws.values()}),
-        "relaunches": cluster.relaunches,
+        "relaunches": parts_of(cluster).relaunches,
         "gang_status": cluster.gang_status,
         "status": cluster.status.name,
         "log": cluster.get_logs()["Cluster"] if cluster.status.name != "closed" else "",

@@ -25,6 +25,7 @@ from pyspark.sql import functions as F
 
 import spark_dask
 from spark_dask import SparkCluster
+from spark_dask.parts import parts_of
 from tests.support.hosts import session
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -90,7 +91,7 @@ def describe(name: str) -> dict:
         "scheduler": cluster.scheduler_address,
         "dashboard_link": cluster.dashboard_link,
         "dashboard_port": cluster.scheduler_info["services"].get("dashboard"),
-        "gangs": [(g.tag, g.wanted, g.status, g.done) for g in cluster.gangs],
+        "gangs": [(g.tag, g.wanted, g.status, g.done) for g in parts_of(cluster).gangs],
         "workers": {
             addr: {**facts.get(addr, {}), "name": w["name"], "nthreads": w["nthreads"], "spark": w.get("spark")}
             for addr, w in workers.items()

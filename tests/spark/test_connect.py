@@ -29,6 +29,7 @@ import spark_dask
 from spark_dask import PlanError, SparkCluster, SparkDaskError
 from spark_dask.cluster import GangMaker
 from spark_dask.handoff import driver as handoff
+from spark_dask.parts import parts_of
 from tests.support import jars
 from tests.support.processes import dask_processes, port_open, wait_until
 from tests.support.spark import TEST_JVM_CONF, fresh_jvm
@@ -125,7 +126,7 @@ def test_start_computes_and_leaves_nothing(spark):
     with spark_dask.start(spark) as client:
         cluster = client.cluster
         up = time.monotonic() - t0
-        assert cluster.gangs[-1].launcher.connect
+        assert parts_of(cluster).gangs[-1].launcher.connect
         info = client.scheduler_info()["workers"]
         assert len(info) == 2
         assert client.scheduler.address.startswith("tls://")
@@ -153,7 +154,9 @@ def test_start_computes_and_leaves_nothing(spark):
     assert all(w["exit_code"] == 0 for r in rows for w in r["workers"])
     # mapInArrow's task has pyarrow (native threads) loaded: the nanny is forked all the same
     assert [r["forked"] for r in rows] == [[True], [True]]
-    print(f"\nconnect first cluster: up {up:.2f}s (workers {cluster.timings['workers']:.2f}s), down {down:.2f}s")
+    print(
+        f"\nconnect first cluster: up {up:.2f}s (workers {parts_of(cluster).timings['workers']:.2f}s), down {down:.2f}s"
+    )
 
     t0 = time.monotonic()
     with spark_dask.start(spark) as client:
@@ -163,7 +166,9 @@ def test_start_computes_and_leaves_nothing(spark):
         t1 = time.monotonic()
     down2 = time.monotonic() - t1
     assert_no_leftovers(spark, cluster)
-    print(f"connect second cluster: up {up2:.2f}s (workers {cluster.timings['workers']:.2f}s), down {down2:.2f}s")
+    print(
+        f"connect second cluster: up {up2:.2f}s (workers {parts_of(cluster).timings['workers']:.2f}s), down {down2:.2f}s"
+    )
     assert up2 < 60 and down2 < 30  # generous: a shared machine
 
 
@@ -242,7 +247,7 @@ def test_scale_up_and_down_through_connect(spark):
         assert sorted(w["name"] for w in client.scheduler_info()["workers"].values()) == ["spark-0", "spark-1"]
         cluster.scale(1)
         assert wait_until(lambda: len(client.scheduler_info()["workers"]) == 1, 30)
-        assert wait_until(lambda: sum(not g.done for g in cluster.gangs) == 1, 30)
+        assert wait_until(lambda: sum(not g.done for g in parts_of(cluster).gangs) == 1, 30)
         client.close()
     finally:
         cluster.close()

@@ -29,6 +29,7 @@ from spark_dask.cluster import GangMaker
 from spark_dask.errors import PlanError
 from spark_dask.events import Events
 from spark_dask.executor.gang_task import _worker_env
+from spark_dask.parts import parts_of
 from tests.support.spark import assert_no_leftovers, make_spark, stop_spark
 from tests.support.task_specs import cluster_options, make_spec
 
@@ -307,15 +308,17 @@ def test_the_workers_get_the_notebook_credentials_and_nothing_shows_them(noteboo
             paths = os.listdir(os.path.dirname(cluster.write_connection(str(tmp_path / "conn"))))
             texts.update(_texts_under(str(tmp_path / "conn")))
             assert len(paths) >= 3
-            entry = _texts_under(cluster.entry.directory)
+            entry = _texts_under(parts_of(cluster).entry.directory)
             assert entry and any(cluster.tag in t for t in entry.values())
             texts.update(entry)
             logs = cluster.get_logs()
             texts["get_logs()"] = "\n".join(str(v) for v in logs.values())
             assert "Spark tasks" in logs and cluster.tag in texts["get_logs()"]
             texts["_repr_html_()"] = cluster._repr_html_()
-            assert cluster.gangs[-1].launcher.spec.credentials[db.TOKEN_ENV] == tokens[1]
-            texts["repr"] = repr(cluster) + repr(cluster.maker.spec) + repr(cluster.gangs[-1].launcher.spec)
+            assert parts_of(cluster).gangs[-1].launcher.spec.credentials[db.TOKEN_ENV] == tokens[1]
+            texts["repr"] = (
+                repr(cluster) + repr(parts_of(cluster).maker.spec) + repr(parts_of(cluster).gangs[-1].launcher.spec)
+            )
             texts["spark_info()"] = json.dumps(cluster.spark_info(), default=str)
             jobs = _rest(ui, f"{app}/jobs")
             assert cluster.tag in jobs and "spark-dask" in jobs  # the gangs' descriptions and groups are here

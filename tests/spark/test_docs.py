@@ -45,15 +45,15 @@ UNREAD_OK = {
     ("spark_dask/cluster.py", "'spark-dask: ' + problem"),  # text from *_problem() functions
     ("spark_dask/cluster.py", "problem"),  # connect_session_problem()
     (
-        "spark_dask/watch.py",
+        "spark_dask/waits.py",
         "f'spark-dask: {what}.\\n{detail}'",
     ),  # gang_error(what): its callers raise it with the text
-    ("spark_dask/watch.py", "ended[0]"),  # gang_error(gang, what): the text is its second argument
+    ("spark_dask/waits.py", "ended[0]"),  # gang_error(gang, what): the text is its second argument
     ("spark_dask/scheduler.py", "'spark-dask: ' + problem"),  # encryption_problem()'s text
     # *_message functions of spark_dask/slots.py: their texts are read
-    ("spark_dask/watch.py", "no_slots_message(n_tasks, self.slot_wait, self.facts.slots, others)"),
+    ("spark_dask/waits.py", "no_slots_message(n_tasks, self.slot_wait, self.facts.slots, others)"),
     (
-        "spark_dask/watch.py",
+        "spark_dask/waits.py",
         "start_timeout_message(n, want, self.side.scheduler.address, timeout, tag, barrier, f.dynamic_allocation, f.max_executors)",
     ),
     ("spark_dask/scheduler.py", "msg"),  # err_waiting_tasks(msg): faults.no_workers_message()'s text, read there

@@ -14,6 +14,7 @@ from distributed import Client
 
 import spark_dask
 from spark_dask import SparkCluster
+from spark_dask.parts import parts_of
 from tests.support.processes import wait_until
 from tests.support.spark import assert_no_leftovers, make_spark, stop_spark
 
@@ -59,7 +60,7 @@ def test_start_compute_scale_close_under_dynamic_allocation(spark):
     assert wait_until(lambda: len(executors(spark)) == 1, 60)  # minExecutors
     cluster = SparkCluster(spark, progress=False)  # one worker: the executors present now
     try:
-        assert not cluster.gang_plan.barrier and cluster.facts.max_executors == 2
+        assert not cluster.gang_plan.barrier and parts_of(cluster).facts.max_executors == 2
         client = Client(cluster)
         assert sorted(w["name"] for w in cluster.scheduler_info["workers"].values()) == ["spark-0"]
         assert client.submit(sum, [1, 2, 3]).result() == 6
@@ -77,7 +78,7 @@ def test_start_compute_scale_close_under_dynamic_allocation(spark):
         assert client.gather(client.map(_double, range(100))) == [2 * i for i in range(100)]
         assert len(set(client.run(os.getpid).values())) == 2
         log = cluster.get_logs(scheduler=False, workers=False)["Spark tasks"]
-        assert f"Spark job {cluster.gangs[1].tag} (scale): running" in log
+        assert f"Spark job {parts_of(cluster).gangs[1].tag} (scale): running" in log
 
         # beyond maxExecutors: bounded, with a warning
         with pytest.warns(UserWarning, match=r"scale\(3\): .*maxExecutors"):
@@ -89,7 +90,7 @@ def test_start_compute_scale_close_under_dynamic_allocation(spark):
         t0 = time.monotonic()
         cluster.scale(1)
         assert wait_until(lambda: len(cluster.scheduler_info["workers"]) == 1, 30)
-        assert wait_until(lambda: sum(not g.done for g in cluster.gangs) == 1, 30)
+        assert wait_until(lambda: sum(not g.done for g in parts_of(cluster).gangs) == 1, 30)
         down = time.monotonic() - t0
         assert wait_until(lambda: len(executors(spark)) == 1, 4 * IDLE + 30), executors(spark)
         released = time.monotonic() - t0
@@ -130,7 +131,7 @@ def test_spark_reruns_a_plain_job_task_lost_with_its_executor(spark):
         # worker comes back under its attempt's name; the cluster relaunches nothing
         assert wait_until(lambda: [x["name"] for x in client.scheduler_info()["workers"].values()] == ["spark-0-a1"], 120), (
             client.scheduler_info()["workers"], cluster.get_logs()["Cluster"])  # fmt: skip
-        assert cluster.relaunches == 0 and len(cluster.gangs) == 1
+        assert parts_of(cluster).relaunches == 0 and len(parts_of(cluster).gangs) == 1
         assert client.submit(sum, [1, 1]).result() == 2
         client.close()
     finally:

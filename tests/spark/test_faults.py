@@ -22,6 +22,7 @@ import pytest
 import spark_dask
 from spark_dask import SparkDaskError, faults
 from spark_dask.faults import lost_worker, placeable
+from spark_dask.parts import parts_of
 from tests.support.processes import wait_until
 from tests.support.spark import active_jobs, assert_no_leftovers
 
@@ -160,7 +161,7 @@ def test_isolated_workers_a_lost_executor_costs_only_its_own_worker(spark, two_e
         # worker is back under the next attempt's name, no relaunch was needed
         names = {w["name"] for w in client.scheduler_info()["workers"].values()}
         assert f"{victim_name}-a1" in names, names
-        assert cluster.relaunches == 0 and len(active_jobs(spark)) == 2
+        assert parts_of(cluster).relaunches == 0 and len(active_jobs(spark)) == 2
         log = cluster.get_logs()["Cluster"]
         assert f"Dask worker {victim_name} on " in log and f"(executor {executor}) was lost" in log, log
         assert "the cluster has 1 of 2 workers; Spark runs its task again" in log, log
@@ -176,10 +177,10 @@ def test_barrier_relaunch_runs_with_what_fits_and_grows_back(spark, two_executor
         cluster = client.cluster
         victim = sorted(_worker_pids(client))[0]
         lost_host = take([_executor_of(client, victim)])
-        assert wait_until(lambda: cluster.relaunches == 1 and len(cluster.gangs) == 2, 60), cluster.get_logs()[
-            "Cluster"
-        ]
-        relaunched = cluster.gangs[1]
+        assert wait_until(lambda: parts_of(cluster).relaunches == 1 and len(parts_of(cluster).gangs) == 2, 60), (
+            cluster.get_logs()["Cluster"]
+        )
+        relaunched = parts_of(cluster).gangs[1]
         assert relaunched.plan.n_workers == 1 and relaunched.reason == "relaunch"
         assert wait_until(lambda: relaunched.connected == 1 and len(client.scheduler_info()["workers"]) == 1, 90)
         assert sum(client.gather(client.map(slow_inc, range(10)))) == sum(range(1, 11))
@@ -190,7 +191,7 @@ def test_barrier_relaunch_runs_with_what_fits_and_grows_back(spark, two_executor
         assert len(client.scheduler_info()["workers"]) == 1
         lost_host.give_back()
         client.wait_for_workers(2, timeout=90)  # grew back by itself
-        assert cluster.relaunches == 1
+        assert parts_of(cluster).relaunches == 1
         assert sum(client.gather(client.map(slow_inc, range(10)))) == sum(range(1, 11))
     assert_no_leftovers(spark, cluster)
 
@@ -210,7 +211,7 @@ def test_a_worker_gone_while_its_task_runs_on_is_replaced(spark, two_executors):
             assert wait_until(lambda: victim not in client.scheduler_info()["workers"], 30)
             client.wait_for_workers(2, timeout=60)
             assert survivor_pid in _worker_pids(client).values()
-            assert len(cluster.gangs) == 2 and not cluster.gangs[0].done  # the first stage runs on
+            assert len(parts_of(cluster).gangs) == 2 and not parts_of(cluster).gangs[0].done  # the first stage runs on
             log = cluster.get_logs()["Cluster"]
             assert "has not come back within 2 s" in log and "1 Dask worker lost" in log, log
     assert_no_leftovers(spark, cluster)
@@ -233,7 +234,7 @@ def test_no_worker_for_too_long_fails_the_cluster_with_a_clear_error(spark, two_
             waited = time.monotonic() - t0
             assert "no-workers-timeout 6 s" in str(e.value)
             assert wait_until(lambda: cluster.status.name == "failed", 30), cluster.status
-            assert cluster.recovery.failure and "0 of its 2 workers" in cluster.recovery.failure
+            assert parts_of(cluster).recovery.failure and "0 of its 2 workers" in parts_of(cluster).recovery.failure
             print(f"failed {waited:.1f} s after the loss")
     assert wait_until(lambda: not active_jobs(spark), 30), active_jobs(spark)
     assert_no_leftovers(spark, cluster)

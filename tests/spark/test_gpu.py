@@ -13,6 +13,7 @@ from distributed import Client
 
 import spark_dask
 from spark_dask import SparkDaskError
+from spark_dask.parts import parts_of
 from tests.support.gpus import gpu_conf
 from tests.support.processes import dask_processes, wait_until
 from tests.support.spark import active_jobs, assert_no_leftovers, make_spark, stop_spark
@@ -61,7 +62,7 @@ def test_scaling_adds_and_removes_whole_gpu_workers(spark):
             assert w["name"].endswith("-gpu" + w["spark"]["gpu"])
         cluster.scale(1)
         assert wait_until(lambda: len(client.scheduler_info()["workers"]) == 1, 30)
-        assert wait_until(lambda: sum(not g.done for g in cluster.gangs) == 1, 30)
+        assert wait_until(lambda: sum(not g.done for g in parts_of(cluster).gangs) == 1, 30)
         (kept,) = gpus()
         cluster.scale(2)  # the freed GPU serves a new worker, under a new name
         client.wait_for_workers(2, timeout=60)

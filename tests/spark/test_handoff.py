@@ -27,6 +27,7 @@ from spark_dask import HandoffError, HandoffTypeError
 from spark_dask.handoff import driver as handoff
 from spark_dask.handoff import transfer as handoff_task
 from spark_dask.handoff.files import LOAD_KEY_PREFIX
+from spark_dask.parts import parts_of
 from tests.support.processes import wait_until
 from tests.support.spark import active_jobs, make_spark, stop_spark
 
@@ -91,7 +92,7 @@ def test_transfer_files_that_cannot_be_removed_are_named(caplog):
     runner.start()
     loop = runner.loop
     runner.stop()
-    registry = handoff._Registry(SimpleNamespace(scheduler=Scheduler(validate=False), sync=partial(sync, loop)))
+    registry = handoff._TransferFiles(SimpleNamespace(scheduler=Scheduler(validate=False), sync=partial(sync, loop)))
     registry.add("t1", [("host-a", "/local/spark-dask-x-t1"), ("host-b", "/data/spark-dask-x-t1")])
     with caplog.at_level("WARNING", logger="spark_dask"):
         registry.remove_now("t1")
@@ -544,7 +545,7 @@ def test_a_lost_executor_during_the_transfer_is_retried_and_the_result_is_exact(
     assert sorted(pdf["id"]) == list(range(80_000))
     assert (pdf["k"] == pdf["id"] % 5).all()
     assert wait_until(lambda: cluster.gang_status == "running", 120), cluster.gang_status
-    assert cluster.relaunches == 1
+    assert parts_of(cluster).relaunches == 1
     del ddf, pdf
     result.clear()
     gc.collect()

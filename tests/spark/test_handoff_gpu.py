@@ -16,6 +16,7 @@ import pytest
 import spark_dask
 from spark_dask import HandoffError
 from spark_dask.handoff import driver as handoff
+from spark_dask.parts import parts_of
 from tests.support.gpus import gpu_conf
 from tests.support.processes import wait_until
 from tests.support.spark import active_jobs, make_spark, stop_spark
@@ -35,7 +36,7 @@ def test_transfers_run_beside_a_gang_holding_every_gpu(spark, monkeypatch):
         warnings.simplefilter("ignore")  # the gang takes every GPU slot: start() says so
         client = spark_dask.start(spark, worker="cpu", progress=False)
     with client:
-        assert client.cluster.gang_plan.n_workers == 2 and client.cluster.facts.task_gpus == 1
+        assert client.cluster.gang_plan.n_workers == 2 and parts_of(client.cluster).facts.task_gpus == 1
         profiles = []
         real = handoff._cpu_profile
         monkeypatch.setattr(handoff, "_cpu_profile", lambda s: profiles.append(1) or real(s))

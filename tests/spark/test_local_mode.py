@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 import spark_dask
+from spark_dask.parts import parts_of
 from tests.support.spark import assert_no_leftovers, make_spark, stop_spark
 
 pytestmark = [pytest.mark.spark, pytest.mark.core, pytest.mark.timeout(180)]
@@ -28,11 +29,11 @@ def spark():
 def test_local_master_starts_at_once_and_computes(spark, capfd):
     with spark_dask.start(spark, progress=False) as client:
         cluster = client.cluster
-        facts = cluster.facts
+        facts = parts_of(cluster).facts
         assert facts.local_mode and facts.executors == 1 and facts.executor_cores == 2
         assert (cluster.gang_plan.n_workers, cluster.gang_plan.kind) == (1, "cpu")
         # recognised from the master: no executor-wait (30 s) for executors that never come
-        assert cluster.timings["facts"] < 5, cluster.timings
+        assert parts_of(cluster).timings["facts"] < 5, parts_of(cluster).timings
         pdf = pd.DataFrame({"k": [i % 3 for i in range(300)], "x": range(300)})
         got = dd.from_pandas(pdf, npartitions=4).groupby("k").x.sum().compute().sort_index()
         pd.testing.assert_series_equal(got, pdf.groupby("k").x.sum().sort_index())

@@ -31,6 +31,7 @@ import spark_dask
 from spark_dask import named, options
 from spark_dask.errors import PlanError, SparkDaskError
 from spark_dask.events import Events
+from spark_dask.parts import parts_of
 from tests.support.paths import ROOT
 from tests.support.processes import dask_processes, wait_until
 
@@ -552,7 +553,7 @@ def test_serve_keeps_the_cluster_until_told(state, monkeypatch, capsys, how):
         if how in ("SIGTERM", "SIGINT"):
             os.kill(os.getpid(), getattr(signal, how))
         elif how == "close request":
-            cluster.entry.on_close_request()
+            parts_of(cluster).entry.on_close_request()
         elif how == "failed":
             cluster.status = Status.failed
         else:  # idle_timeout: it closed and said so itself

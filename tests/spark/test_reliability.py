@@ -17,6 +17,7 @@ from distributed.security import Security
 
 import spark_dask
 from spark_dask import PlanError, SparkCluster, SparkDaskError
+from spark_dask.parts import parts_of
 from tests.support.processes import dask_processes, wait_until
 from tests.support.spark import active_jobs, assert_no_leftovers
 
@@ -48,7 +49,7 @@ def test_killed_worker_is_restarted_and_the_result_is_right(spark):
         client.wait_for_workers(2, timeout=60)
         assert victim_pid not in client.run(os.getpid).values()
         assert active_jobs(spark)  # the barrier stage did not fail
-        assert cluster.relaunches == 0 and cluster.gang_status == "running"
+        assert parts_of(cluster).relaunches == 0 and cluster.gang_status == "running"
     assert_no_leftovers(spark, cluster)
 
 
@@ -70,7 +71,7 @@ def test_lost_executor_gang_is_relaunched_and_the_computation_completes(spark):
         jvm = _executor_jvms(app_id)[0]
         t0 = time.monotonic()
         jvm.kill()
-        assert wait_until(lambda: cluster.relaunches == 1, 60), cluster.get_logs()["Cluster"]
+        assert wait_until(lambda: parts_of(cluster).relaunches == 1, 60), cluster.get_logs()["Cluster"]
         noticed = time.monotonic() - t0
         assert sum(client.gather(futures)) == sum(range(1, 61))
         assert wait_until(lambda: cluster.gang_status == "running", 120), cluster.gang_status

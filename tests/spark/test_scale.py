@@ -17,6 +17,7 @@ from distributed import Client, wait
 
 import spark_dask
 from spark_dask import SparkCluster
+from spark_dask.parts import parts_of
 from tests.support.paths import ROOT
 from tests.support.processes import dask_processes, wait_until
 from tests.support.spark import active_jobs, assert_no_leftovers
@@ -84,8 +85,8 @@ def test_scale_up_and_down_within_the_slots(spark):
         client.wait_for_workers(2, timeout=60)
         up = time.monotonic() - t0
         assert _names(cluster) == ["spark-0", "spark-1"]  # a new gang, the next task number
-        assert len(cluster.gangs) == 2 and cluster.gangs[1].tag in cluster.gang_tags
-        assert cluster.gangs[1].status == "running" and cluster.gangs[1].reason == "scale"
+        assert len(parts_of(cluster).gangs) == 2 and parts_of(cluster).gangs[1].tag in cluster.gang_tags
+        assert parts_of(cluster).gangs[1].status == "running" and parts_of(cluster).gangs[1].reason == "scale"
         futures = client.map(_make_slow(0.05), range(40))
         assert client.gather(futures) == [2 * i for i in range(40)]
         assert len(set(client.run(os.getpid).values())) == 2
@@ -93,10 +94,10 @@ def test_scale_up_and_down_within_the_slots(spark):
         # the widget and the logs show a section per gang
         log = cluster.get_logs(scheduler=False, workers=False)["Spark tasks"]
         assert f"Spark barrier stage {cluster.tag}: running" in log
-        assert f"Spark barrier stage {cluster.gangs[1].tag} (scale): running" in log
+        assert f"Spark barrier stage {parts_of(cluster).gangs[1].tag} (scale): running" in log
         assert "task 1 on executor" in log
         page = cluster._repr_html_()
-        assert cluster.gangs[1].tag in page and "Gang" in page
+        assert parts_of(cluster).gangs[1].tag in page and "Gang" in page
 
         t0 = time.monotonic()
         heard = _Records()
@@ -105,7 +106,7 @@ def test_scale_up_and_down_within_the_slots(spark):
             cluster.scale(1)
             assert wait_until(lambda: len(cluster.scheduler_info["workers"]) == 1, 30)
             (survivor,) = _names(cluster)
-            assert wait_until(lambda: sum(not g.done for g in cluster.gangs) == 1, 30)  # a task returned
+            assert wait_until(lambda: sum(not g.done for g in parts_of(cluster).gangs) == 1, 30)  # a task returned
             time.sleep(2)  # a heartbeat of the retired worker would have come by now
         finally:
             logging.getLogger("distributed.scheduler").removeHandler(heard)
@@ -118,7 +119,7 @@ def test_scale_up_and_down_within_the_slots(spark):
         assert _spark_count(spark, 20) == 10  # the freed slot serves Spark jobs again
         spark_job = time.monotonic() - t1
         assert client.submit(sum, [1, 2, 3]).result() == 6
-        assert any(g.status == "ended: its workers were retired" for g in cluster.gangs)
+        assert any(g.status == "ended: its workers were retired" for g in parts_of(cluster).gangs)
         print(f"\nscale 1->2: {up:.2f}s; 2->1: {down:.2f}s; Spark job on the freed slot {spark_job:.2f}s")
         assert up < 30 and down < 30  # not Spark's ten minutes of slot retries
 
@@ -169,7 +170,7 @@ def test_adapt_grows_under_load_and_shrinks_when_idle(spark):
         assert wait_until(lambda: len(cluster.scheduler_info["workers"]) == 2, 60), cluster.get_logs()["Cluster"]
         assert sum(client.gather(futures)) == 2 * sum(range(60))
         assert wait_until(lambda: len(cluster.scheduler_info["workers"]) == 1, 60)
-        assert wait_until(lambda: sum(not g.done for g in cluster.gangs) == 1, 30)
+        assert wait_until(lambda: sum(not g.done for g in parts_of(cluster).gangs) == 1, 30)
         assert _spark_count(spark, 20) == 10  # the retired worker's slot is Spark's again
         assert {"up", "down"} <= {entry["status"] for _, entry in adaptive.log}
 
@@ -204,13 +205,13 @@ def test_lost_executor_relaunches_only_its_gang(spark):
         first = next(a for a, w in info.items() if w["spark"]["gang"] == 0)
         second = next(w for w in info.values() if w["spark"]["gang"] == 1)
         _executor_jvm(app_id, second["spark"]["executor_id"]).kill()
-        assert wait_until(lambda: cluster.relaunches == 1, 60), cluster.get_logs()["Cluster"]
+        assert wait_until(lambda: parts_of(cluster).relaunches == 1, 60), cluster.get_logs()["Cluster"]
         assert wait_until(lambda: len(client.scheduler_info()["workers"]) == 2, 120), cluster.get_logs()["Cluster"]
         workers = client.scheduler_info()["workers"]
         assert first in workers  # the other gang's worker was not touched
         assert sorted(w["name"] for w in workers.values()) == ["spark-0", "spark-2"]  # a new name
-        assert [g.reason for g in cluster.gangs] == ["start", "scale", "relaunch"]
-        assert cluster.gangs[1].status.startswith("failed") and not cluster.gangs[0].done
+        assert [g.reason for g in parts_of(cluster).gangs] == ["start", "scale", "relaunch"]
+        assert parts_of(cluster).gangs[1].status.startswith("failed") and not parts_of(cluster).gangs[0].done
         assert wait_until(lambda: cluster.gang_status == "running", 30)
         assert client.submit(sum, [1, 2]).result() == 3
         client.close()

@@ -40,7 +40,7 @@ def test_signature_table_and_yaml_agree():
         assert params[o.name].default is None, o.name
     # each configured keyword reaches options.resolve: the arguments, before any other local
     body = inspect.getsource(SparkCluster.__init__).split("):\n", 1)[1].lstrip()
-    assert body.startswith("self.options = options.resolve(**options.given(locals()))"), body[:200]
+    assert body.startswith("self._parts = ClusterParts(options.resolve(**options.given(locals())),"), body[:200]
     arguments = {name: f"<{name}>" for name in params}
     given = options.given(arguments)
     assert given == {o.name: f"<{o.name}>" for o in options.keyword_options() if o.config}

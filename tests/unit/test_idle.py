@@ -95,7 +95,7 @@ def test_the_watcher_calls_back_once_the_scheduler_stays_idle():
 
     async def scenario():
         t0 = time.monotonic()
-        watcher = asyncio.ensure_future(idle.watch(scheduler, 1.0, on_idle))
+        watcher = asyncio.ensure_future(idle.close_when_idle(scheduler, 1.0, on_idle))
         # busy for 1.5 s: a task processes, then another changes state
         scheduler.workers["w1"].processing = {"task": 1.0}
         await asyncio.sleep(1.2)
@@ -113,7 +113,7 @@ def test_the_watcher_calls_back_once_the_scheduler_stays_idle():
 
 def test_the_watcher_is_cancelled_with_the_cluster():
     async def scenario():
-        watcher = asyncio.ensure_future(idle.watch(StandIn(), 60, None))
+        watcher = asyncio.ensure_future(idle.close_when_idle(StandIn(), 60, None))
         await asyncio.sleep(0.3)
         watcher.cancel()
         with pytest.raises(asyncio.CancelledError):

@@ -20,7 +20,7 @@ from spark_dask.events import Events
 from spark_dask.gang import Gang
 from spark_dask.plan import ClusterFacts, GangPlan
 from spark_dask.pool import GangPool, adapt_bounds, size_per_worker
-from spark_dask.watch import watch_starved_stages
+from spark_dask.waits import watch_starved_stages
 from tests.support.task_specs import FakeLauncher, cluster_options, make_spec
 
 pytestmark = pytest.mark.core

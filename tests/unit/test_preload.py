@@ -83,7 +83,7 @@ def test_watchdog_only_for_a_named_task(monkeypatch):
         assert (pid, grace) == (os.getpid(), 2.5)
         waited.set()
 
-    monkeypatch.setattr(preload, "watch", fake_watch)
+    monkeypatch.setattr(preload, "watchdog", fake_watch)
     thread = preload.start_watchdog({"SPARK_DASK_TASK_PID": str(os.getpid()), "SPARK_DASK_KILL_GRACE": "2.5"})
     thread.join(5)
     assert waited.is_set() and thread.daemon and thread.name == "spark-dask-watchdog"

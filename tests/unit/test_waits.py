@@ -145,7 +145,7 @@ def test_the_watchdog_ends_the_group_when_the_task_pid_is_reused(monkeypatch):
                                     _exit=_exit)  # fmt: skip
     monkeypatch.setattr(preload, "os", fake_os)
     with pytest.raises(_Exited):
-        preload.watch(os.getpid(), 0)  # this process exists: only its start time tells it changed
+        preload.watchdog(os.getpid(), 0)  # this process exists: only its start time tells it changed
     assert killed == [(4242, signal.SIGTERM), (4242, signal.SIGKILL)]
 
 

@@ -12,6 +12,7 @@ import psutil
 
 import spark_dask
 from spark_dask import gpu_check
+from spark_dask.parts import parts_of
 
 
 def processes(label: str) -> None:
@@ -50,7 +51,7 @@ def main() -> None:
             t1 = time.monotonic()
             client.close()
             down = time.monotonic() - t1
-            timings = {k: round(v, 3) for k, v in cluster.timings.items()}
+            timings = {k: round(v, 3) for k, v in parts_of(cluster).timings.items()}
             print(f"== pool={pool}: start {up:.2f} s  timings={timings} close {down:.2f} s")
             for row in cluster.task_rows:
                 print("   notes:", row.get("notes"), {"status": row.get("status")})
