@@ -38,6 +38,8 @@ import subprocess
 import sys
 import time
 
+from benchmarks import measure
+
 # tbf, not netem: this machine's kernel has no sch_netem (CONFIG_NET_SCH_NETEM unset),
 # so no delay can be added; a rate of 10 Gbit/s, 1 MB bucket, at most 5 ms queued.
 SHAPE = "tbf rate 10gbit burst 1mb latency 5ms"
@@ -65,11 +67,9 @@ def prepare() -> str:
     import logging
     import warnings
 
-    from benchmarks import run
-
     warnings.filterwarnings("ignore")
     logging.getLogger("distributed").setLevel(logging.WARNING)
-    run._ship_by_value()
+    measure.ship_by_value()
     import socket
 
     return socket.gethostname()
@@ -82,38 +82,34 @@ def _spark():
 
 
 def ours(n: int, options: dict) -> dict:
-    """run.ours (start -> N connected; close -> nothing left) with where the workers ran."""
-    from benchmarks import run
+    """measure.ours (start -> N connected; close -> nothing left) with where the workers ran."""
 
-    return run.ours(_spark(), n, options, where=True)
+    return measure.ours(_spark(), n, options, where=True)
 
 
 def stage(n: int, barrier_call: bool = False) -> float:
-    from benchmarks import run
 
-    run.wait_idle(_spark())
-    return run.stage_floor(_spark(), n, barrier_call)
+    measure.wait_idle(_spark())
+    return measure.stage_floor(_spark(), n, barrier_call)
 
 
 def warm_round(n: int, options: dict) -> dict:
     """One interleaved round, each on an idle application: a start, its stage floors."""
-    from benchmarks import run
 
     spark = _spark()
-    run.wait_idle(spark)
-    r = run.ours(spark, n, options, where=True)
-    run.wait_idle(spark)
-    r["stage_floor"] = run.stage_floor(spark, n)
-    run.wait_idle(spark)
-    r["stage_barrier"] = run.stage_floor(spark, n, barrier_call=True)
+    measure.wait_idle(spark)
+    r = measure.ours(spark, n, options, where=True)
+    measure.wait_idle(spark)
+    r["stage_floor"] = measure.stage_floor(spark, n)
+    measure.wait_idle(spark)
+    r["stage_barrier"] = measure.stage_floor(spark, n, barrier_call=True)
     return r
 
 
 def teardown_floor(n: int) -> float:
-    from benchmarks import run
 
-    run.wait_idle(_spark())
-    return run.teardown_floor(_spark(), n)
+    measure.wait_idle(_spark())
+    return measure.teardown_floor(_spark(), n)
 
 
 def handoff_begin(n_workers: int) -> dict:
@@ -277,8 +273,7 @@ def shape(h, spec: str | None) -> None:
 def bench(master: str, reps: int, options: dict, quick: bool, handoff: bool, t_all: float) -> dict:
     """Every measurement on ``hosts:WxC``: the entry ``run.py`` renders, with its own
     worker floors, cold starts per N and (unless ``handoff`` is false) the hand-off."""
-    from benchmarks import run
-    from tests import hosts as hostlib
+    from tests.support import hosts as hostlib
 
     workers, cores = parse(master)
     why = hostlib.unavailable()
@@ -337,8 +332,8 @@ def bench(master: str, reps: int, options: dict, quick: bool, handoff: bool, t_a
                 "stage_barrier_runs": [r["stage_barrier"] for r in rounds],
                 "close_floor_runs": close_floor,
                 "where": [r["where"] for r in rounds],
-                "launcher_rss_mb": run.median([x[0] for x in rss]) / 2**20 if rss else float("nan"),
-                "launcher_uss_mb": run.median([x[1] for x in rss]) / 2**20 if rss else float("nan"),
+                "launcher_rss_mb": measure.median([x[0] for x in rss]) / 2**20 if rss else float("nan"),
+                "launcher_uss_mb": measure.median([x[1] for x in rss]) / 2**20 if rss else float("nan"),
             }
             note(f"warm n={n} done")
         R["warm"] = warm
@@ -411,9 +406,8 @@ NAMES = {"spark_only": "(floor: Spark computes the data, noop write)", "spark_da
 
 
 def _spread(xs, fmt="{:.2f}") -> str:
-    from benchmarks.run import median
 
-    return f"{fmt.format(median(xs))} ({fmt.format(min(xs))}-{fmt.format(max(xs))})" if xs else "-"
+    return f"{fmt.format(measure.median(xs))} ({fmt.format(min(xs))}-{fmt.format(max(xs))})" if xs else "-"
 
 
 def render(M: dict) -> str:
@@ -459,55 +453,18 @@ def render(M: dict) -> str:
 
 
 def _rows(gb: float, runs_by_link: dict) -> list[str]:
-    from benchmarks.run import median
 
     lines = []
     for direction, label in (("to_dask", "Spark → Dask"), ("to_spark", "Dask → Spark")):
         for method in runs_by_link["bare"][0][direction]:
             for link in ("bare", "shaped"):
                 runs = [r[direction][method] for r in runs_by_link[link] if method in r[direction]]
-                base = median([r[direction]["parquet"]["seconds"] for r in runs_by_link[link]])
+                base = measure.median([r[direction]["parquet"]["seconds"] for r in runs_by_link[link]])
                 s = [r["seconds"] for r in runs]
                 sent = [sum(r["sent_mb"].values()) for r in runs]
                 lines.append(
-                    f"| {label} | {NAMES.get(method, method)} | {link} | {_spread(s)} | {gb / median(s):.3f} | "
-                    f"{base / median(s):.2f}× | {median(sent):.0f} | {median([r['driver_jvm_mb'] for r in runs]):.0f} | "
-                    f"{median([r['workers_mb'] for r in runs]):.0f} |"
+                    f"| {label} | {NAMES.get(method, method)} | {link} | {_spread(s)} | {gb / measure.median(s):.3f} | "
+                    f"{base / measure.median(s):.2f}× | {measure.median(sent):.0f} | {measure.median([r['driver_jvm_mb'] for r in runs]):.0f} | "
+                    f"{measure.median([r['workers_mb'] for r in runs]):.0f} |"
                 )
     return lines
-
-
-def plot_handoff(M: dict, path: str) -> str | None:
-    """GB/s of each method, bare and shaped link, per Dask worker count; bars min-max."""
-    ho = M.get("handoff")
-    if not ho:
-        return None
-    from benchmarks.plots import _save, _setup
-    from benchmarks.run import median
-
-    plt = _setup()
-    configs = list(ho["configs"].items())
-    fig, axes = plt.subplots(len(configs), 2, figsize=(9, 3.4 * len(configs)), sharey=True, squeeze=False)
-    for row, (n_workers, conf) in zip(axes, configs):
-        for ax, direction, title in zip(row, ("to_dask", "to_spark"), ("Spark → Dask", "Dask → Spark")):
-            methods = [m for m in conf["runs"]["bare"][0][direction] if m != "spark_only"]
-            for k, (link, color) in enumerate((("bare", "C0"), ("shaped", "C1"))):
-                xs, ys, lo, hi = [], [], [], []
-                for j, method in enumerate(methods):
-                    rates = [ho["gb"] / r[direction][method]["seconds"] for r in conf["runs"][link]]
-                    xs.append(j + k * 0.4)
-                    ys.append(median(rates))
-                    lo.append(median(rates) - min(rates))
-                    hi.append(max(rates) - median(rates))
-                label = "bare veth link" if link == "bare" else f"shaped: {ho['shape']}"
-                ax.bar(xs, ys, 0.4, yerr=[lo, hi], capsize=3, color=color, label=label)
-            ax.set_xticks([j + 0.2 for j in range(len(methods))], [NAMES[m].replace(" (", "\n(") for m in methods],
-                          fontsize=8)  # fmt: skip
-            ax.set_title(f"{title}, {n_workers} Dask worker(s)", loc="left", fontsize=9)
-        row[0].set_ylabel("GB/s (higher is better)")
-    axes[0][0].legend(fontsize=7, frameon=False)
-    fig.text(0.01, 0.005, f"{ho['gb']:g} GB, {M['master']} (network namespaces on one VM), median of {ho['reps']}, "
-                          "bars: min-max", fontsize=7, color="gray")  # fmt: skip
-    path = _save(fig, path)
-    plt.close(fig)
-    return path

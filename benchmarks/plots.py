@@ -19,6 +19,9 @@ from __future__ import annotations
 
 import os
 
+from benchmarks.measure import median
+from benchmarks.multihost import NAMES
+
 
 def _setup():
     import matplotlib
@@ -169,10 +172,42 @@ def write_plots(R: dict, directory: str) -> list[str]:
     h = handoff(R, os.path.join(directory, "handoff.svg"))
     if h:
         out.append(h)
-    from benchmarks import multihost
-
     for M in masters(R):  # a multi-host master's hand-off, bare and shaped link
-        h = multihost.plot_handoff(M, os.path.join(directory, "handoff-hosts.svg"))
+        h = handoff_hosts(M, os.path.join(directory, "handoff-hosts.svg"))
         if h:
             out.append(h)
     return out
+
+
+def handoff_hosts(M: dict, path: str) -> str | None:
+    """GB/s of each method, bare and shaped link, per Dask worker count; bars min-max."""
+    ho = M.get("handoff")
+    if not ho:
+        return None
+
+    plt = _setup()
+    configs = list(ho["configs"].items())
+    fig, axes = plt.subplots(len(configs), 2, figsize=(9, 3.4 * len(configs)), sharey=True, squeeze=False)
+    for row, (n_workers, conf) in zip(axes, configs):
+        for ax, direction, title in zip(row, ("to_dask", "to_spark"), ("Spark → Dask", "Dask → Spark")):
+            methods = [m for m in conf["runs"]["bare"][0][direction] if m != "spark_only"]
+            for k, (link, color) in enumerate((("bare", "C0"), ("shaped", "C1"))):
+                xs, ys, lo, hi = [], [], [], []
+                for j, method in enumerate(methods):
+                    rates = [ho["gb"] / r[direction][method]["seconds"] for r in conf["runs"][link]]
+                    xs.append(j + k * 0.4)
+                    ys.append(median(rates))
+                    lo.append(median(rates) - min(rates))
+                    hi.append(max(rates) - median(rates))
+                label = "bare veth link" if link == "bare" else f"shaped: {ho['shape']}"
+                ax.bar(xs, ys, 0.4, yerr=[lo, hi], capsize=3, color=color, label=label)
+            ax.set_xticks([j + 0.2 for j in range(len(methods))], [NAMES[m].replace(" (", "\n(") for m in methods],
+                          fontsize=8)  # fmt: skip
+            ax.set_title(f"{title}, {n_workers} Dask worker(s)", loc="left", fontsize=9)
+        row[0].set_ylabel("GB/s (higher is better)")
+    axes[0][0].legend(fontsize=7, frameon=False)
+    fig.text(0.01, 0.005, f"{ho['gb']:g} GB, {M['master']} (network namespaces on one VM), median of {ho['reps']}, "
+                          "bars: min-max", fontsize=7, color="gray")  # fmt: skip
+    path = _save(fig, path)
+    plt.close(fig)
+    return path

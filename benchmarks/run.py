@@ -43,15 +43,11 @@ from __future__ import annotations
 
 import argparse
 import ast
-import asyncio
 import contextlib
 import io
 import json
 import math
 import os
-import re
-import statistics
-import subprocess
 import sys
 import time
 
@@ -65,9 +61,21 @@ import psutil  # noqa: E402
 
 from benchmarks import multihost  # noqa: E402
 from benchmarks.machine import machine_facts  # noqa: E402
+from benchmarks.measure import (  # noqa: E402
+    active_jobs,
+    median,
+    new_spark,
+    ours,
+    ship_by_value,
+    slots,
+    spread,
+    stage_floor,
+    stop_spark,
+    teardown_floor,
+    wait_idle,
+    worker_floor,
+)
 from benchmarks.plots import write_plots  # noqa: E402
-from spark_dask.executor.command import process_cluster  # noqa: E402
-from spark_dask.parts import parts_of  # noqa: E402
 
 MASTERS = ["local-cluster[2,1,1024]", "local-cluster[2,4,1024]"]
 TARGETS = {
@@ -79,80 +87,6 @@ TARGETS = {
     "ray_cold": 10.0,  # Ray-on-Spark setup / spark-dask start, both in a fresh application
     "ray_warm": 25.0,  # Ray-on-Spark setup / spark-dask start, both in a warm application
 }
-
-
-# ------------------------------------------------------------------------------ helpers
-def new_spark(master: str):
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master(master)
-        .appName("spark-dask-bench")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.executorEnv.PATH", os.environ["PATH"])
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    from spark_dask.session import wait_for_executors
-
-    wait_for_executors(spark, 60)
-    return spark
-
-
-def stop_spark(spark) -> None:
-    from pyspark.sql import SparkSession
-
-    spark.stop()
-    SparkSession._instantiatedSession = None
-    SparkSession._activeSession = None
-
-
-def median(xs):
-    return statistics.median(xs) if xs else float("nan")
-
-
-def spread(xs) -> str:
-    """``median (min-max)`` of a list of seconds."""
-    if not xs:
-        return "-"
-    return f"{median(xs):.2f} ({min(xs):.2f}-{max(xs):.2f})"
-
-
-def slots(master: str) -> int:
-    m = re.match(r"local-cluster\[\s*(\d+)\s*,\s*(\d+)", master)
-    return int(m.group(1)) * int(m.group(2)) if m else 2
-
-
-def active_jobs(spark):
-    return list(spark.sparkContext.statusTracker().getActiveJobsIds())
-
-
-def wait_idle(spark, timeout: float = 120) -> None:
-    """Until no Spark job is active and no executor runs a task: a cancelled stage's
-    tasks (the teardown floor) hold their slots a while after the job has ended, and a
-    start measured then would wait for them."""
-    sc = spark.sparkContext
-    tracker = sc._jsc.sc().statusTracker()
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        busy = sum(e.numRunningTasks() for e in tracker.getExecutorInfos())
-        if not busy and not active_jobs(spark):
-            return
-        time.sleep(0.01)
-    raise RuntimeError(f"Spark still runs tasks after {timeout}s")
-
-
-def gang_processes(tag: str) -> list[psutil.Process]:
-    out = []
-    for p in psutil.process_iter():
-        try:
-            owner = process_cluster(p.environ(), None) or process_cluster({}, p.cwd())
-        except (psutil.Error, OSError):
-            continue
-        if owner == tag:
-            out.append(p)
-    return out
 
 
 def parse_options(items: list[str]) -> dict:
@@ -167,144 +101,6 @@ def parse_options(items: list[str]) -> dict:
         except (ValueError, SyntaxError):
             out[key.strip()] = value
     return out
-
-
-# ------------------------------------------------------------------------------ floors
-def _ship_by_value() -> None:
-    """The floor stages' functions live here; executors cannot import this package."""
-    from spark_dask.shipping import ship_by_value
-
-    ship_by_value(sys.modules[__name__])
-
-
-def _empty_task(_it):
-    yield 1
-
-
-def _barrier_task(_it):
-    from pyspark import BarrierTaskContext
-
-    BarrierTaskContext.get().barrier()
-    yield 1
-
-
-def stage_floor(spark, n: int, barrier_call: bool = False) -> float:
-    """Submit -> every task of an empty barrier stage has run (and returned)."""
-    sc = spark.sparkContext
-    fn = _barrier_task if barrier_call else _empty_task
-    t0 = time.perf_counter()
-    sc.parallelize(range(n), n).barrier().mapPartitions(fn).collect()
-    return time.perf_counter() - t0
-
-
-def _sleeping_task(_it):
-    time.sleep(120)
-    yield 1
-
-
-def teardown_floor(spark, n: int) -> float:
-    """Cancel of a running empty barrier stage -> no active Spark job."""
-    import threading
-
-    sc = spark.sparkContext
-    group = f"bench-floor-{time.monotonic_ns()}"
-
-    def run():
-        sc.setJobGroup(group, "bench floor", interruptOnCancel=True)
-        try:
-            sc.parallelize(range(n), n).barrier().mapPartitions(_sleeping_task).collect()
-        except Exception:  # noqa: BLE001
-            pass
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    tracker = sc.statusTracker()
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # wait until all tasks run
-        stages = [tracker.getStageInfo(s) for s in tracker.getActiveStageIds()]
-        if any(s and s.numActiveTasks == n for s in stages):
-            break
-        time.sleep(0.05)
-    t0 = time.perf_counter()
-    sc.cancelJobGroup(group)
-    while active_jobs(spark):
-        time.sleep(0.005)
-    elapsed = time.perf_counter() - t0
-    t.join(30)
-    return elapsed
-
-
-def worker_floor(n: int, nanny: bool = True) -> float:
-    """N bare `dask worker` processes, started at once, to registration."""
-    import logging
-
-    from distributed import Scheduler
-
-    logging.getLogger("distributed").setLevel(logging.WARNING)  # its INFO lines would bury the tables
-
-    async def main():
-        async with Scheduler(port=0, dashboard=False, host="127.0.0.1") as s:
-            cmd = [sys.executable, "-m", "distributed.cli.dask_worker", s.address, "--nthreads", "1",
-                   "--no-dashboard", "--nanny" if nanny else "--no-nanny"]  # fmt: skip
-            t0 = time.perf_counter()
-            procs = [subprocess.Popen(cmd, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL) for _ in range(n)]
-            try:
-                while len(s.workers) < n:
-                    await asyncio.sleep(0.005)
-                return time.perf_counter() - t0
-            finally:
-                for p in procs:
-                    p.terminate()
-                for p in procs:
-                    p.wait(30)
-
-    return asyncio.run(main())
-
-
-# ------------------------------------------------------------------------------ ours
-def ours(spark, n: int, options: dict, where: bool = False) -> dict:
-    """start() -> N workers connected; close() -> no Dask process, no active Spark job.
-    ``where``: also the workers' hosts (asked of the scheduler between the two, untimed)."""
-    import spark_dask
-
-    quiet = io.StringIO()  # the progress lines (a default) would interleave with the tables
-    with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
-        t0 = time.perf_counter()
-        cluster = spark_dask.SparkCluster(spark, n_workers=n, **options)
-        start = time.perf_counter() - t0
-    tag = cluster.tag
-    hosts = None
-    if where:
-        info = cluster.sync(cluster.scheduler_comm.identity)
-        hosts = sorted(w["host"] for w in info["workers"].values())
-    footprint = launcher_rss(tag)
-    t1 = time.perf_counter()
-    cluster.close()
-    while gang_processes(tag) or active_jobs(spark):
-        time.sleep(0.002)
-    close = time.perf_counter() - t1
-    out = {"start": start, "close": close, "launcher_rss": footprint, "timings": dict(parts_of(cluster).timings)}
-    if where:
-        out["where"] = hosts
-    return out
-
-
-def launcher_rss(tag: str) -> list[tuple[int, int]]:
-    """(RSS, USS) of each Spark task process that runs workers: what runs in the task
-    besides the Dask worker. USS counts only the process's own pages; RSS also counts
-    the pages it shares with the PySpark daemon it was forked from."""
-    parents = {}
-    procs = gang_processes(tag)
-    gang = {p.pid for p in procs}
-    for p in procs:
-        try:
-            parent = p.parent()
-            if parent is not None and parent.pid not in gang:
-                info = parent.memory_full_info()
-                parents[parent.pid] = (info.rss, info.uss)
-        except psutil.Error:
-            pass
-    return list(parents.values())
 
 
 # ------------------------------------------------------------------------------ ray
@@ -587,7 +383,7 @@ def main(argv=None) -> dict:
     options = parse_options(args.option)
     sizes = [2] if args.quick else [int(s) for s in args.sizes.split(",")]
     ray = not (args.no_ray or args.quick)
-    _ship_by_value()
+    ship_by_value()
     t_all = time.perf_counter()
 
     R: dict = {

@@ -41,7 +41,7 @@ def _wait(predicate, timeout: float = 120.0, interval: float = 0.01) -> float:
 
 def measure(master: str, runs: int) -> dict:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from benchmarks.run import new_spark, stop_spark
+    from benchmarks.measure import new_spark, stop_spark
     from spark_dask import SparkCluster
 
     spark = new_spark(master)

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import time
 
-from benchmarks.run import new_spark
+from benchmarks.measure import new_spark
 
 IDLE = 4.0
 JOINER = """

@@ -811,7 +811,7 @@ def render(R: dict) -> str:
 def main(argv=None) -> dict:
     """``python -m benchmarks soak``: build the hosts, run the soak, remove the hosts."""
     from benchmarks.machine import machine_facts
-    from tests import hosts as hostlib
+    from tests.support import hosts as hostlib
 
     p = argparse.ArgumentParser(prog="python -m benchmarks soak", description=__doc__.split("\n\n")[0])
     p.add_argument("--minutes", type=float, default=30)

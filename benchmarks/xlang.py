@@ -33,7 +33,7 @@ import subprocess
 import tempfile
 import time
 
-from benchmarks.run import new_spark
+from benchmarks.measure import new_spark
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKER = os.path.join(ROOT, "examples", "workers", "node", "worker.mjs")
