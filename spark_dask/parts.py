@@ -66,8 +66,9 @@ class ClusterParts:
 
     @property
     def dashboard_settings(self):
-        """How the dashboard is served and linked (Databricks driver proxy)."""
-        return self.side.dashboard_settings
+        """How the dashboard is served and linked (Databricks driver proxy); None before
+        the scheduler side exists."""
+        return self.side.dashboard_settings if self.side is not None else None
 
 
 def attach(cluster, made: ClusterParts) -> None:

@@ -193,15 +193,19 @@ def test_client_config_keys_for_the_script():
     from types import SimpleNamespace
 
     from spark_dask.connection import client_config as yaml_config
+    from spark_dask.parts import ClusterParts, attach
 
-    plain = SimpleNamespace(
-        scheduler_address="tcp://h:1", security=None, dashboard_settings=None, dashboard_link="http://h:2/status"
-    )
+    class StandIn:  # hashable and weakly referenceable, as a cluster is
+        def __init__(self, dashboard_settings, **fields):
+            self.__dict__.update(fields)
+            attach(self, ClusterParts(None, {}, None, SimpleNamespace(dashboard_settings=dashboard_settings)))
+
+    plain = StandIn(None, scheduler_address="tcp://h:1", security=None, dashboard_link="http://h:2/status")
     assert cli.client_config(plain) == {"scheduler-address": "tcp://h:1"}
     sec = SimpleNamespace(require_encryption=True, tls_ca_file="CA", tls_client_cert="CERT", tls_client_key="KEY")
     databricks = SimpleNamespace(databricks=object())
-    tls = SimpleNamespace(scheduler_address="tls://h:1", security=sec, dashboard_settings=databricks,
-                          dashboard_link="https://x/driver-proxy/o/1/c/{port}/status")  # fmt: skip
+    tls = StandIn(databricks, scheduler_address="tls://h:1", security=sec,
+                  dashboard_link="https://x/driver-proxy/o/1/c/{port}/status")  # fmt: skip
     want = {
         "scheduler-address": "tls://h:1",
         "distributed.comm.require-encryption": True,

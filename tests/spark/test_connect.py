@@ -32,7 +32,7 @@ from spark_dask.handoff import driver as handoff
 from spark_dask.parts import parts_of
 from tests.support import jars
 from tests.support.processes import dask_processes, port_open, wait_until
-from tests.support.spark import TEST_JVM_CONF, fresh_jvm
+from tests.support.spark import DEFAULT_SPARK, TEST_JVM_CONF, fresh_jvm
 
 pytest.importorskip("grpc", reason="needs the connect extra (pyspark[connect])")
 
@@ -66,6 +66,7 @@ def spark():
     from pyspark.sql import SparkSession
     from pyspark.sql.connect.client import core
 
+    DEFAULT_SPARK.release()  # the modules before may have left the shared classic session running
     if SparkContext._active_spark_context is not None or SparkSession._instantiatedSession is not None:
         pytest.fail("a classic SparkSession is still active: a local Spark Connect server cannot start")
     extra = server_jars()

@@ -25,7 +25,8 @@ import dask
 import pytest
 
 import spark_dask
-from spark_dask import PlanError, SparkDaskError, rapids
+from spark_dask import PlanError, SparkDaskError
+from spark_dask.executor import rmm
 from tests.support.gpus import FAKE_CUDA_ENV, fake_dask_cuda, gpu_conf, worker_argv, worker_flag
 from tests.support.processes import dask_processes, wait_until
 from tests.support.spark import active_jobs, assert_no_leftovers, make_spark, stop_spark
@@ -64,7 +65,7 @@ def _spark_dask_warnings(record) -> list[str]:
 
 
 def test_auto_pool_spill_limit_one_thread_and_pci_order(spark):
-    pool = rapids.rmm_pool_size(30 * 2**30, 2**30, 0.95)  # the fake NVML's free memory, the defaults
+    pool = rmm.rmm_pool_size(30 * 2**30, 2**30, 0.95)  # the fake NVML's free memory, the defaults
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
         client = spark_dask.start(spark, progress=False, env=FAKE_CUDA_ENV)

@@ -31,7 +31,7 @@ import spark_dask
 from spark_dask import named, options
 from spark_dask.errors import PlanError, SparkDaskError
 from spark_dask.events import Events
-from spark_dask.parts import parts_of
+from spark_dask.parts import ClusterParts, attach, parts_of
 from tests.support.paths import ROOT
 from tests.support.processes import dask_processes, wait_until
 
@@ -368,6 +368,7 @@ class FakeOwner:
         self.dashboard_link = "http://dashboard.example/status"
         self.scheduler = self.run(self._scheduler())
         self.entry = named.Entry(name, "spark-dask-fake000000", root)
+        attach(self, ClusterParts(None, {}, self.events, None, entry=self.entry))  # as a SparkCluster's
         self.entry.claim()
         self.run(self._publish())
 
@@ -527,6 +528,7 @@ class FakeServed:
         self.kwargs = kwargs
         self.name = kwargs.get("name", "spark-dask-0000000000")
         self.entry = named.Entry(self.name, "spark-dask-0000000000", named.configured_root())
+        attach(self, ClusterParts(None, {}, None, None, entry=self.entry))  # as a SparkCluster's
         self.entry.claim()
         self.scheduler = SimpleNamespace(workers={"w1": None, "w2": None})
         self.scheduler_address, self.dashboard_link = "tls://10.0.0.1:4000", "http://10.0.0.1:8787/status"

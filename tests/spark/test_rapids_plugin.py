@@ -26,6 +26,7 @@ import pytest
 
 import spark_dask
 from spark_dask import rapids
+from spark_dask.executor import rmm
 from tests.support.gpus import FAKE_CUDA_ENV, fake_dask_cuda, gpu_conf, worker_argv, worker_flag
 from tests.support.jars import require
 from tests.support.spark import assert_no_leftovers, make_spark, stop_spark
@@ -189,7 +190,7 @@ def test_auto_shares_with_the_plugin_and_spark_sql_runs_beside_the_cluster(spark
         assert not [str(w.message) for w in record if "RAPIDS Accelerator" in str(w.message)]
         assert rapids.check_rapids(lambda key: spark.sparkContext.getConf().get(key)) == []
         cap = 16 * 2**30
-        assert rapids.rmm_pool_size(30 * 2**30, 2**30, 0.95) > cap
+        assert rmm.rmm_pool_size(30 * 2**30, 2**30, 0.95) > cap
         (argv,) = worker_argv(client).values()
         assert worker_flag(argv, "--rmm-pool-size") == str(cap)
         assert worker_flag(argv, "--device-memory-limit") == str(int(cap * 0.8))
