@@ -22,8 +22,8 @@ def write_delta(ddf, target: str, *, mode: str = "error", partition_by=None, spa
     Parameters
     ----------
     ddf : dask.dataframe.DataFrame
-        Computed once, on the spark-dask cluster; its index is not written
-        (``reset_index()`` first to keep it).
+        Computed once, on the spark-dask cluster; a named index is written as a
+        column, an unnamed one is not (as ``to_spark`` does).
     target : str
         A table path or URI, or a table name (``catalog.schema.table``: created or
         written with ``saveAsTable``).
@@ -48,6 +48,7 @@ def write_delta(ddf, target: str, *, mode: str = "error", partition_by=None, spa
         raise PlanError(f"spark-dask: mode must be one of {', '.join(MODES)}, got {mode!r}")
     if not isinstance(target, str) or not target:
         raise PlanError(f"spark-dask: write_delta needs a table path or name, got {target!r}")
+    ddf = handoff.frame_for_spark(ddf)  # the columns Spark gets: a named index is one
     columns = [partition_by] if isinstance(partition_by, str) else list(partition_by or [])
     missing = [c for c in columns if c not in ddf.columns]
     if missing:

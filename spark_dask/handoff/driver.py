@@ -606,8 +606,9 @@ def to_spark(ddf, spark=None, *, client=None, schema=None, checkpoint: bool = Fa
     Each Dask partition is written as an Arrow IPC file on its worker's machine (the
     Dask side is computed once, here); the Spark DataFrame reads the files (memory
     mapped on the same machine, over the cluster's TLS comms otherwise). Nothing goes
-    through the driver or storage. The index is not carried (``reset_index()`` first
-    to keep it).
+    through the driver or storage. A named index is kept as the first column(s), as
+    ``reset_index()`` would (``ddf.groupby("k").x.mean().to_frame()`` keeps ``k``); an
+    unnamed one (the default) is not carried. A named Series moves as one column.
 
     ``checkpoint=False`` (default): the DataFrame reads the files whenever Spark
     computes it, like a DataFrame of ``spark.read``; they stay until the Dask cluster
@@ -621,17 +622,18 @@ def to_spark(ddf, spark=None, *, client=None, schema=None, checkpoint: bool = Fa
 
     Parameters
     ----------
-    ddf : dask.dataframe.DataFrame
-        pandas- or cudf-backed.
+    ddf : dask.dataframe.DataFrame or dask.dataframe.Series
+        pandas- or cudf-backed; a Series needs a name (its column's).
     spark : SparkSession, optional
         Default: the cluster's session.
     schema : StructType or DDL string, optional
-        The Spark schema to produce (column order as in ``ddf``), instead of the one
-        derived from the dtypes (``docs/handoff.md``), e.g. to restore non-nullable
-        fields or to say what an ``object`` column holds.
+        The Spark schema to produce (column order as in ``ddf``, a named index
+        first), instead of the one derived from the dtypes (``docs/handoff.md``),
+        e.g. to restore non-nullable fields or to say what an ``object`` column holds.
     """
     from dask import delayed
 
+    ddf = frame_for_spark(ddf)
     cluster, client = _cluster_and_client(client)
     spark = spark if spark is not None else cluster.spark
     _check_session(spark, cluster, "the SparkSession")
@@ -678,6 +680,38 @@ def to_spark(ddf, spark=None, *, client=None, schema=None, checkpoint: bool = Fa
     if checkpoint:
         transfers.remove_now(tid)
     return out
+
+
+def frame_for_spark(ddf):
+    """The Dask DataFrame whose columns ``to_spark`` moves: a named Series as a
+    one-column frame (``to_frame()``), a named index as the first column
+    (``reset_index()``; Spark has no index, and the key of a ``groupby`` result lives
+    there); an unnamed index (the default, or one named ``None``) is dropped.
+
+    Raises HandoffTypeError, before anything is computed, for what has no Spark columns."""
+    import dask.dataframe as dd
+
+    if isinstance(ddf, dd.Series):
+        if ddf.name is None:
+            raise HandoffTypeError(
+                "spark-dask: to_spark got a Dask Series without a name, and a Spark column needs one: "
+                "name it, e.g. to_spark(series.to_frame('value'))"
+            )
+        ddf = ddf.to_frame()
+    elif not isinstance(ddf, dd.DataFrame):
+        raise HandoffTypeError(
+            f"spark-dask: to_spark moves a Dask DataFrame or a named Dask Series, got {type(ddf).__module__.split('.')[0]}."
+            f"{type(ddf).__qualname__} (a pandas frame becomes a Dask one with dask.dataframe.from_pandas)"
+        )
+    name = ddf.index.name
+    if name is None:
+        return ddf
+    if name in ddf.columns:
+        raise HandoffTypeError(
+            f"spark-dask: the index is named {name!r} like a column, and to_spark keeps a named index as a "
+            f"column: rename it (ddf.rename_axis('other')) or drop it (ddf.reset_index(drop=True)) first"
+        )
+    return ddf.reset_index()
 
 
 def _ddl_schema(spark, ddl: str):

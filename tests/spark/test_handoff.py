@@ -335,6 +335,30 @@ def test_dask_frames_of_pandas_types_to_spark(spark, client):
 
 
 @pytest.mark.core
+def test_a_named_index_and_a_named_series_become_columns(spark, client):
+    """Issue 42, point 5: a groupby result's key (its index) was dropped without a word,
+    and a Series failed with a raw AttributeError. A named index is a column, as
+    reset_index() makes it; an unnamed one is dropped; a named Series is one column."""
+    import dask.dataframe as dd
+
+    pdf = pd.DataFrame({"k": ["a", "b", "a", "c", "b", "a"], "x": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]})
+    ddf = dd.from_pandas(pdf, npartitions=2)
+    means = spark_dask.to_spark(ddf.groupby("k").x.mean().to_frame())
+    assert means.columns == ["k", "x"]
+    assert sorted((r["k"], r["x"]) for r in means.collect()) == [("a", 10 / 3), ("b", 3.5), ("c", 4.0)]
+    assert spark_dask.to_spark(ddf).columns == ["k", "x"]  # the default unnamed index: not carried
+    sums = spark_dask.to_spark(ddf.groupby("k").x.sum(), schema="k string, total double")  # the index first
+    assert sorted(tuple(r) for r in sums.collect()) == [("a", 10.0), ("b", 7.0), ("c", 4.0)]
+    assert sorted(r["x"] for r in spark_dask.to_spark(ddf.x).collect()) == pdf.x.tolist()
+    with pytest.raises(HandoffTypeError, match=r"Series without a name.*to_frame\('value'\)"):
+        spark_dask.to_spark(ddf.x + 1 - ddf.x.rename("y"))
+    with pytest.raises(HandoffTypeError, match=r"the index is named 'k' like a column.*rename_axis"):
+        spark_dask.to_spark(ddf.set_index("k", drop=False))
+    with pytest.raises(HandoffTypeError, match=r"got pandas.DataFrame.*dask.dataframe.from_pandas"):
+        spark_dask.to_spark(pdf)
+
+
+@pytest.mark.core
 def test_unsupported_types_fail_before_any_data_moves(spark, client, monkeypatch):
     jobs = []
     monkeypatch.setattr(handoff, "_collect", lambda *a, **k: jobs.append(1))
