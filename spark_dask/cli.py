@@ -39,6 +39,7 @@ from spark_dask.executor.gang_task import PRELOAD_MODULE, host_memory
 from spark_dask.executor.sizing import worker_memory
 from spark_dask.parts import parts_of
 from spark_dask.plan import PlanError, gang_threads, hog_warning, plan_gang, spare_slots
+from spark_dask.pyspark_warnings import pandas3_warning_off
 from spark_dask.session import cluster_facts, require_pyspark
 from spark_dask.session import conf as spark_conf
 from spark_dask.sizes import plural
@@ -152,7 +153,8 @@ def get_or_create_session(master: str | None = None, conf: dict | None = None, a
         # system python3 from PATH, which lacks distributed). PySpark reads the
         # variable (not the conf) when the SparkContext starts.
         os.environ["PYSPARK_PYTHON"] = sys.executable
-    spark = builder.getOrCreate()
+    with pandas3_warning_off():  # the session is spark-dask's here, and it uses no pandas through Spark
+        spark = builder.getOrCreate()
     return spark, not had_context and existing is None
 
 

@@ -641,6 +641,7 @@ class SparkCluster(Cluster):
         self._parts.events.tell(idle.closing_message(self.name, self._parts.options.idle_timeout))
         await self._close()
         self._parts.events.log(idle.closed_message(self.name, time.monotonic() - t0))
+        self._parts.log_keeper.save()  # cluster.log was written at the close, before this line
 
     # ------------------------------------------------------------------ scaling
     async def _scale(self, n: int) -> None:

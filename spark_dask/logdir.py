@@ -42,6 +42,10 @@ TASKS_LOG = "spark-tasks.log"
 LOG_FORMAT = "%(asctime)s - %(name)s - %(levelname)s - %(message)s"
 # the logger whose records scheduler.log keeps: the scheduler runs in the driver process
 SCHEDULER_LOGGER = "distributed"
+# ... but this one: distributed.http.proxy logs it once per process, when the first
+# scheduler's dashboard imports its /proxy route without jupyter-server-proxy installed
+# (a hint about an optional package of the dashboard, not a line about this cluster)
+PROXY_HINT = ("distributed.http.proxy", "To route to workers diagnostics web server")
 
 
 def cluster_directory(root: str | None, name: str, cluster_id: str) -> str | None:
@@ -180,6 +184,18 @@ def read_logs(directory: str, cluster: bool = True, scheduler: bool = True, work
     return out
 
 
+def not_the_proxy_hint(record: logging.LogRecord) -> bool:
+    """A ``logging`` filter: False for distributed's jupyter-server-proxy hint
+    (:data:`PROXY_HINT`), the line ``scheduler.log`` opened with, True for every other record.
+
+    >>> hint = logging.makeLogRecord({"name": PROXY_HINT[0], "msg": PROXY_HINT[1] + " please install ..."})
+    >>> not_the_proxy_hint(hint), not_the_proxy_hint(logging.makeLogRecord({"name": PROXY_HINT[0], "msg": "x"}))
+    (False, True)
+    """
+    name, start = PROXY_HINT
+    return not (record.name == name and str(record.msg).startswith(start))
+
+
 class SchedulerLogHandler(logging.Handler):
     """Writes each record to ``scheduler.log`` as it comes (flushed at once: a driver
     that crashes leaves the lines logged so far, as far as the file system has them).
@@ -203,6 +219,7 @@ class SchedulerLogHandler(logging.Handler):
     def __init__(self, path: str, fmt: str = LOG_FORMAT):
         super().__init__()
         self.setFormatter(logging.Formatter(fmt))
+        self.addFilter(not_the_proxy_hint)
         self.file = open(path, "w", encoding="utf-8")
         self.error: BaseException | None = None
 
@@ -236,7 +253,8 @@ class KeptLogs:
     cluster starts and left when it closed (every gang ended).
 
     Entering creates the directory and starts ``scheduler.log``; :meth:`save` (each time a
-    gang ends) and leaving write ``cluster.log`` and ``spark-tasks.log`` whole, and give
+    gang ends, and after the close for a line said after it) and leaving write
+    ``cluster.log`` and ``spark-tasks.log`` whole, and give
     one warning for the Spark tasks that could not keep their workers' logs and one for
     each file the driver could not write. Without a directory (the option is off) it
     does nothing, and :meth:`read` gives what a closed cluster always had.
@@ -297,9 +315,10 @@ class KeptLogs:
             self.events.warn(msg, python_warning=False)
 
     def save(self) -> None:
-        """Write ``cluster.log`` and ``spark-tasks.log`` now (a gang ended); warn once when
+        """Write ``cluster.log`` and ``spark-tasks.log`` now (a gang ended, or a line came
+        after the close: the idle timeout's "closed after being idle"); warn once when
         tasks could not keep their workers' logs, or these files cannot be written."""
-        if not self.open:
+        if self.handler is None:  # logs are not kept (or were never started)
             return
         rows = self.rows()
         problem = not_kept_message(self.directory, rows)

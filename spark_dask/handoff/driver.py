@@ -26,7 +26,6 @@ import os
 import threading
 import time
 import uuid
-import warnings
 import weakref
 from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import replace
@@ -53,6 +52,7 @@ from spark_dask.handoff.transfer import HandoffError
 from spark_dask.jobtags import tagged
 from spark_dask.parts import parts_of
 from spark_dask.plan import PlanError
+from spark_dask.pyspark_warnings import pandas3_warning_off
 from spark_dask.session import (
     application_id,
     conf,
@@ -407,17 +407,6 @@ def _no_redundant_byte_limit(spark, schema):
                             spark.conf.set(_MAX_BYTES, entry[1])
 
 
-@contextmanager
-def _pandas3_warning_off():
-    """pyspark (4.x) warns "PySpark does not yet fully support pandas >= 3.0.0" (a
-    FutureWarning) where ``mapInArrow`` builds its UDF (``pandas_udf`` ->
-    ``require_minimum_pandas_version``, pyspark/sql/pandas/functions.py); a transfer's
-    ``mapInArrow`` uses Arrow batches, not pandas, so that one warning is off around it."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
-        yield
-
-
 def map_collect(df, schema: str, fn, cpu_only: bool, tag: str, description: str, arrow_schema=None) -> list[dict]:
     """Run ``df.mapInArrow(fn, schema)`` as a tagged Spark job (a CPU-only profile when
     asked; without Spark's per-row batch size estimate where it is redundant, see
@@ -426,7 +415,7 @@ def map_collect(df, schema: str, fn, cpu_only: bool, tag: str, description: str,
     profile = _cpu_profile(spark) if cpu_only else None
     new_api = spark_version(spark) >= (4, 0)
     kwargs = {"profile": profile} if profile is not None and new_api else {}
-    with _pandas3_warning_off():
+    with pandas3_warning_off():  # a transfer's mapInArrow: Arrow, not pandas
         out = df.mapInArrow(fn, schema, **kwargs)
     lifted = _no_redundant_byte_limit(spark, arrow_schema) if arrow_schema is not None else nullcontext()
     with tagged(spark, tag, description), lifted:
@@ -732,7 +721,7 @@ def _read_job(spark, n: int, struct, fn, cpu_only: bool, tag: str, description: 
     new_api = spark_version(spark) >= (4, 0)
     ids = spark.range(0, n, 1, n)
     kwargs = {"profile": profile} if profile is not None and new_api else {}
-    with _pandas3_warning_off():
+    with pandas3_warning_off():  # a transfer's mapInArrow: Arrow, not pandas
         out = ids.mapInArrow(fn, struct, **kwargs)
     if profile is not None and not new_api:
         # Spark 3.x: the profile goes on the RDD; the rows come back as a DataFrame

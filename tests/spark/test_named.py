@@ -651,3 +651,31 @@ def test_a_served_cluster_is_found_used_scaled_and_closed_by_name(state, tmp_pat
             if _alive(p):
                 with contextlib.suppress(psutil.Error):
                     p.kill()
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(180)
+def test_serve_says_nothing_of_pandas_and_keeps_its_last_line(state, tmp_path):
+    """Issue 42, point 8: ``spark-dask serve`` (its entry point, a subprocess) with an idle
+    timeout and kept logs: no pyspark pandas >= 3 FutureWarning (the session is
+    spark-dask's), a scheduler.log about the scheduler (not distributed's jupyter-server-proxy
+    hint first), and a cluster.log that ends with the line the terminal ended with."""
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, DASK_SPARK_DASK__STATE_DIR=state,
+               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))  # fmt: skip
+    logs = tmp_path / "logs"
+    cmd = [*_serve_command(), "serve", "--master", "local-cluster[2,1,1024]", "--conf", "spark.ui.enabled=false",
+           "--name", "quiet", "--n-workers", "1", "--no-progress", "--idle-timeout", "2s",
+           "--log-directory", str(logs)]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=150, env=env, cwd=str(tmp_path))
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == 0, said[-3000:]
+    assert "closed after being idle" in proc.stdout, said[-3000:]
+    assert "does not yet fully support pandas" not in said and "FutureWarning" not in said, said[-3000:]
+    [directory] = logs.iterdir()
+    scheduler_log = (directory / "scheduler.log").read_text().splitlines()
+    assert " - distributed.scheduler - INFO - State start" in scheduler_log[0], scheduler_log[:3]
+    assert not [line for line in scheduler_log if "jupyter-server-proxy" in line]
+    cluster_log = (directory / "cluster.log").read_text().splitlines()
+    last = [line for line in proc.stdout.splitlines() if line.startswith("spark-dask: ")][-1]
+    assert "closed after being idle (idle_timeout) in " in last
+    assert cluster_log[-1].endswith(last), cluster_log[-3:]
