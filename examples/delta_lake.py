@@ -28,6 +28,12 @@ Writers (the output's first lines say which one ran):
   runtime) or when the active session has Delta's SQL extension; ``deltalake``
   otherwise.
 
+A flag that would not act on the run is refused before Spark starts (exit status 2,
+:func:`flag_problem`): ``--deletion-vectors`` with the deltalake writer (chosen or given:
+its ``DELETE`` rewrites the files, it writes no deletion vectors) or on a table that is
+there already, ``--jars`` with ``--writer deltalake``, ``--master`` or ``--jars`` when an
+active session is used as it is.
+
 Tested (tests/spark/test_delta_spark.py, tests/spark/test_examples.py): the Spark writer on pyspark
 3.5.5 with Delta Lake 3.3.2 (``io.delta:delta-spark_2.12:3.3.2``), with and without
 deletion vectors; the deltalake writer on the newest pyspark. docs/delta.md says what
@@ -46,6 +52,7 @@ import json
 import os
 import sys
 import tempfile
+import warnings
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # local runs: executors' Python
 
@@ -62,6 +69,8 @@ DELTA_SPARK = {
 }
 
 DELETE_WHERE = "x < 100"  # version 1: the rows it leaves are x >= 100
+MASTER = "local-cluster[2,1,1024]"  # --master's default
+JARS_ENV = "SPARK_DASK_DELTA_JARS"  # --jars' default
 
 
 def spark_line(pyspark_version: str) -> tuple[int, int]:
@@ -92,6 +101,37 @@ def choose_writer(writer: str, jars: str | None, on_databricks: bool, session_ex
     return "deltalake"
 
 
+def flag_problem(args, writer: str, fresh: bool, active: bool, on_databricks: bool) -> str | None:
+    """What the command line asks that this run would not do, or None.
+
+    ``writer``: the writer chosen (:func:`choose_writer`); ``fresh``: the table is not
+    there yet (the example writes it); ``active``: a session is active (a notebook,
+    Databricks), which the example uses as it is. ``args.master`` and ``args.jars`` are
+    None unless given on the command line."""
+    if args.deletion_vectors and writer != "spark":
+        why = "" if args.writer == "deltalake" else (
+            " (--writer auto chose it: no --jars or $" + JARS_ENV + ", not on Databricks, no Delta extension "
+            "in an active session)"
+        )  # fmt: skip
+        return (
+            f"--deletion-vectors needs the Spark writer: the deltalake package writes this table{why}, and its "
+            "DELETE rewrites the files, it writes no deletion vectors. Give Delta Lake's jars (--jars) or "
+            "--writer spark, or leave --deletion-vectors out"
+        )
+    if args.deletion_vectors and not fresh:
+        return (
+            f"--deletion-vectors acts when the example writes the table, and {args.path} holds one already "
+            "(read as it is): give a --path without a table, or leave --deletion-vectors out"
+        )
+    if args.jars and writer == "deltalake":
+        return "--jars loads Delta Lake's Spark connector, which --writer deltalake does not use: leave one out"
+    given = [flag for flag, value in (("--master", args.master), ("--jars", args.jars)) if value]
+    if active and given:
+        where = "Databricks' session" if on_databricks else "the active Spark session"
+        return f"{' and '.join(given)} cannot change {where}, which the example uses as it is: leave them out"
+    return None
+
+
 def build_session(args, writer: str, active, on_databricks: bool, extensions: str):
     """The active session (Databricks, a notebook) or a new one; with the Spark writer,
     a new one loads Delta's connector."""
@@ -106,7 +146,7 @@ def build_session(args, writer: str, active, on_databricks: bool, extensions: st
             )
         return active, "Databricks Runtime" if on_databricks else "the active session's jars"
     builder = (
-        SparkSession.builder.master(args.master)
+        SparkSession.builder.master(args.master or MASTER)
         .appName("spark-dask delta lake")
         # Spark's console progress bar (spark.ui.showConsoleProgress) would show the Dask
         # cluster's barrier stage, which runs as long as the cluster, as "[Stage 0:> (0 + 2) / 2]"
@@ -119,10 +159,11 @@ def build_session(args, writer: str, active, on_databricks: bool, extensions: st
     builder = builder.config("spark.sql.shuffle.partitions", "4").config(
         "spark.databricks.delta.snapshotPartitions", "2"
     )
+    jars = args.jars or os.environ.get(JARS_ENV)
     if writer == "spark":
-        if args.jars:
-            builder = builder.config("spark.jars", args.jars)
-            source = ", ".join(os.path.basename(j) for j in args.jars.split(","))
+        if jars:
+            builder = builder.config("spark.jars", jars)
+            source = ", ".join(os.path.basename(j) for j in jars.split(","))
         else:
             coordinate = delta_connector(pyspark.__version__)
             if coordinate is None:
@@ -231,13 +272,11 @@ def files_with_deletion_vectors(path: str, version: int) -> int | None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--master", default="local-cluster[2,1,1024]")
+    parser.add_argument("--master", default=None, help=f"a new session's master (default {MASTER})")
     parser.add_argument("--path", default=None, help="Delta table location (written if absent)")
     parser.add_argument("--writer", choices=["auto", "spark", "deltalake"], default="auto")
     parser.add_argument(
-        "--jars",
-        default=os.environ.get("SPARK_DASK_DELTA_JARS"),
-        help="Delta Lake's Spark connector jars, comma-separated ($SPARK_DASK_DELTA_JARS)",
+        "--jars", default=None, help=f"Delta Lake's Spark connector jars, comma-separated (default ${JARS_ENV})"
     )
     parser.add_argument(
         "--deletion-vectors",
@@ -245,11 +284,11 @@ def main() -> None:
         help="Spark writer: enable deletion vectors before the DELETE (Databricks' default)",
     )
     args = parser.parse_args()
-    if args.deletion_vectors and args.writer == "deltalake":
-        parser.error(
-            "--deletion-vectors needs the Spark writer (the deltalake package's DELETE rewrites files: no deletion vectors)"
-        )
 
+    # pyspark 4.x warns (a FutureWarning) that it "does not yet fully support pandas >= 3.0.0"
+    # when the session starts; pandas is not used through Spark here (the rows go to Spark
+    # as Arrow batches), so that one warning is off, as in the quick start
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
     import numpy as np
     from pyspark.sql import SparkSession
 
@@ -258,7 +297,11 @@ def main() -> None:
     active = SparkSession.getActiveSession()
     extensions = active.conf.get("spark.sql.extensions", "") if active is not None else ""
     on_databricks = bool(os.environ.get("DATABRICKS_RUNTIME_VERSION"))
-    writer = choose_writer(args.writer, args.jars, on_databricks, extensions)
+    writer = choose_writer(args.writer, args.jars or os.environ.get(JARS_ENV), on_databricks, extensions)
+    fresh = not (args.path and os.path.exists(os.path.join(args.path, "_delta_log")))
+    problem = flag_problem(args, writer, fresh, active is not None, on_databricks)
+    if problem:
+        parser.error(problem)  # before Spark starts: exit status 2
 
     # without --path: a scratch directory, removed at the end
     scratch = None if args.path else tempfile.TemporaryDirectory(prefix="spark-dask-delta-")
@@ -269,7 +312,6 @@ def main() -> None:
         # one Dask worker: the other executor stays free for Spark's writes and reads
         with spark_dask.start(spark, n_workers=1) as client:
             written = None
-            fresh = not os.path.exists(os.path.join(path, "_delta_log"))
             if fresh and writer == "spark":
                 write_with_spark(spark, path, args.deletion_vectors)
                 print(f"table written by Spark (Delta Lake's Spark connector, {source})")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 import pytest
 
@@ -60,8 +61,33 @@ def test_example_runs(name, tmp_path):
     into_package = [ln for ln in output.splitlines() if "Warning:" in ln and f"{os.sep}spark_dask{os.sep}" in ln]
     assert not into_package, into_package
     # pyspark's pandas >= 3 FutureWarning: not at a transfer's mapInArrow; the quick start
-    # turns it off at the session's start as well
+    # and the Delta example (issue 42, point 8) turn it off at the session's start as well
     assert "pyspark/sql/pandas/functions.py" not in output, output[-4000:]
-    if name == "quickstart.py":
+    if name in ("quickstart.py", "delta_lake.py"):
         assert "FutureWarning" not in output and "UserWarning" not in output, output[-4000:]
     assert_left_nothing(output, env["TMPDIR"])
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("flags, says", [
+    # the default writer (auto) picks the deltalake package here (no Delta jars), which
+    # writes no deletion vectors: the flag was ignored (issue 42, point 9)
+    (["--deletion-vectors"], "--deletion-vectors needs the Spark writer: the deltalake package writes this table "
+                             "(--writer auto chose it"),
+    (["--writer", "deltalake", "--deletion-vectors"], "its DELETE rewrites the files, it writes no deletion vectors"),
+    (["--writer", "spark", "--jars", "/j/delta-spark.jar", "--deletion-vectors", "--path", "{table}"],
+     "--deletion-vectors acts when the example writes the table, and "),
+    (["--writer", "deltalake", "--jars", "/j/delta-spark.jar"], "--jars loads Delta Lake's Spark connector, which "
+                                                                "--writer deltalake does not use"),
+])  # fmt: skip
+def test_the_delta_example_refuses_a_flag_it_would_not_act_on(tmp_path, flags, says):
+    """A flag the run would not act on is refused before Spark starts (exit status 2, in seconds)."""
+    needs_modules(["deltalake"])
+    table = tmp_path / "table"
+    (table / "_delta_log").mkdir(parents=True)  # a table that is there already
+    cmd = [sys.executable, os.path.join(EXAMPLES, "delta_lake.py"), *[f.format(table=table) for f in flags]]
+    t0 = time.monotonic()
+    proc, output = run_example(cmd, example_env(tmp_path), tmp_path)
+    assert proc.returncode == 2 and says in output, output[-4000:]
+    assert "SparkContext" not in output and "log4j" not in output, output[-4000:]  # no JVM started
+    assert time.monotonic() - t0 < 30
