@@ -15,8 +15,8 @@ raised from pyspark's modules, and nothing else.
 A script's own ``SparkSession.builder.getOrCreate()`` raises it before spark-dask takes
 part: that is pyspark telling the script about the script's own pandas use
 (``toPandas``, pandas UDFs, ``createDataFrame`` of a pandas frame), and spark-dask leaves
-it alone (``docs/troubleshooting.md``, "Warnings": the one line a script adds to turn it
-off itself).
+it alone (``docs/troubleshooting.md``, "While the cluster runs", has the one line a
+script adds to turn it off itself).
 """
 
 from __future__ import annotations
