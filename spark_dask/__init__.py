@@ -17,6 +17,7 @@ from spark_dask.errors import (
     PlanError,
     SparkDaskError,
     TaskFailed,
+    UnknownKeywordError,
     WorkerStartError,
 )
 from spark_dask.handoff.driver import to_dask, to_spark
@@ -36,6 +37,7 @@ __all__ = [
     "SparkCluster",
     "SparkDaskError",
     "TaskFailed",
+    "UnknownKeywordError",
     "WorkerStartError",
     "XLangError",
     "XLangTaskError",

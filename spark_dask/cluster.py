@@ -20,6 +20,7 @@ import os
 import time
 import uuid
 import warnings
+import weakref
 from contextlib import ExitStack, suppress
 from dataclasses import replace
 from functools import partial
@@ -69,6 +70,7 @@ from spark_dask.session import (
     cluster_facts,
     connect_session_problem,
     is_connect,
+    release_local_executors,
 )
 from spark_dask.session import conf as spark_conf
 from spark_dask.sizes import plural
@@ -77,6 +79,7 @@ from spark_dask.waits import StartWait, watch_session_stop, watch_starved_stages
 from spark_dask.worker_flags import TaskWarnings, check_worker_options
 
 _atexit_registered = False
+_sessions_used: weakref.WeakSet = weakref.WeakSet()  # the sessions clusters of this process ran on
 
 
 def live_clusters() -> list[SparkCluster]:
@@ -85,9 +88,14 @@ def live_clusters() -> list[SparkCluster]:
 
 
 def _close_all_at_exit() -> None:
+    """The interpreter exits: close the clusters left open, then let local-cluster's
+    executors go before Spark's JVM shuts down (:func:`spark_dask.session.release_local_executors`)."""
     for cluster in registry.clusters():
         with suppress(Exception):
             cluster.close(timeout=30)
+    for spark in list(_sessions_used):
+        with suppress(Exception):
+            release_local_executors(spark)
 
 
 def _register_atexit() -> None:
@@ -370,6 +378,7 @@ class SparkCluster(Cluster):
     # close-timeout option (a closing signal handler sets a shorter one).
     close_grace: float | None = None
 
+    @options.keywords_checked("SparkCluster()")
     def __init__(
         self,
         spark=None,
@@ -414,6 +423,7 @@ class SparkCluster(Cluster):
         super().__init__(asynchronous=asynchronous, loop=loop, name=self._parts.options.name or self.tag, quiet=quiet)
         self._init_state()
         registry.add(self)
+        _sessions_used.add(self.spark)
         _register_atexit()
         if not self.asynchronous:
             self._loop_runner.start()
@@ -845,12 +855,116 @@ class _ClusterClient(Client):
         super().__del__()
 
 
+@options.keywords_of(SparkCluster, "start()", leave_out=("asynchronous", "loop"))
 def start(spark=None, **kwargs) -> Client:
     """Start a Dask cluster in the Spark application and return a connected Client.
 
     Returns once every worker is connected. Leaving the ``with`` block (or
     ``client.close()``) closes the workers, the Spark barrier job and the scheduler.
-    Keyword arguments are those of ``SparkCluster``.
+    Keyword arguments are those of ``SparkCluster`` (but ``asynchronous`` and ``loop``:
+    use ``await SparkCluster(..., asynchronous=True)`` in an event loop).
+
+    Parameters
+    ----------
+    spark : SparkSession, optional
+        Classic or Spark Connect session; defaults to the active session (looked up
+        now). With Spark Connect the scheduler runs in this Python process, not on the
+        Spark driver.
+    n_workers : int, optional
+        Number of Dask workers at start; ``cluster.scale(n)`` / ``cluster.adapt(...)``
+        change it later. Default: one per executor GPU, else one per executor.
+        (``spark-dask.n-workers``; CLI ``--n-workers``)
+    worker : {'auto', 'cuda', 'cpu'}, optional
+        Worker program: ``cuda`` (dask-cuda), ``cpu`` (nanny + worker); ``auto``:
+        ``cuda`` when the Spark tasks own GPUs. Default: ``'auto'``.
+        (``spark-dask.worker``; CLI ``--worker``)
+    threads_per_worker : int, optional
+        Threads per worker. Default: dask-cuda: 1; CPU: the task's CPUs (executor cores
+        with one gang task per executor). (``spark-dask.threads-per-worker``; CLI
+        ``--threads-per-worker``)
+    memory_limit : int or str, optional
+        Memory per worker: bytes, a size such as ``8GiB``, or ``auto``. Default:
+        ``'auto'``. (``spark-dask.memory-limit``; CLI ``--memory-limit``)
+    worker_options : dict, optional
+        Extra worker command-line options, e.g. ``{"rmm_pool_size": "10GB"}`` →
+        ``--rmm-pool-size 10GB``. Default: ``{}``. (``spark-dask.worker-options``; CLI
+        ``--worker-option``)
+    worker_command : str or list, optional
+        A command template (string or list) that replaces the default worker command.
+        Default: ``None``. (``spark-dask.worker-command``; CLI ``--worker-command``)
+    env : dict, optional
+        Environment variables for the worker processes. Default: none. (CLI ``--env``)
+    task_profile : {'auto', True, False}, optional
+        Ask Spark for a stage-level task resource profile for the gang. Default:
+        ``'auto'``. (``spark-dask.task-profile``; CLI ``--task-profile``)
+    barrier : {'auto', True, False}, optional
+        Run the workers as one Spark barrier stage (``true``) or each as a Spark job of
+        its own (``false``). Default: ``'auto'``. (``spark-dask.barrier``; CLI
+        ``--barrier``)
+    timeout : str or float, optional
+        How long ``start()`` waits for every worker before it fails. Default:
+        ``'180s'``. (``spark-dask.timeout``; CLI ``--timeout``)
+    name : str, optional
+        The cluster's name: other Python processes of this user on this host join it
+        with ``SparkCluster.from_name(name)``; ``spark-dask list`` shows it. Default:
+        the Spark job tag, ``spark-dask-<id>``. (``spark-dask.name``; CLI ``--name``)
+    idle_timeout : str or float, optional
+        Close the cluster after this long without Dask tasks or work from its clients;
+        its Spark task slots return to Spark. Default: ``None``.
+        (``spark-dask.idle-timeout``; CLI ``--idle-timeout``)
+    relaunch_attempts : int, optional
+        How often failed gangs (a lost executor) are relaunched while the cluster runs;
+        each relaunch replaces only the failed gang's workers. Default: ``3``.
+        (``spark-dask.relaunch-attempts``; CLI ``--relaunch-attempts``)
+    tls : bool, optional
+        TLS with fresh per-cluster credentials between scheduler, workers and clients.
+        Default: ``True``. (``spark-dask.tls``; CLI ``--tls / --no-tls``)
+    require_encryption : bool, optional
+        Refuse to start unless Spark encrypts its own RPC. Default: ``False``.
+        (``spark-dask.require-encryption``; CLI ``--require-encryption /
+        --no-require-encryption``)
+    scheduler_host : str, optional
+        Address of this machine that the executors use to reach the scheduler (it
+        listens there). Default: the driver's address; Connect: this machine's address
+        towards the server. (``spark-dask.scheduler-host``; CLI ``--scheduler-host``)
+    databricks_credentials : bool, optional
+        Give the workers the notebook's Databricks workspace host and token
+        (``DATABRICKS_HOST``, ``DATABRICKS_TOKEN``), for MLflow and the Databricks SDK
+        in Dask tasks. Default: ``False``. (``spark-dask.databricks-credentials``; CLI
+        ``--databricks-credentials / --no-databricks-credentials``)
+    dashboard : bool, optional
+        Serve the scheduler's dashboard. Default: ``True``. (``spark-dask.dashboard``;
+        CLI ``--dashboard / --no-dashboard``)
+    log_directory : str, optional
+        A directory where the scheduler's, the workers' and the Spark tasks' logs are
+        kept, also after the cluster closed or a worker crashed. Default: ``None``.
+        (``spark-dask.log-directory``; CLI ``--log-directory``)
+    progress : bool, optional
+        Show "2/4 Dask workers connected" while starting (terminal and notebook).
+        Default: ``True``. (``spark-dask.progress``; CLI ``--progress / --no-progress``)
+    silence_logs : str or False, optional
+        Level below which the scheduler's log lines are not printed; ``false`` prints
+        them all. Default: ``'warning'``. (``spark-dask.silence-logs``; CLI
+        ``--silence-logs``)
+    gpu_mode : {'auto', 'shared', 'exclusive'}, optional
+        GPU executors: run the workers beside Spark's own GPU tasks (``shared``) or hold
+        their GPUs whole (``exclusive``). Default: ``'auto'``. (``spark-dask.gpu-mode``;
+        CLI ``--gpu-mode``)
+    quiet : bool
+        No progress line and no slot warning.
+
+    Notes
+    -----
+    Every keyword defaults to its ``dask.config`` key ``spark-dask.<name>`` (``_`` as
+    ``-``), set in ``spark_dask/spark_dask.yaml``, by ``dask.config.set`` or by an
+    environment variable such as ``DASK_SPARK_DASK__TIMEOUT=5m``; an explicit argument
+    wins. Keys without a keyword argument: ``multiprocessing-method``, ``fork-nanny``,
+    ``executor-wait``, ``slot-wait``, ``close-timeout``, ``death-timeout``,
+    ``kill-grace``, ``lost-worker-grace``, ``no-workers-timeout``, ``close-on-sigterm``,
+    ``state-dir``, ``connect-timeout``, ``dashboard-prefix``, ``rapids.rmm-pool-size``,
+    ``rapids.rmm-reserve``, ``rapids.rmm-fraction``, ``rapids.spill-fraction``,
+    ``rapids.dask-fraction``. The configuration page of the docs describes each one
+    (generated, like this section, from ``spark_dask/options.py``).
 
     Examples
     --------

@@ -30,6 +30,12 @@ class PlanError(SparkDaskError, ValueError):
     """A request that cannot work on this Spark cluster; the message says what to change."""
 
 
+class UnknownKeywordError(SparkDaskError, TypeError):
+    """A keyword argument that is no option of ``start()`` / ``SparkCluster()`` (a
+    misspelling, as Python's own ``TypeError`` would say); the message names the closest
+    option."""
+
+
 class WorkerStartError(SparkDaskError, RuntimeError):
     """A Dask worker could not start inside a Spark task (carries its log tail)."""
 

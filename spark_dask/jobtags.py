@@ -16,22 +16,30 @@ from spark_dask.sparkconf import is_connect
 
 logger = logging.getLogger(__name__)
 
+# Every spark-dask cluster's gang jobs carry this tag besides their own (classic: a job
+# tag, Spark >= 3.5), so the slot checks of any cluster of the application, in any
+# process, tell a gang waiting for slots from a Spark job waiting (launcher.stage_snapshot).
+GANG = "spark-dask-gang"
+
 
 @contextmanager
-def tagged(spark, tag: str, description: str, *, job_group: bool = False):
+def tagged(spark, tag: str, description: str, *, job_group: bool = False, gang: bool = False):
     """The Spark jobs this thread submits inside carry ``tag`` (cancellable by
-    :func:`cancel`) and ``description``.
+    :func:`cancel`) and ``description``; a gang's jobs (``gang=True``) :data:`GANG` too.
 
     ``job_group=True`` (classic): the thread's job group is set to ``tag`` (interrupt on
     cancel) and left set (a thread of its own); otherwise the thread's job description
     is set and restored after.
     """
+    tags = (tag, GANG) if gang else (tag,)
     if is_connect(spark):
-        spark.addTag(tag)
+        for t in tags:
+            spark.addTag(t)
         try:
             yield
         finally:
-            spark.removeTag(tag)
+            for t in tags:
+                spark.removeTag(t)
         return
     sc = spark.sparkContext
     if job_group:
@@ -40,12 +48,14 @@ def tagged(spark, tag: str, description: str, *, job_group: bool = False):
         previous = sc.getLocalProperty("spark.job.description")
         sc.setJobDescription(description)
     if hasattr(sc, "addJobTag"):
-        sc.addJobTag(tag)
+        for t in tags:
+            sc.addJobTag(t)
     try:
         yield
     finally:
         if hasattr(sc, "removeJobTag"):
-            sc.removeJobTag(tag)
+            for t in tags:
+                sc.removeJobTag(t)
         if not job_group:
             sc.setLocalProperty("spark.job.description", previous)
 
@@ -58,9 +68,10 @@ def cancel(spark, tag: str) -> None:
             spark.interruptTag(tag)
             return
         sc = spark.sparkContext
-        sc.cancelJobGroup(tag)
-        if hasattr(sc, "cancelJobsWithTag"):
-            sc.cancelJobsWithTag(tag)
+        if hasattr(sc, "cancelJobsWithTag"):  # every job of tagged() carries the tag
+            sc.cancelJobsWithTag(tag)  # quiet when none is left (cancelJobGroup warns then)
+        else:
+            sc.cancelJobGroup(tag)
     except Exception as e:  # stopped context, gone gateway: nothing left to cancel  # noqa: BLE001
         logger.debug("spark-dask: cancel of %s failed: %s", tag, e)
 

@@ -169,7 +169,7 @@ class GangLauncher:
         sc = self.spark.sparkContext
         # Job group and tags are thread-local in PySpark's pinned-thread mode: set in
         # this thread, which submits the job.
-        with jobtags.tagged(self.spark, self.tag, self.description, job_group=True):
+        with jobtags.tagged(self.spark, self.tag, self.description, job_group=True, gang=True):
             self._register_with_databricks()
             return gang_rdd(sc, self.plan, gang_task.classic_partition(self.spec)).collect()
 
@@ -186,7 +186,7 @@ class GangLauncher:
 
     def _collect_connect(self) -> list[str]:
         spark = self.spark
-        with jobtags.tagged(spark, self.tag, self.description):  # thread-local: this thread submits the job
+        with jobtags.tagged(spark, self.tag, self.description, gang=True):  # thread-local: this thread submits it
             n = self.plan.n_tasks
             kwargs = {"barrier": True} if self.plan.barrier else {}
             profile = resource_profile(self.plan)
@@ -232,17 +232,44 @@ class GangLauncher:
 
 def stage_snapshot(spark, tags) -> tuple[list[dict], set[int]]:
     """(active stages of the application, the stage ids of the jobs of ``tags``, i.e.
-    the job groups of a cluster's gangs). Classic sessions only."""
-    tracker = spark.sparkContext.statusTracker()
-    ours: set[int] = set()
-    for tag in tags:
-        for job in tracker.getJobIdsForGroup(tag):
-            info = tracker.getJobInfo(job)
-            if info is not None:
-                ours.update(int(s) for s in info.stageIds)
+    the job groups of a cluster's gangs). Classic sessions only.
+
+    Each stage is its ``SparkStageInfo`` as a dict, with ``gang``: whether it is a
+    spark-dask gang's, this cluster's or another's (:data:`spark_dask.jobtags.GANG`);
+    a stage that waits with no task running, and another cluster's gang, also get the
+    ``description`` of their job (the user's ``setJobDescription``, a gang's own words),
+    which names them better than Spark's call site."""
+    sc = spark.sparkContext
+    tracker = sc.statusTracker()
+    ours = _stage_ids(tracker, (j for tag in tags for j in tracker.getJobIdsForGroup(tag)))
+    gangs = ours | _stage_ids(tracker, sc._jsc.sc().statusTracker().getJobIdsForTag(jobtags.GANG))
     stages = []
     for sid in tracker.getActiveStageIds():
         info = tracker.getStageInfo(sid)
-        if info is not None:
-            stages.append(info._asdict())
+        if info is None:
+            continue
+        st = {**info._asdict(), "gang": sid in gangs}
+        waiting = not st["numActiveTasks"] and st["numTasks"] > st["numCompletedTasks"]
+        if sid not in ours and (waiting or st["gang"]):
+            st["description"] = _description(sc, sid)
+        stages.append(st)
     return stages, ours
+
+
+def _stage_ids(tracker, jobs) -> set[int]:
+    out: set[int] = set()
+    for job in jobs:
+        info = tracker.getJobInfo(job)
+        if info is not None:
+            out.update(int(s) for s in info.stageIds)
+    return out
+
+
+def _description(sc, stage_id: int) -> str | None:
+    """The description of the job a stage belongs to (Spark's status store), if set."""
+    try:
+        text = sc._jsc.sc().statusStore().lastStageAttempt(stage_id).description()
+        return text.get() if text.isDefined() else None
+    except Exception as e:  # the stage left the store between the two calls  # noqa: BLE001
+        logger.debug("spark-dask: no description of stage %s: %s", stage_id, e)
+        return None

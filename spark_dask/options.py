@@ -15,15 +15,20 @@ code; the docstring generator turns them into reStructuredText literals.
 
 from __future__ import annotations
 
+import difflib
+import functools
+import inspect
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from dask.utils import parse_bytes, parse_timedelta
 
 from spark_dask import config
-from spark_dask.errors import PlanError
+from spark_dask.errors import PlanError, UnknownKeywordError
+from spark_dask.executor.sizing import small_memory_problem
 from spark_dask.plan import check_barrier, check_gpu_mode
 
 # Groups, in the order the configuration page shows them.
@@ -764,6 +769,9 @@ def resolve(**given) -> ClusterOptions:
             raise PlanError(f"memory_limit must be 'auto', a number of bytes or a size like '8GiB', got {mem!r}") from e
         if opts["memory_limit"] <= 0:
             raise PlanError(f"memory_limit must be positive, got {mem!r}")
+        problem = small_memory_problem(mem, opts["memory_limit"])
+        if problem:
+            raise PlanError("spark-dask: " + problem)
     if opts["worker_options"] is not None and not isinstance(opts["worker_options"], dict):
         raise PlanError(f"worker_options must be a dict, got {type(opts['worker_options']).__name__}")
     ra = opts["relaunch_attempts"]
@@ -847,11 +855,67 @@ def unknown_keys(node: dict | None = None, prefix: str = "") -> list[str]:
 
 def unknown_key_message(key: str) -> str:
     """The warning for a config key that is no option, with the closest option's key."""
-    import difflib
-
     close = difflib.get_close_matches(key, [o.key for o in config_options()], n=1)
     hint = f" (did you mean spark-dask.{close[0]}?)" if close else ""
     return f"spark-dask: unknown config key spark-dask.{key}{hint}; it is ignored"
+
+
+def unknown_keyword_message(function: str, key: str, names) -> str:
+    """The error for a keyword argument that is none of ``names``, with the closest one.
+
+    >>> unknown_keyword_message("start()", "n_worker", ["n_workers", "worker"])
+    "spark-dask: start() got an unexpected keyword argument 'n_worker'. Did you mean 'n_workers'? help(start) lists every option."
+    """
+    close = difflib.get_close_matches(key, list(names), n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    return (
+        f"spark-dask: {function} got an unexpected keyword argument {key!r}.{hint} "
+        f"help({function.rstrip('()')}) lists every option."
+    )
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def keywords_checked(function: str, signature: inspect.Signature | None = None):
+    """Decorator: a keyword argument the function does not take is refused with the
+    closest one (:class:`~spark_dask.errors.UnknownKeywordError`, a ``TypeError``), naming
+    ``function`` as the user called it (``"start()"``, ``"SparkCluster()"``).
+    ``signature``: what ``help()``, IPython and the check use instead of the function's
+    own (a function taking ``**kwargs`` on to another)."""
+
+    def decorate(f: Callable[P, R]) -> Callable[P, R]:
+        sig = inspect.signature(f)
+        if signature is not None:
+            sig = signature.replace(return_annotation=sig.return_annotation)
+        names = [
+            p.name
+            for p in sig.parameters.values()
+            if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "self"
+        ]
+
+        @functools.wraps(f)
+        def checked(*args: P.args, **kwargs: P.kwargs) -> R:
+            for key in kwargs:
+                if key not in names:
+                    raise UnknownKeywordError(unknown_keyword_message(function, key, names))
+            return f(*args, **kwargs)
+
+        checked.__signature__ = sig  # type: ignore[attr-defined]
+        return checked
+
+    return decorate
+
+
+def keywords_of(source: Callable[P, Any], function: str, leave_out: tuple[str, ...] = ()):
+    """Decorator: the function takes ``source``'s keyword arguments (but ``leave_out``)
+    and passes them on: :func:`keywords_checked` with ``source``'s signature, and typed
+    so that editors show (and type checkers check) ``source``'s parameters."""
+    sig = inspect.signature(source)
+    sig = sig.replace(parameters=[p for p in sig.parameters.values() if p.name not in leave_out])
+    decorate: Callable[[Callable[..., R]], Callable[P, R]] = keywords_checked(function, sig)
+    return decorate
 
 
 def warn_unknown_keys() -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from spark_dask.errors import PlanError
 from spark_dask.executor.sizing import thread_cores, worker_threads
-from spark_dask.sizes import plural
+from spark_dask.sizes import either, plural
 
 KINDS = ("auto", "cuda", "cpu")
 GPU_MODES = ("auto", "shared", "exclusive")
@@ -634,18 +634,18 @@ def hog_warning(facts: ClusterFacts, plan: GangPlan, others: tuple[tuple[str, in
     if others:
         advice.append("close the other spark-dask cluster" + ("s" if len(others) > 1 else ""))
     if plan.n_workers > 1:
-        advice.append(f"fewer workers (n_workers={plan.n_workers - 1})")
+        advice.append(f"start fewer workers (n_workers={plan.n_workers - 1})")
     if plan.gpu_mode == "exclusive" and facts.task_gpus > 0:
         fractional = facts.task_gpus < 1
         advice.append(
-            "gpu_mode='shared'"
+            "use gpu_mode='shared'"
             + ("" if fractional or facts.task_profiles else " with a fractional spark.task.resource.gpu.amount")
         )
-    advice.append("executors with more cores (spark.executor.cores)")
-    advice.append("or run the Spark work before starting the Dask cluster")
+    advice.append("give the executors more cores (spark.executor.cores)")
+    advice.append("run the Spark work before starting the Dask cluster")
     shape = f"{plural(facts.executors, 'executor')} x {plural(facts.executor_cores, 'core')}"
     if facts.executor_gpus:
-        shape += f", {facts.executor_gpus:g} GPUs, spark.task.resource.gpu.amount={facts.task_gpus:g}"
+        shape += f", {facts.executor_gpus:g} GPU{'' if facts.executor_gpus == 1 else 's'}, spark.task.resource.gpu.amount={facts.task_gpus:g}"
     beside = ""
     if others:
         beside = (
@@ -657,7 +657,7 @@ def hog_warning(facts: ClusterFacts, plan: GangPlan, others: tuple[tuple[str, in
         f"spark-dask: the Dask cluster's {plural(plan.n_tasks, ('barrier ' if plan.barrier else '') + 'task')}{beside} "
         f"{'takes' if plan.n_tasks == 1 and not others else 'take'} every task slot Spark jobs can use ({shape}). A Spark job started while it runs (spark.read.parquet, "
         f"df.collect(), ...) waits until the cluster closes or shrinks (cluster.scale(n)). To leave room: "
-        + ", ".join(advice)
+        + either(advice)
         + "."
     )
 
@@ -667,11 +667,17 @@ def starved_stages(stages: list[dict], gang_stages: set[int]) -> list[dict]:
 
     While the gang holds the slots they need, such a stage waits until the Dask cluster
     closes: the caller tells the user instead of letting it hang silently. Each entry has
-    ``stageId``, ``numTasks``, ``numActiveTasks``, ``numCompletedTasks``, ``numFailedTasks``.
+    ``stageId``, ``numTasks``, ``numActiveTasks``, ``numCompletedTasks``, ``numFailedTasks``;
+    one marked ``gang`` is a spark-dask gang (another cluster's, which says itself that
+    it waits) and is not counted.
+
+    >>> waiting = {"numTasks": 2, "numActiveTasks": 0, "numCompletedTasks": 0}
+    >>> [st["stageId"] for st in starved_stages([{"stageId": 1, **waiting}, {"stageId": 2, "gang": True, **waiting}], set())]
+    [1]
     """
     out = []
     for st in stages:
-        if st["stageId"] in gang_stages:
+        if st["stageId"] in gang_stages or st.get("gang"):
             continue
         pending = st["numTasks"] - st["numActiveTasks"] - st["numCompletedTasks"]
         if st["numActiveTasks"] == 0 and pending > 0:

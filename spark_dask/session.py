@@ -143,6 +143,33 @@ def wait_for_executors(spark, timeout: float) -> list[str]:
     return ids
 
 
+def release_local_executors(spark) -> bool:
+    """At the interpreter's exit, on a ``local-cluster[...]`` master whose context still
+    runs (classic, no dynamic allocation): ask Spark for no executors. True when it did.
+
+    local-cluster's Master and Workers live in the driver's JVM. When that JVM shuts
+    down, the Workers' shutdown hooks kill the executors before the SparkContext's hook
+    unregisters the application, and the Master relaunches them into a JVM that refuses
+    new shutdown hooks: some 10-20 ``ERROR Worker: Failed to launch executor ...
+    Shutdown hooks cannot be modified during shutdown`` per exit, with plain PySpark
+    too. ``SparkContext.killExecutors`` lowers the application's executor limit at the
+    Master to none first (it returns once the Master has it), so nothing is relaunched."""
+    if is_connect(spark) or is_stopped(spark):
+        return False
+    if not _LOCAL_CLUSTER.search(conf(spark, "spark.master", "") or ""):
+        return False
+    if (conf(spark, "spark.dynamicAllocation.enabled", "false") or "").lower() == "true":
+        return False  # killExecutors() refuses under dynamic allocation
+    sc = spark.sparkContext
+    # the in-process Master then says "Got status update for unknown executor" for each
+    # executor it let go: its own WARN lines, at the exit only
+    log4j = sc._jvm.org.apache.logging.log4j
+    log4j.core.config.Configurator.setLevel("org.apache.spark.deploy.master.Master", log4j.Level.ERROR)
+    jsc = sc._jsc.sc()
+    jsc.killExecutors(jsc.getExecutorIds())
+    return True
+
+
 def _memory(value: str | None, default: str = "1g") -> int:
     """JVM memory string ("4g", "512m", "2gb") to bytes; a bare number is MiB, as in Spark."""
     text = (value or default).strip().lower()

@@ -79,4 +79,16 @@ def plural(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-__all__ = ["BYTES", "KIB", "MIB", "human_bytes", "parse_size", "plural"]
+def either(choices: list[str]) -> str:
+    """Choices in words: ``a``, ``a or b``, ``a, b, or c`` (each a whole phrase of the
+    same kind: things to do, or things to use).
+
+    >>> either(["close it"]), either(["close it", "wait"]), either(["a", "b", "c"])
+    ('close it', 'close it or wait', 'a, b, or c')
+    """
+    if len(choices) <= 2:
+        return " or ".join(choices)
+    return ", ".join(choices[:-1]) + ", or " + choices[-1]
+
+
+__all__ = ["BYTES", "KIB", "MIB", "either", "human_bytes", "parse_size", "plural"]

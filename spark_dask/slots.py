@@ -10,6 +10,8 @@ the cluster hands in the stages it read from Spark's status tracker).
 
 from __future__ import annotations
 
+import re
+
 from spark_dask import registry
 from spark_dask.parts import parts_if_any
 from spark_dask.plan import starved_stages
@@ -47,6 +49,29 @@ def other_clusters(cluster) -> tuple[tuple[str, int, int], ...]:
     return tuple(out)
 
 
+# Call sites that say nothing to a user: a DataFrame query's stages submitted from
+# Spark's own threads (Spark 4: "$anonfun$withThreadLocalCaptured$1 at
+# CompletableFuture.java:1768"), reflection frames.
+INTERNAL_NAME = re.compile(
+    r"^\$|\$anonfun\$| at (CompletableFuture|NativeMethodAccessorImpl|ThreadPoolExecutor|Thread)\.java:"
+)
+
+
+def stage_name(st: dict) -> str:
+    """What a stage of :func:`spark_dask.launcher.stage_snapshot` is, for a user: its
+    job's description, else Spark's name for it unless that is Spark's internal call
+    site.
+
+    >>> stage_name({"name": "$anonfun$withThreadLocalCaptured$1 at CompletableFuture.java:1768"})
+    'a DataFrame or SQL query'
+    >>> stage_name({"name": "collect at etl.py:12"}), stage_name({"name": "x", "description": "nightly load"})
+    ('collect at etl.py:12', 'nightly load')
+    """
+    if st.get("description"):
+        return st["description"]
+    return "a DataFrame or SQL query" if INTERNAL_NAME.search(st["name"]) else st["name"]
+
+
 def busy_stages(stages: list[dict], ours: set[int]) -> list[str]:
     """The running stages that are not the cluster's, in words.
 
@@ -54,10 +79,21 @@ def busy_stages(stages: list[dict], ours: set[int]) -> list[str]:
     ["stage 3 'collect' (2 running tasks)"]
     """
     return [
-        f"stage {st['stageId']} '{st['name']}' ({plural(st['numActiveTasks'], 'running task')})"
+        f"stage {st['stageId']} '{stage_name(st)}' ({plural(st['numActiveTasks'], 'running task')})"
         for st in stages
         if st["stageId"] not in ours and st["numActiveTasks"] > 0
     ]
+
+
+# The starved stages said already, per Spark application (application id): the slot
+# watch of each cluster of the application reads and adds to the same set, so a stage
+# that waits for several clusters' slots is said once, by the first watch to see it.
+SAID: dict[str, set[int]] = {}
+
+
+def said_stages(app: str | None) -> set[int]:
+    """The shared set of :data:`SAID` for application ``app`` (None: a set of one's own)."""
+    return set() if app is None else SAID.setdefault(app, set())
 
 
 def no_slots_message(n_tasks: int, slot_wait: float, slots: int, others: list[str]) -> str:
@@ -137,14 +173,17 @@ class SlotWatch:
         Seconds a Spark stage may wait for the gangs' slots before it is said.
     slot_wait : float
         Seconds a scale-up gang may wait for free slots before it is said.
+    said : set of int, optional
+        The starved stages said already by any cluster of the application
+        (:func:`said_stages`); each is said once.
     """
 
-    def __init__(self, tag: str, patience: float, slot_wait: float):
+    def __init__(self, tag: str, patience: float, slot_wait: float, said: set[int] | None = None):
         self.tag = tag
         self.patience = patience
         self.slot_wait = slot_wait
         self.first_seen: dict[int, float] = {}
-        self.warned: set[int] = set()
+        self.warned: set[int] = set() if said is None else said
         self.warned_gangs: set[int] = set()
 
     def notes(self, stages, ours, gangs, held: int, capacity: int | None, barrier: bool, now: float,
@@ -165,7 +204,7 @@ class SlotWatch:
             if sid not in self.warned and waited >= self.patience:
                 self.warned.add(sid)
                 out.append(
-                    f"spark-dask: Spark stage {sid} ({st['name']}) has waited {waited:.0f}s for a free "
+                    f"spark-dask: Spark stage {sid} ({stage_name(st)}) has waited {waited:.0f}s for a free "
                     f"task slot: {holding(self.tag, held, capacity, barrier, cpus, others)}. It will run once the cluster closes or shrinks "
                     f"(cluster.scale(n)); Ctrl-C / interrupting the cell cancels it. To run Spark "
                     f"and Dask side by side, use fewer workers (cluster.scale(...), "

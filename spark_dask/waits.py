@@ -25,8 +25,10 @@ from spark_dask.slots import (
     SlotWatch,
     busy_stages,
     no_slots_message,
+    said_stages,
     start_timeout_message,
 )
+from spark_dask.sparkconf import application_id
 
 logger = logging.getLogger("spark_dask")
 
@@ -167,7 +169,7 @@ async def watch_starved_stages(
     ``pool.running``; a round that fails (Spark's status tracker unreadable) is logged
     and the next one tries again. ``snapshot``: :func:`~spark_dask.launcher.stage_snapshot`.
     """
-    watch = SlotWatch(tag, patience, slot_wait)
+    watch = SlotWatch(tag, patience, slot_wait, said_stages(await blocking(application_id, spark)))
     failed = False  # the last round
     while pool.running:
         try:

@@ -193,6 +193,51 @@ def missing_from(page: str, root: str) -> list[Message]:
     return [m for m in collect(root) if normalize(m.key) not in have]
 
 
+# Imperative verbs that cannot follow "use" in advice ("Use close the other cluster").
+VERBS = frozenset(
+    "add call close give install lower move pass raise remove restart run scale set start stop wait".split()
+)
+ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "vs.")
+PUNCTUATION = "()[]{}'\"`,.;:!?"
+
+
+def sentence_problems(text: str) -> list[str]:
+    """What keeps a message from reading as whole sentences (empty: none), for texts
+    with their values filled in or shown as ``…``: no word twice in a row, no doubled
+    space, no space before a comma or full stop, brackets that close, a sentence after
+    a full stop that starts with a capital letter or a literal (a quote, a digit, a
+    name with ``_`` or ``.``), and no verb straight after "use" (advice written as a
+    list of things to use and of things to do at once). A message may end without a
+    full stop, as Python's own do.
+
+    >>> sentence_problems("spark-dask: nothing was started. Use close the other cluster, or wait.")
+    ["'Use close': a verb after 'use'"]
+    >>> sentence_problems("spark-dask: it waits (n_workers=1). Close the other cluster, or use scale(n)")
+    []
+    """
+    out = []
+    body = text.strip()
+    tokens = body.split()
+    for a, b in zip(tokens, tokens[1:]):
+        word, following = a.strip(PUNCTUATION).lower(), b.strip(PUNCTUATION).lower()
+        if word and word == following and word != "…" and a[-1] not in PUNCTUATION and b[0] not in PUNCTUATION:
+            out.append(f"doubled word {word!r}")
+        if word == "use" and a[-1] not in PUNCTUATION and b.lower() in VERBS:
+            out.append(f"{a + ' ' + b!r}: a verb after 'use'")
+    for bad in re.findall(r"  | [,;:]| \.(?![A-Za-z_.])", body):
+        out.append(f"{bad!r} in the text")
+    if body.count("(") != body.count(")"):
+        out.append("brackets that do not close")
+    for m in re.finditer(r"(\S+)\. +(\S+)", body):
+        before, first = m.group(1) + ".", m.group(2)
+        if before.lower().lstrip("(").endswith(ABBREVIATIONS) or before.endswith(("….", "...")) or "/" in before:
+            continue
+        literal = first[0] in "'\"`(…-~$/*[{<" or "_" in first or "." in first.rstrip(".,;:)")
+        if not (first[0].isupper() or first[0].isdigit() or literal):
+            out.append(f"a sentence starts in lower case: {body[m.start() : m.end() + 20]!r}")
+    return out
+
+
 if __name__ == "__main__":
     ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     unread: list[Unread] = []

@@ -72,8 +72,9 @@ def anchor(option: Option) -> str:
 
 
 # ---------------------------------------------------------------------------------- docstring
-def docstring_sections() -> str:
-    """The ``Parameters`` and ``Notes`` sections of SparkCluster's docstring."""
+def docstring_sections(leave_out: tuple[str, ...] = ()) -> str:
+    """The ``Parameters`` and ``Notes`` sections of SparkCluster's docstring (and of
+    ``start()``'s: ``leave_out`` its parameters that are not SparkCluster's)."""
     ind, body = "    ", "        "
     lines = [f"{ind}Parameters", f"{ind}----------"]
 
@@ -95,7 +96,8 @@ def docstring_sections() -> str:
             text += " (" + "; ".join(where) + ")"
         param(o.name, o.type, text)
     for name, type_, text in TRAILING_PARAMETERS:
-        param(name, type_, text)
+        if name not in leave_out:
+            param(name, type_, text)
     lines += ["", f"{ind}Notes", f"{ind}-----"]
     others = ", ".join(f"``{o.key}``" for o in OPTIONS if o.config and not o.keyword)
     lines.extend(_wrap(
@@ -109,10 +111,20 @@ def docstring_sections() -> str:
     return "\n".join(lines) + "\n"
 
 
+# start() takes SparkCluster's keywords but these (spark_dask/cluster.py says so)
+START_LEAVES_OUT = ("asynchronous", "loop")
+
+
 def rewrite_docstring(source: str) -> str:
-    start = source.index("    Parameters\n    ----------\n", source.index("class SparkCluster("))
-    end = source.index("\n    Examples\n    --------\n", start)
-    return source[:start] + docstring_sections() + source[end:]
+    """cluster.py with the generated sections in SparkCluster's docstring and in
+    ``start()``'s (each up to its ``Examples``)."""
+    for anchor, leave_out in (("class SparkCluster(", ()), ("\ndef start(", START_LEAVES_OUT)):
+        begin = source.index(anchor)
+        end = source.index("\n    Examples\n    --------\n", begin)
+        head = source.find("    Parameters\n    ----------\n", begin, end)
+        start = head if head >= 0 else end + 1
+        source = source[:start] + docstring_sections(leave_out) + source[end:]
+    return source
 
 
 # ---------------------------------------------------------------------------------- YAML

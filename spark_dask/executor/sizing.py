@@ -22,6 +22,35 @@ def memory_problem(limit: int, host_memory: int) -> str | None:
     return None
 
 
+def small_memory_problem(given, limit: int) -> str | None:
+    """A memory limit below what a Dask worker needs (:data:`MIN_MEMORY`), read as
+    ``limit`` bytes from the ``given`` value; a bare number is bytes in Dask but MiB in
+    Spark's memory settings, so the likely intent is named.
+
+    >>> "Did you mean memory_limit='512MiB'?" in small_memory_problem("512", 512)
+    True
+    >>> small_memory_problem(4 * 2**30, 4 * 2**30) is None
+    True
+    """
+    if limit >= MIN_MEMORY:
+        return None
+    text = str(given).strip()
+    bare = isinstance(given, (int, float)) or text.replace(".", "", 1).isdigit()
+    if not bare:
+        return (
+            f"memory_limit={given!r} is {human_bytes(limit)} per Dask worker, below the "
+            f"{human_bytes(MIN_MEMORY)} a Dask worker needs. Give at least '{MIN_MEMORY // 2**20}MiB', "
+            "or use memory_limit='auto'."
+        )
+    number = f"{float(text):g}"
+    meant = f"{number}MiB" if float(text) * 2**20 >= MIN_MEMORY else f"{number}GiB"
+    return (
+        f"memory_limit={given!r} was read as {human_bytes(limit)} per Dask worker: a bare number is bytes "
+        f"in Dask (Spark's memory settings read it as MiB), and a Dask worker needs at least "
+        f"{human_bytes(MIN_MEMORY)}. Did you mean memory_limit='{meant}'? Or use memory_limit='auto'."
+    )
+
+
 def worker_threads(
     override: int | None,
     task_cpus: int,

@@ -5,7 +5,7 @@ on the driver before anything starts, and the refusal's text when they do not.
 from __future__ import annotations
 
 from spark_dask.plan import ClusterFacts, GangPlan, others_cpus, spare_slots
-from spark_dask.sizes import plural
+from spark_dask.sizes import either, plural
 
 
 def transfer_slots(facts: ClusterFacts, plan: GangPlan, cpu_only: bool, others: tuple = ()) -> int | None:
@@ -56,7 +56,7 @@ def no_slot_message(facts: ClusterFacts, plan: GangPlan, direction: str, cpu_onl
     :func:`transfer_slots`, named)."""
     shape = f"{plural(facts.executors, 'executor')} x {plural(facts.executor_cores, 'core')}"
     if facts.executor_gpus:
-        shape += f", {facts.executor_gpus:g} GPUs, spark.task.resource.gpu.amount={facts.task_gpus:g}"
+        shape += f", {facts.executor_gpus:g} GPU{'' if facts.executor_gpus == 1 else 's'}, spark.task.resource.gpu.amount={facts.task_gpus:g}"
     request = (
         "1 CPU, no GPU (a CPU-only task profile)"
         if cpu_only
@@ -74,15 +74,14 @@ def no_slot_message(facts: ClusterFacts, plan: GangPlan, direction: str, cpu_onl
         )
         advice.append("close the other spark-dask cluster" + ("s" if len(others) > 1 else ""))
     if plan.n_workers > 1:
-        advice.append(f"a Dask cluster with fewer workers (n_workers={plan.n_workers - 1})")
-    advice.append("executors with more cores (spark.executor.cores)")
+        advice.append(f"start the Dask cluster with fewer workers (n_workers={plan.n_workers - 1})")
+    advice.append("give the executors more cores (spark.executor.cores)")
     if facts.task_gpus and not cpu_only:
-        advice.append("Spark >= 3.4 with stage-level scheduling (a CPU-only profile for the transfer; "
+        advice.append("use Spark >= 3.4 with stage-level scheduling (a CPU-only profile for the transfer; "
                       "Spark Connect needs 4.0)")  # fmt: skip
+    advice.append("move the data before starting the cluster (Parquet, see docs/handoff.md)")
     return (
         f"spark-dask: {direction} needs Spark task slots ({request} each) beside the Dask cluster, but "
         f"{holders} {'holds' if plan.n_tasks == 1 and not others else 'hold'} every slot ({shape}): the transfer's Spark job would "
-        "wait until the cluster closes. Nothing was started. Use "
-        + ", or ".join(advice)
-        + "; or move the data before starting the cluster (Parquet, see docs/handoff.md)."
+        "wait until the cluster closes. Nothing was started. To make room: " + either(advice) + "."
     )

@@ -273,6 +273,9 @@ def test_top_level_help_wording():
         (["run", "--memory-limit", "lots", "examples/job_task.py"], {}, "Error: memory_limit must be 'auto'"),
         (["info", "--memory-limit", "lots"], {}, "Error: memory_limit must be 'auto'"),
         (["info"], {"DASK_SPARK_DASK__MEMORY_LIMIT": "lots"}, "Error: memory_limit must be 'auto'"),
+        # a bare number is bytes in Dask, MiB in Spark: refused below what a worker needs, the intent named
+        (["serve", "--memory-limit", "512"], {}, "was read as 512 B per Dask worker"),
+        (["run", "--memory-limit", "512", "examples/job_task.py"], {}, "Did you mean memory_limit='512MiB'?"),
         (["run", "examples/job_task.py"], {"DASK_SPARK_DASK__TIMEOUT": "soon"}, "Error: timeout must be seconds"),
     ],
 )  # fmt: skip

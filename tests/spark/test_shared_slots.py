@@ -12,6 +12,7 @@ import logging
 import threading
 import time
 
+import dask
 import pytest
 
 import spark_dask
@@ -58,20 +59,40 @@ def test_second_cluster_is_warned_and_to_dask_refused(spark, caplog):
             # the first cluster's transfer is refused too: the second holds the other executor
             with pytest.raises(HandoffError, match=b.cluster.tag):
                 spark_dask.to_dask(spark.range(10), client=a)
-            # a Spark job waits; the watcher counts cores, and names the other cluster
-            result = {}
-            job = threading.Thread(target=lambda: result.update(n=spark.sparkContext.parallelize(range(4), 2).count()))
+            # a DataFrame query waits, and a third cluster's start waits for slots beside it:
+            # the query is said once (not once per cluster), by its name, not Spark's call
+            # site; the third cluster's gang is no "Spark stage waiting" of the others: its
+            # own start says that it got no slots, naming the gangs that hold them
+            result, third = {}, {}
+            query = spark.range(0, 100, 1, 2).selectExpr("id % 3 AS k").groupBy("k").count()
+            job = threading.Thread(target=lambda: result.update(rows=query.collect()))
+
+            def start_a_third():
+                with dask.config.set({"spark-dask.slot-wait": 14}):
+                    try:
+                        spark_dask.start(spark, n_workers=1, progress=False).close()
+                    except spark_dask.ClusterError as e:
+                        third["error"] = str(e)
+
+            starter = threading.Thread(target=start_a_third)
             with caplog.at_level(logging.WARNING, logger="spark_dask"):
                 job.start()
+                starter.start()
                 assert wait_until(lambda: any("has waited" in r.getMessage() for r in caplog.records), 60)
-            said = next(r.getMessage() for r in caplog.records if "has waited" in r.getMessage())
-            assert "holds 1 barrier task (2 of the application's 4 cores)" in said, said
-            assert "the other spark-dask cluster" in said, said
+                starter.join(60)
+            said = [r.getMessage() for r in caplog.records if "has waited" in r.getMessage()]
+            assert len(said) == 1, said
+            assert "(a DataFrame or SQL query)" in said[0] and "$anonfun" not in said[0], said
+            assert "(2 of the application's 4 cores)" in said[0], said
+            assert "the other spark-dask cluster" in said[0], said
+            assert "got no free task slots" in third.get("error", ""), third
+            assert f"spark-dask: barrier stage {a.cluster.tag}" in third["error"], third
+            assert f"spark-dask: barrier stage {b.cluster.tag}" in third["error"], third
         finally:
             b.close()
             b.cluster.close()
         job.join(60)
-        assert result.get("n") == 4
+        assert sorted(row["k"] for row in result.get("rows", [])) == [0, 1, 2]
     finally:
         a.close()
         a.cluster.close()

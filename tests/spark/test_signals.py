@@ -37,6 +37,15 @@ spark.sparkContext.setLogLevel("WARN")
 CTRL_C = (
     PRELUDE
     + """
+import atexit
+
+def executors_at_exit():  # runs after spark-dask's exit hook (registered later, by start())
+    jsc = spark.sparkContext._jsc.sc()
+    ids = [i for i in jsc.getExecutorIds().mkString(",").split(",") if i]
+    active = [i for i in ids if jsc.schedulerBackend().isExecutorActive(i)]  # not being killed
+    print("EXECUTORS_AT_EXIT", len(active), flush=True)
+
+atexit.register(executors_at_exit)
 client = spark_dask.start(spark, progress=False)
 tracker = spark.sparkContext.statusTracker()
 print("READY", flush=True)
@@ -99,6 +108,15 @@ def test_ctrl_c_in_a_spark_call_waiting_for_the_gang(tmp_path):
     # no py4j re-entrant call, no traceback of the interrupted call, and no second
     # copy of the gang's job (py4j re-sends a call whose connection it cut)
     for text in ("reentrant", "Traceback", "KeyboardInterrupt while sending", "cannot reach the Dask scheduler"):
+        assert text not in err, err[-3000:]
+    # the script exits without spark.stop(): spark-dask's exit hook let local-cluster's
+    # executors go first, so the in-process Master relaunches none into the JVM's
+    # shutdown (Spark's "ERROR Worker: Failed to launch executor ... Shutdown hooks
+    # cannot be modified during shutdown", 10-20 per exit otherwise, plain PySpark too);
+    # and a cancel finds the jobs by tag, so Spark does not warn of a job group it
+    # cannot find
+    assert lines["EXECUTORS_AT_EXIT"] == "0", out
+    for text in ("Failed to launch executor", "Shutdown hooks cannot be modified", "Failed to cancel job group"):
         assert text not in err, err[-3000:]
 
 

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import inspect
 import os
+import re
 
 import dask.config
 import pytest
 import yaml
 from click.testing import CliRunner
 
-from spark_dask import SparkCluster, cli, options
+import spark_dask
+from spark_dask import PlanError, SparkCluster, UnknownKeywordError, cli, options
 from tests.support.paths import ROOT
 from tools import generate
 
@@ -128,3 +130,41 @@ def test_cluster_options_are_the_tables_config_options():
             ):
                 subscripts.append(f"{path.relative_to(package)}:{node.lineno}")
     assert not subscripts, subscripts
+
+
+def test_start_takes_and_shows_every_option():
+    """``start()`` shows SparkCluster's keywords (but ``asynchronous`` and ``loop``) to
+    ``help()``, IPython and editors, with the generated parameter docs; a misspelled
+    keyword is refused with the closest option, naming what the user called, before
+    anything starts (issue 42)."""
+    cluster = inspect.signature(SparkCluster).parameters
+    start = inspect.signature(spark_dask.start)
+    assert list(start.parameters) == [n for n in cluster if n not in generate.START_LEAVES_OUT]
+    assert start.return_annotation == "Client"
+    for o in options.keyword_options():
+        assert f"\n    {o.name} : " in spark_dask.start.__doc__, o.name
+    with pytest.raises(UnknownKeywordError, match=r"^spark-dask: start\(\) got an unexpected keyword argument "
+                       r"'n_worker'\. Did you mean 'n_workers'\? help\(start\) lists every option\.$") as e:  # fmt: skip
+        spark_dask.start(object(), n_worker=2)
+    assert isinstance(e.value, TypeError)
+    with pytest.raises(TypeError, match=r"SparkCluster\(\) got .* 'memory_limt'\. Did you mean 'memory_limit'\?"):
+        SparkCluster(object(), memory_limt="2GiB")
+    with pytest.raises(TypeError, match=r"'asynchronous'\. help\(start\)"):
+        spark_dask.start(object(), asynchronous=True)
+
+
+@pytest.mark.parametrize(
+    "value, meant",
+    [(512, "Did you mean memory_limit='512MiB'?"), ("512", "Did you mean memory_limit='512MiB'?"),
+     (8, "Did you mean memory_limit='8GiB'?"), ("100MB", "below the 256 MiB a Dask worker needs")],
+)  # fmt: skip
+def test_a_memory_limit_too_small_for_a_worker_is_refused_with_its_unit(value, meant):
+    """A bare number is bytes in Dask, MiB in Spark: ``memory_limit=512`` is refused at
+    once (it started a worker of 512 bytes), naming the unit it was read in and the likely
+    intent; a size large enough is kept (issue 42)."""
+    given = {o.name: None for o in options.keyword_options() if o.config}
+    with pytest.raises(PlanError, match=re.escape(meant)):
+        options.resolve(**{**given, "memory_limit": value})
+    with pytest.raises(PlanError, match="was read as|below the"):
+        SparkCluster(object(), memory_limit=value)  # before any Spark call
+    assert options.resolve(**{**given, "memory_limit": "512MiB"}).memory_limit == 512 * 2**20

@@ -63,10 +63,11 @@ def connect(monkeypatch):
 
 def test_gang_job_group_and_tag(connect):
     spark = FakeClassic()
-    with jobtags.tagged(spark, "t1", "the gang", job_group=True):
+    with jobtags.tagged(spark, "t1", "the gang", job_group=True, gang=True):
         spark.sparkContext.calls.append("collect")
     assert spark.sparkContext.calls == [
-        ("setJobGroup", "t1", "the gang", True), ("addJobTag", "t1"), "collect", ("removeJobTag", "t1"),
+        ("setJobGroup", "t1", "the gang", True), ("addJobTag", "t1"), ("addJobTag", jobtags.GANG), "collect",
+        ("removeJobTag", "t1"), ("removeJobTag", jobtags.GANG),
     ]  # fmt: skip
 
 
@@ -87,12 +88,25 @@ def test_connect_session_tag(connect):
         spark.calls.append("collect")
     jobtags.cancel(spark, "t3")
     assert spark.calls == [("addTag", "t3"), "collect", ("removeTag", "t3"), ("interruptTag", "t3")]
+    spark = FakeConnect()
+    with jobtags.tagged(spark, "t3", "a gang", gang=True):
+        spark.calls.append("collect")
+    assert spark.calls == [("addTag", "t3"), ("addTag", jobtags.GANG), "collect", ("removeTag", "t3"),
+                           ("removeTag", jobtags.GANG)]  # fmt: skip
 
 
 def test_cancel_classic_and_a_gone_context(connect):
     spark = FakeClassic()
     jobtags.cancel(spark, "t4")
-    assert spark.sparkContext.calls == [("cancelJobGroup", "t4"), ("cancelJobsWithTag", "t4")]
+    # by tag only: every job of tagged() carries it, and cancelJobGroup warns when it finds none
+    assert spark.sparkContext.calls == [("cancelJobsWithTag", "t4")]
+    del FakeContext.cancelJobsWithTag  # pyspark < 3.5: the job group
+    try:
+        spark = FakeClassic()
+        jobtags.cancel(spark, "t4")
+        assert spark.sparkContext.calls == [("cancelJobGroup", "t4")]
+    finally:
+        FakeContext.cancelJobsWithTag = lambda self, tag: self.calls.append(("cancelJobsWithTag", tag))
 
     class Gone:
         @property

@@ -9,12 +9,16 @@ import warnings
 
 import pytest
 
-from spark_dask import faults, slots, widget
+from spark_dask import databricks, faults, idle, logdir, named, options, pool, slots, widget
 from spark_dask.aio import blocking
 from spark_dask.events import Events
+from spark_dask.executor import command, logs, placement, rmm, sizing
 from spark_dask.handoff.capacity import no_slot_message, transfer_slots
-from spark_dask.plan import ClusterFacts, GangPlan, hog_warning, scale_step
+from spark_dask.plan import ClusterFacts, GangPlan, encryption_problem, hog_warning, scale_step
 from spark_dask.sizes import plural
+from spark_dask.xlang import graph, scheduler
+from tests.support.paths import ROOT
+from tools import errors
 
 
 def test_counts_agree_with_their_nouns():
@@ -28,6 +32,10 @@ def test_counts_agree_with_their_nouns():
         hog_warning(
             ClusterFacts(executors=1, executor_cores=1, executor_memory=0, slots=1), GangPlan("cpu", False, 1, 1)
         ),
+        hog_warning(
+            ClusterFacts(executors=1, executor_cores=1, executor_memory=0, executor_gpus=1, task_gpus=1, slots=1),
+            GangPlan("cuda", True, 1, 1, gpu_mode="exclusive", task_gpus=1),
+        ),
     ]
     for text in texts:
         for wrong in (
@@ -37,6 +45,7 @@ def test_counts_agree_with_their_nouns():
             "1 more Dask workers",
             "1 barrier tasks",
             "1 task take",
+            " 1 GPUs",
         ):
             assert wrong not in text, (wrong, text)
     assert "the cluster has 0 of 1 worker;" in texts[0]
@@ -121,3 +130,95 @@ def test_overlapping_holds_each_get_their_own_warnings(issue):
     assert sorted(msg for _, msg in got) == sorted(own[1] + own[2])
     if issue:
         assert sorted(got) == sorted((f"caller-{n}", msg) for n in (1, 2) for msg in own[n])
+
+
+def refusals() -> list[str]:
+    """Every composed refusal and warning of the package, rendered with the values of
+    each of its branches (advice lists long and short, one and several others)."""
+    small = ClusterFacts(executors=2, executor_cores=1, executor_memory=0, slots=2)
+    wide = ClusterFacts(executors=2, executor_cores=2, executor_memory=0, slots=4)
+    gpus = ClusterFacts(executors=2, executor_cores=2, executor_memory=0, executor_gpus=1, task_gpus=1, slots=2)
+    dynamic = ClusterFacts(executors=1, executor_cores=1, executor_memory=0, slots=1, dynamic_allocation=True,
+                           max_executors=1)  # fmt: skip
+    one, two = GangPlan("cpu", False, 1, 1), GangPlan("cpu", False, 2, 2)
+    cuda = GangPlan("cuda", True, 2, 2, gpu_mode="exclusive", task_gpus=1)
+    others = [(("spark-dask-a", 1, 1),), (("spark-dask-a", 1, 1), ("spark-dask-c", 1, 2))]
+    record = {"status": "starting", "pid": 7, "host": "elsewhere"}
+    texts = [
+        hog_warning(small, two),
+        hog_warning(wide, GangPlan("cpu", False, 2, 2, task_cpus=2)),
+        hog_warning(gpus, cuda),
+        hog_warning(dynamic, one),
+        *(hog_warning(wide, GangPlan("cpu", False, 1, 1, task_cpus=1), o) for o in others),
+        no_slot_message(small, two, "to_dask", False),
+        no_slot_message(small, one, "to_spark", False),
+        no_slot_message(gpus, cuda, "to_dask", False),
+        *(no_slot_message(wide, GangPlan("cpu", False, 1, 1, task_cpus=2), "to_dask", False, o) for o in others),
+        slots.no_slots_message(2, 15, 2, ["stage 3 'collect' (2 running tasks)"]),
+        slots.no_slots_message(1, 15, 2, []),
+        *(slots.start_timeout_message(0, 2, "tls://a:1", 60, "t", b, d, 4) for b, d in ((1, 0), (0, 1), (0, 0))),
+        faults.worker_lost_message("spark-0", 0, 1, True, 30),
+        faults.no_workers_warning(2, "waiting", 60),
+        faults.no_workers_message(2, 61, 60, "the Spark barrier stage failed"),
+        faults.loss_message(
+            "the Spark barrier stage spark-dask-a failed (executor 1 on h)",
+            "",
+            [("spark-0", "h")],
+            0,
+            2,
+            1,
+            1,
+            "relaunch 1 of 3",
+        ),  # fmt: skip
+        pool.relaunched_message(1, 1, 2, False, "spark-dask-a-g1"),
+        pool.relaunched_message(2, 2, 2, True, "t"),
+        named.unknown_name_message("etl", ["a", "b"], "/run/user/0/spark-dask"),
+        named.unknown_name_message("etl", [], "/run/user/0/spark-dask"),
+        named.name_taken_message("etl", record),
+        named.not_running_message("etl", record),
+        idle.closing_message("etl", 1800),
+        idle.closed_message("etl", 0.2),
+        rmm.rmm_problem({"rmm_pool_size": "1GiB"}, False, "/usr/bin/python3"),
+        *command.version_problem("2026.8.0", "2026.7.1"),
+        *command.version_problem("2026.8.0", "2026.8.1"),
+        command.unreachable_message("executor 1 (host h)", "tls://10.0.0.1:8786", "timed out"),
+        placement.gang_shortfall({0: [{}], 1: []}, 2, True),
+        placement.gang_shortfall({0: [{}], 1: []}, 2, False),
+        placement.gang_shortfall({0: [{}, {}], 1: []}, 3, True, shared=True),
+        logs.not_shared_message("/Volumes/x/workers"),
+        encryption_problem(True, False, False),
+        encryption_problem(True, True, False),
+        databricks.connect_problem({}, "10.0.0.9", False),
+        logdir.not_kept_message("/logs", [{"task": 0, "host": "h", "log_error": "read-only file system"}]),
+        logdir.unwritable_message("/logs/x", PermissionError("denied")),
+        sizing.memory_problem(2**40, 2**30),
+        sizing.small_memory_problem("512", 512),
+        sizing.small_memory_problem("100MB", 10**8),
+        options.unknown_keyword_message("start()", "n_worker", ["n_workers"]),
+        options.unknown_key_message("n-worker"),
+        graph.carry_problem(object(), "the argument"),
+        graph.carry_problem(2**70, "the argument"),
+        scheduler.no_worker_message("node", "k", "add"),
+        slots.holding("spark-dask-b", 2, 4, True, (1, 4), others[1]),
+    ]
+    return [t for t in texts if isinstance(t, str)]
+
+
+def test_refusals_read_as_whole_sentences():
+    """Every message the package raises or warns with reads as whole sentences
+    (:func:`tools.errors.sentence_problems`): the composed ones rendered in each branch,
+    and every literal message the troubleshooting check collects (values as "…")."""
+    bad = []
+    texts = refusals()
+    assert len(texts) > 40
+    for text in texts + [m.text for m in errors.collect(ROOT)]:
+        bad += [f"{problem}: {text}" for problem in errors.sentence_problems(text)]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_sentence_check_catches_what_a_reader_would():
+    assert errors.sentence_problems("Nothing was started. Use close the other spark-dask cluster, or a Dask cluster.")
+    assert errors.sentence_problems("spark-dask: the the cluster")
+    assert errors.sentence_problems("spark-dask: it waits. it closes")
+    assert errors.sentence_problems("spark-dask: (unclosed")
+    assert not errors.sentence_problems("spark-dask: it waits (e.g. a job). Use n_workers=1, or scale(n)")
