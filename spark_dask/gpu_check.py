@@ -5,9 +5,11 @@ On a machine with NVIDIA GPUs, Java and the RAPIDS packages, this starts a Spark
 ``nvidia-smi``, starts ``spark_dask.start(spark)`` (dask-cuda workers, RMM pool ``auto``)
 and prints, per worker, what it got: ``CUDA_VISIBLE_DEVICES``, ``CUDA_DEVICE_ORDER``,
 the GPU's PCI bus id and name as NVML and as CUDA see them, the RMM pool and the
-device memory limit. Then it runs a dask-cudf groupby checked against pandas and an
-XGBoost training on the GPUs (``device="cuda"``, through ``xgboost.dask``), and prints
-start-up and teardown times.
+device memory limit. Then it runs a dask-cudf groupby checked against pandas, a Spark
+-> dask-cudf -> Spark round trip, a Delta table with deletion vectors written by Spark
+and read into cudf by ``spark_dask.read_delta`` (with ``--delta-jars``), and an XGBoost
+training on the GPUs (``device="cuda"``, through ``xgboost.dask``), and prints start-up
+and teardown times.
 
 Without GPUs, ``nvidia-smi``, Java or the packages it exits at once with status 2 and
 says what is missing. Status 1: a check failed. Status 0: everything passed.
@@ -49,7 +51,15 @@ OPTIONAL = {
     "dask_cudf": "dask-cudf-cu12 (pip install -e '.[cuda12]')",
     "xgboost": "xgboost (the CUDA build from PyPI)",
     "cupy": "cupy-cuda12x (comes with cudf)",
+    "pyroaring": "pyroaring (pip install -e '.[delta]')",
 }
+# Delta Lake's Spark connector, for the read_delta row (--delta-jars).
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+DELTA_SKIPPED = (
+    "skipped: needs Delta Lake's Spark connector: --delta-jars PATH,PATH (the jars of "
+    "io.delta:delta-spark_2.12 and io.delta:delta-storage 3.3.x for Spark 3.5, delta-spark_2.13 4.x for Spark 4)"
+)
 # Distributions whose versions the check prints when they are installed.
 VERSIONS = (
     "dask-cuda",
@@ -63,6 +73,7 @@ VERSIONS = (
     "cupy-cuda13x",
     "xgboost",
     "nvidia-ml-py",
+    "pyroaring",
 )
 
 
@@ -109,11 +120,13 @@ def discovery_json(indices: list[str]) -> dict:
     return {"name": "gpu", "addresses": [str(i) for i in indices]}
 
 
-def spark_conf(script: str, n_gpus: int, python: str, gpu_amount: float = 1) -> dict:
+def spark_conf(script: str, n_gpus: int, python: str, gpu_amount: float = 1, delta_jars=()) -> dict:
     """Spark confs of the check's local-cluster: one Spark worker owning every GPU, one
     executor, ``gpu_amount`` GPU per task (1: one dask-cuda worker per GPU holding it
-    whole; a fraction: the workers share their GPUs with Spark's GPU tasks)."""
+    whole; a fraction: the workers share their GPUs with Spark's GPU tasks); with
+    ``delta_jars``, Delta Lake's Spark connector (:func:`delta_conf`)."""
     return {
+        **(delta_conf(delta_jars) if delta_jars else {}),
         "spark.worker.resource.gpu.amount": str(n_gpus),
         "spark.worker.resource.gpu.discoveryScript": script,
         "spark.executor.resource.gpu.amount": str(n_gpus),
@@ -122,6 +135,17 @@ def spark_conf(script: str, n_gpus: int, python: str, gpu_amount: float = 1) -> 
         "spark.dynamicAllocation.enabled": "false",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
+    }
+
+
+def delta_conf(jars) -> dict:
+    """Spark confs that load Delta Lake's Spark connector from ``jars`` (paths of
+    delta-spark and delta-storage) and read Delta's log in 2 tasks, not 50."""
+    return {
+        "spark.jars": ",".join(jars),
+        "spark.sql.extensions": DELTA_EXTENSION,
+        "spark.sql.catalog.spark_catalog": DELTA_CATALOG,
+        "spark.databricks.delta.snapshotPartitions": "2",
     }
 
 
@@ -388,6 +412,109 @@ def _handoff_check(spark, client, n: int = 1_000_000) -> tuple[bool, str]:
     )
 
 
+def _log_actions(path: str, version: int) -> list[dict]:
+    """The actions of one commit of a Delta table's log."""
+    with open(os.path.join(path, "_delta_log", f"{version:020d}.json"), encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def _delta_table(spark, path: str, n: int = 10_000) -> dict:
+    """Write ``n`` rows in 4 files with Spark, deletion vectors on, DELETE every 7th row
+    in place, and read the table back with Spark: ``{"path", "n", "dv_files", "rows"
+    (Spark's, by column: :func:`_by_column`), "took"}``.
+
+    This runs before the Dask cluster starts: with ``gpu.amount`` 1 the cluster's gang
+    holds every GPU, and a Spark SQL task (Spark's default profile asks for a GPU) would
+    wait for it.
+    """
+    t0 = time.monotonic()
+    table = f"delta.`{path}`"
+    shuffle = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "4")  # the DELETE's shuffle: 4 tasks, not 200
+    try:
+        spark.sql(f"""CREATE TABLE {table} USING delta TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')
+            AS SELECT id, CAST(id % 1000 AS INT) AS i, IF(id % 17 = 5, NULL, id * 0.25D) AS x,
+                IF(id % 13 = 4, NULL, concat('s', id % 101)) AS s,
+                timestamp_micros(1700000000000000 + id * 1234567) AS ts
+            FROM range(0, {n}, 1, 4)""")  # fmt: skip
+        spark.sql(f"DELETE FROM {table} WHERE id % 7 = 3")
+        read = spark.read.format("delta").load(path).selectExpr("id", "i", "x", "s", "unix_micros(ts) AS ts")
+        rows = sorted(read.collect(), key=lambda r: r["id"])
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", shuffle)
+    adds = [a["add"] for a in _log_actions(path, 1) if "add" in a]
+    dv_files = sum(1 for a in adds if a.get("deletionVector"))
+    if not dv_files:
+        raise RuntimeError(f"the DELETE wrote no deletion vector; its commit's adds: {adds[:2]}")
+    by_column = {c: [r[c] for r in rows] for c in ("id", "i", "x", "s", "ts")}
+    return {"path": path, "n": n, "dv_files": dv_files, "rows": by_column, "took": time.monotonic() - t0}
+
+
+def _prepared_delta(spark, args, workdir: str) -> dict | str:
+    """The table of the read_delta row (:func:`_delta_table`, under ``workdir``), ``{"error":
+    ...}`` when Spark could not write it, or the row's text when it is skipped."""
+    missing = [m for m in ("cudf", "dask_cudf", "pyroaring") if not _has(m)]
+    if missing:
+        return "skipped: " + ", ".join(f"{m} is not installed ({OPTIONAL[m]})" for m in missing)
+    if not args.delta_jars:
+        return DELTA_SKIPPED
+    try:
+        return _delta_table(spark, os.path.join(workdir, "delta-table"))
+    except Exception as e:  # noqa: BLE001 - the row's failure
+        return {"error": f"{type(e).__name__}: {str(e)[:400]}"}
+
+
+def _by_column(pdf) -> dict[str, list]:
+    """A pandas frame's columns as lists of Python values in ``id`` order: a null is None,
+    a timestamp its microseconds since the epoch (Spark's ``unix_micros``; no zone: UTC)."""
+    import pandas as pd
+
+    pdf = pdf.sort_values("id").reset_index(drop=True)
+    out = {}
+    for name in pdf.columns:
+        column = pdf[name]
+        if pd.api.types.is_datetime64_any_dtype(column.dtype):
+            column = column.dt.tz_localize("UTC") if column.dt.tz is None else column
+            column = (column - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(microseconds=1)
+        out[name] = [None if pd.isna(v) else v for v in column.tolist()]
+    return out
+
+
+def _read_delta_check(client, table: dict | str, backend: str = "cudf") -> tuple[bool | None, str]:
+    """``spark_dask.read_delta`` of :func:`_delta_table`'s table on the workers: every
+    partition of ``backend``, the rows (brought to pandas on the workers) equal to those
+    of ``read_delta(backend="pandas")`` and of Spark's read. Removes the table."""
+    if isinstance(table, str):
+        return None, table
+    if "error" in table:
+        return False, f"Spark could not write the Delta table: {table['error']}"
+    import dask
+
+    def kind(part):
+        return type(part).__module__.split(".")[0]
+
+    try:
+        t0 = time.monotonic()
+        ddf = spark_dask.read_delta(table["path"], via="files", backend=backend, client=client)
+        got = (ddf.to_backend("pandas") if backend != "pandas" else ddf).compute()
+        took = time.monotonic() - t0
+        kinds = sorted(set(client.compute([dask.delayed(kind)(p) for p in ddf.to_delayed()], sync=True)))
+        plain = spark_dask.read_delta(table["path"], via="files", backend="pandas", client=client).compute()
+    finally:
+        shutil.rmtree(table["path"], ignore_errors=True)
+    rows = _by_column(got)
+    same_pandas, same_spark = rows == _by_column(plain), rows == table["rows"]
+    types, plain_types = got.dtypes.astype(str).to_dict(), plain.dtypes.astype(str).to_dict()
+    ok = kinds == [backend] and same_pandas and same_spark
+    return ok, (
+        f"Spark wrote {table['n']:,} rows and deleted {table['n'] - len(table['rows']['id']):,} "
+        f"({table['dv_files']} files with a deletion vector) in {table['took']:.1f} s; read_delta: "
+        f"{ddf.npartitions} partitions of {'/'.join(kinds)}, {len(got):,} rows in {took:.2f} s, equal to "
+        f"read_delta(backend='pandas'): {same_pandas}, to Spark's read: {same_spark}"
+        + ("" if types == plain_types else f"\ndtypes {types}; pandas backend's {plain_types}")
+    )
+
+
 def _xgboost_check(client) -> tuple[bool | None, str]:
     missing = [m for m in ("xgboost", "cudf", "dask_cudf") if not _has(m)]
     if missing:
@@ -429,9 +556,16 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--gpu-amount", type=float, default=1.0,
                         help="spark.task.resource.gpu.amount: 1 (the workers hold their GPUs) or a fraction "
                              "(gpu_mode 'shared': a Spark GPU job then runs beside the Dask cluster)")  # fmt: skip
+    parser.add_argument("--delta-jars", metavar="PATH[,PATH]", default="",
+                        help="Delta Lake's Spark connector (the delta-spark and delta-storage jars): the check then "
+                             "writes a Delta table with deletion vectors in Spark and reads it into cudf")  # fmt: skip
     args = parser.parse_args(argv)
     if not 0 < args.gpu_amount <= 1:
         parser.error("--gpu-amount must be in (0, 1]")
+    args.delta_jars = [p.strip() for p in args.delta_jars.split(",") if p.strip()]
+    missing = [p for p in args.delta_jars if not os.path.isfile(p)]
+    if missing:
+        parser.error(f"--delta-jars: no file {missing[0]}")
     return args
 
 
@@ -512,7 +646,7 @@ def _worker_row(info: dict, by_bus: dict, spill: float) -> tuple[tuple[str, str]
     ), bool(problems)  # fmt: skip
 
 
-def _run_checks(spark, client, gpus: list[Gpu], args, results: list) -> bool:
+def _run_checks(spark, client, gpus: list[Gpu], args, results: list, delta: dict | str) -> bool:
     """The workers' rows, then each check's row; whether any failed."""
     failed = False
     spill = float(config.get("rapids.spill-fraction"))
@@ -527,6 +661,7 @@ def _run_checks(spark, client, gpus: list[Gpu], args, results: list) -> bool:
     if args.gpu_amount < 1:
         checks.append(("Spark GPU job beside", lambda: _spark_gpu_job_check(spark, len(gpus))))
     checks.append(("to_dask / to_spark", lambda: _handoff_check(spark, client)))
+    checks.append(("read_delta into cudf", lambda: _read_delta_check(client, delta)))
     if args.no_xgboost:
         results.append(("xgboost", "skipped (--no-xgboost)"))
     else:
@@ -541,11 +676,12 @@ def _run_checks(spark, client, gpus: list[Gpu], args, results: list) -> bool:
     return failed
 
 
-def _on_the_cluster(spark, gpus: list[Gpu], args, results: list) -> bool:
+def _on_the_cluster(spark, gpus: list[Gpu], args, results: list, workdir: str) -> bool:
     """Start the Dask cluster, check it, close it; whether anything failed."""
     client = None
     failed = False
     try:
+        delta = _prepared_delta(spark, args, workdir)  # Spark's SQL jobs before the gang holds the GPUs
         t0 = time.monotonic()
         client = spark_dask.start(spark, progress=False, timeout=args.timeout)
         cluster = client.cluster
@@ -558,7 +694,7 @@ def _on_the_cluster(spark, gpus: list[Gpu], args, results: list) -> bool:
         if cluster.gang_plan.kind != "cuda":
             failed = True
             results.append(("worker kind", f"FAILED: {cluster.gang_plan.kind}, expected cuda"))
-        failed |= _run_checks(spark, client, gpus, args, results)
+        failed |= _run_checks(spark, client, gpus, args, results, delta)
     except Exception as e:  # noqa: BLE001 - printed in the table
         failed = True
         results.append(("error", f"{type(e).__name__}: {e}"))
@@ -595,14 +731,14 @@ def main(argv: list[str] | None = None) -> int:
     builder = SparkSession.builder.master(f"local-cluster[1,{len(gpus) + 2},{args.memory}]").appName(
         "spark-dask-gpu-check"
     )
-    for k, v in spark_conf(script, len(gpus), sys.executable, args.gpu_amount).items():
+    for k, v in spark_conf(script, len(gpus), sys.executable, args.gpu_amount, args.delta_jars).items():
         builder = builder.config(k, v)
     t0 = time.monotonic()
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     results.append(("spark session", f"{spark.sparkContext.master} in {time.monotonic() - t0:.1f} s"))
     try:
-        failed = _on_the_cluster(spark, gpus, args, results)
+        failed = _on_the_cluster(spark, gpus, args, results, workdir)
     finally:
         spark.stop()
         shutil.rmtree(workdir, ignore_errors=True)

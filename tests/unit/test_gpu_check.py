@@ -137,3 +137,58 @@ def test_without_gpus_it_stops_at_once_and_says_what_is_missing(tmp_path):
     proc, _ = _run_check(f"{tmp_path}:{os.path.dirname(sys.executable)}:/usr/bin:/bin")
     assert proc.returncode == 2
     assert "nvidia-smi" not in proc.stderr and "dask_cuda" in proc.stderr
+
+
+def test_delta_jars_are_a_comma_separated_list_of_files(tmp_path, capsys):
+    jars = [tmp_path / "delta-spark_2.12-3.3.2.jar", tmp_path / "delta-storage-3.3.2.jar"]
+    for jar in jars:
+        jar.write_bytes(b"PK")
+    args = gpu_check._arguments(["--delta-jars", f"{jars[0]}, {jars[1]},"])
+    assert args.delta_jars == [str(j) for j in jars]
+    assert gpu_check._arguments([]).delta_jars == []
+    with pytest.raises(SystemExit) as exc:
+        gpu_check._arguments(["--delta-jars", f"{jars[0]},{tmp_path / 'gone.jar'}"])
+    assert exc.value.code == 2
+    assert f"--delta-jars: no file {tmp_path / 'gone.jar'}" in capsys.readouterr().err
+
+
+def test_spark_conf_with_delta_jars_loads_delta_lakes_connector():
+    jars = ["/jars/delta-spark_2.12-3.3.2.jar", "/jars/delta-storage-3.3.2.jar"]
+    conf = gpu_check.spark_conf("/tmp/gpus.sh", 1, "/venv/bin/python", 0.5, jars)
+    assert conf["spark.jars"] == ",".join(jars)
+    assert conf["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
+    assert conf["spark.sql.catalog.spark_catalog"] == "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+    assert conf["spark.task.resource.gpu.amount"] == "0.5"  # the GPU confs stay
+    plain = gpu_check.spark_conf("/tmp/gpus.sh", 1, "/venv/bin/python", 0.5)
+    assert not any(k in plain for k in ("spark.jars", "spark.sql.extensions", "spark.sql.catalog.spark_catalog"))
+    assert plain.items() <= conf.items()
+
+
+def test_the_read_delta_row_without_delta_jars_or_packages_is_skipped_and_says_how_to_enable_it(monkeypatch):
+    """Nothing is written (the Spark session is never touched) and the row says why."""
+    args = gpu_check._arguments([])
+    monkeypatch.setattr(gpu_check, "_has", lambda module: True)
+    skipped = gpu_check._prepared_delta(None, args, "/nonexistent")
+    assert skipped == gpu_check.DELTA_SKIPPED
+    ok, text = gpu_check._read_delta_check(None, skipped)
+    assert ok is None and text.startswith("skipped: ") and "--delta-jars" in text
+    assert "io.delta:delta-spark_2.12" in text and "io.delta:delta-storage" in text
+    monkeypatch.setattr(gpu_check, "_has", lambda module: module != "pyroaring")
+    ok, text = gpu_check._read_delta_check(None, gpu_check._prepared_delta(None, args, "/nonexistent"))
+    assert ok is None and text == f"skipped: pyroaring is not installed ({gpu_check.OPTIONAL['pyroaring']})"
+
+
+def test_a_delta_table_spark_could_not_write_fails_the_row():
+    ok, text = gpu_check._read_delta_check(None, {"error": "AnalysisException: no delta"})
+    assert ok is False and text == "Spark could not write the Delta table: AnalysisException: no delta"
+
+
+def test_rows_compare_by_value_whatever_the_dtypes():
+    """cudf's to_pandas, the pandas backend and Spark's collect() give other dtypes for one
+    table: nulls become None, timestamps microseconds since the epoch, rows go in id order."""
+    pd = pytest.importorskip("pandas")
+    ts = pd.to_datetime([1_700_000_000_000_001, 1_700_000_000_000_000], unit="us")
+    naive = pd.DataFrame({"id": [2, 1], "x": [float("nan"), 0.25], "s": [None, "a"], "ts": ts})
+    aware = naive.astype({"x": "Float64", "s": "string"}).assign(ts=ts.tz_localize("UTC").tz_convert("Asia/Tokyo"))
+    want = {"id": [1, 2], "x": [0.25, None], "s": ["a", None], "ts": [1_700_000_000_000_000, 1_700_000_000_000_001]}
+    assert gpu_check._by_column(naive) == gpu_check._by_column(aware) == want

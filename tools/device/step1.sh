@@ -1,24 +1,26 @@
-# Device step 1: unpack the JRE and the Python wheels into /tmp/sd, keep pyspark's first half, probe the machine.
+# Device step 1 (.dev/c1): keep this folder's part of the payload (stepc.sh), then print what the
+# machine has: the GPU, the cores, memory and disk, and the versions of the image's packages that
+# cudf, dask-cudf and XGBoost are installed against (--no-deps: cudf 26.08 asks for pandas < 3.0.4,
+# pyarrow < 24, numba < 0.65, numba-cuda < 0.31, nvidia-nvjitlink >= 13.3).
 set -u
-S=/tmp/sd; mkdir -p $S/site
-cd "$(dirname "$0")"
-t0=$(date +%s.%N)
-tar -xJf jre17.tar.xz -C $S || exit 3
-cp pyspark.part-aa $S/ || exit 3
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target $S/site py/*.whl 2>&1 | tail -3
-echo "unpacked in $(python3 -c "import time; print(round(time.time() - $t0, 1))") s"
-$S/jre17/bin/java -version 2>&1 | head -1
+bash "$(dirname "$0")/stepc.sh"; status=$?
+nvidia-smi --query-gpu=index,pci.bus_id,name,memory.total,driver_version --format=csv,noheader
+echo "cores $(nproc), $(free -g | awk '/^Mem:/ { print $2 " GiB memory" }'), /tmp: $(df -h /tmp | awk 'NR == 2 { print $4 " free" }'), $(xz --version | head -1)"
 which java || echo "no java on the machine"
-nvidia-smi --query-gpu=index,pci.bus_id,name,memory.total,driver_version --format=csv
-nproc; free -g | head -2; df -h /tmp | tail -1; hostname; getent hosts $(hostname) || echo "hostname does not resolve"
-PYTHONPATH=$S/site python3 - <<'PY'
-import importlib, sys
-print(sys.executable, sys.version.split()[0])
-for m in ["numpy", "pandas", "pyarrow", "cupy", "numba", "numba_cuda", "cuda.bindings", "cuda.core", "pynvml", "dask", "distributed", "dask_cuda", "rmm", "cryptography", "bokeh", "tornado", "click", "yaml", "psutil", "msgpack"]:
+python3 - <<'PY'
+import importlib.metadata as md
+import sys
+
+names = ["numpy", "pandas", "pyarrow", "numba", "numba-cuda", "cupy-cuda13x", "cuda-bindings", "cuda-core",
+         "cuda-pathfinder", "cuda-toolkit", "nvidia-nvjitlink", "nvidia-cuda-nvrtc", "nvidia-cufile",
+         "nvidia-nccl-cu13", "nvidia-ml-py", "scipy", "rich", "fsspec", "packaging", "cloudpickle", "toolz",
+         "pyyaml", "msgpack", "psutil", "click", "jinja2", "sortedcontainers"]
+found = []
+for name in names:
     try:
-        mod = importlib.import_module(m)
-        print(f"{m:14} {getattr(mod, '__version__', '?')}")
-    except Exception as e:
-        print(f"{m:14} FAILED {type(e).__name__}: {e}")
+        found.append(f"{name} {md.version(name)}")
+    except md.PackageNotFoundError:
+        found.append(f"{name} MISSING")
+print(sys.executable, sys.version.split()[0] + ":", ", ".join(found))
 PY
-ls $S
+exit $status
