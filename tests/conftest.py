@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import glob
 import os
+import shutil
 import socket
+import tempfile
 
 import pytest
 
 from tests.support import hosts as hostlib
 from tests.support.multihost import MULTIHOST_GPUS, multihost_or_skip
-from tests.support.spark import DEFAULT_SPARK
+from tests.support.spark import DEFAULT_SPARK, write_spark_conf_dir
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -95,6 +97,25 @@ def _group_shared_spark(items) -> None:
         else:
             order.append(m)
     items[:] = [item for m in order for item in modules[m]]
+
+
+SPARK_CONF_DIR = pytest.StashKey[str]()
+
+
+def pytest_configure(config):
+    """Every JVM the tests start gets the test sessions' quick JVM options
+    (:data:`tests.support.spark.SPARK_DEFAULTS`) through a SPARK_CONF_DIR of this run's,
+    unless the environment names a SPARK_CONF_DIR of its own."""
+    if "SPARK_CONF_DIR" not in os.environ:
+        conf_dir = write_spark_conf_dir(tempfile.mkdtemp(prefix="spark-dask-tests-conf-"))
+        config.stash[SPARK_CONF_DIR] = os.environ["SPARK_CONF_DIR"] = conf_dir
+
+
+def pytest_unconfigure(config):
+    conf_dir = config.stash.get(SPARK_CONF_DIR, None)
+    if conf_dir is not None:
+        os.environ.pop("SPARK_CONF_DIR", None)
+        shutil.rmtree(conf_dir, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(session, config, items):
