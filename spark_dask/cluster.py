@@ -855,8 +855,34 @@ class _ClusterClient(Client):
         super().__del__()
 
 
-@options.keywords_of(SparkCluster, "start()", leave_out=("asynchronous", "loop"))
-def start(spark=None, **kwargs) -> Client:
+@options.keywords_checked("start()")
+def start(
+    spark=None,
+    *,
+    n_workers: int | None = None,
+    worker: str | None = None,
+    threads_per_worker: int | None = None,
+    memory_limit: int | str | None = None,
+    worker_options: dict | None = None,
+    worker_command: str | list | None = None,
+    timeout: str | float | None = None,
+    tls: bool | None = None,
+    dashboard: bool | None = None,
+    progress: bool | None = None,
+    task_profile: bool | str | None = None,
+    gpu_mode: str | None = None,
+    scheduler_host: str | None = None,
+    env: dict | None = None,
+    silence_logs: str | int | bool | None = None,
+    require_encryption: bool | None = None,
+    relaunch_attempts: int | None = None,
+    barrier: bool | str | None = None,
+    name: str | None = None,
+    idle_timeout: str | float | None = None,
+    log_directory: str | None = None,
+    databricks_credentials: bool | None = None,
+    quiet: bool = False,
+) -> Client:
     """Start a Dask cluster in the Spark application and return a connected Client.
 
     Returns once every worker is connected. Leaving the ``with`` block (or
@@ -971,7 +997,7 @@ def start(spark=None, **kwargs) -> Client:
     >>> with spark_dask.start(spark) as client:          # doctest: +SKIP
     ...     ddf.groupby("k").x.mean().compute()
     """
-    cluster = SparkCluster(spark, **kwargs)
+    cluster = SparkCluster(spark, **{k: v for k, v in locals().items() if k != "spark"})
     try:
         return _ClusterClient(cluster)
     except BaseException:

@@ -908,16 +908,6 @@ def keywords_checked(function: str, signature: inspect.Signature | None = None):
     return decorate
 
 
-def keywords_of(source: Callable[P, Any], function: str, leave_out: tuple[str, ...] = ()):
-    """Decorator: the function takes ``source``'s keyword arguments (but ``leave_out``)
-    and passes them on: :func:`keywords_checked` with ``source``'s signature, and typed
-    so that editors show (and type checkers check) ``source``'s parameters."""
-    sig = inspect.signature(source)
-    sig = sig.replace(parameters=[p for p in sig.parameters.values() if p.name not in leave_out])
-    decorate: Callable[[Callable[..., R]], Callable[P, R]] = keywords_checked(function, sig)
-    return decorate
-
-
 def warn_unknown_keys() -> None:
     """Warn (``UserWarning``) about each :func:`unknown_keys` key, once per process."""
     import warnings

@@ -115,9 +115,22 @@ def docstring_sections(leave_out: tuple[str, ...] = ()) -> str:
 START_LEAVES_OUT = ("asynchronous", "loop")
 
 
+def rewrite_start_signature(source: str) -> str:
+    """cluster.py with ``start()``'s parameters those of ``SparkCluster.__init__`` (one
+    indent less, without ``self`` and :data:`START_LEAVES_OUT`): written out, so that
+    editors, ``help()`` and the API docs see every option of ``start()``."""
+    init = source.index("    def __init__(\n        self,\n", source.index("class SparkCluster("))
+    params = source[source.index("\n", init) + 1 : source.index("    ):\n", init)].splitlines()
+    kept = [line[4:] for line in params[1:] if line.strip().split(":")[0].split("=")[0] not in START_LEAVES_OUT]
+    begin = source.index("\ndef start(\n") + len("\ndef start(\n")
+    end = source.index(") -> Client:\n", begin)
+    return source[:begin] + "\n".join(kept) + "\n" + source[end:]
+
+
 def rewrite_docstring(source: str) -> str:
     """cluster.py with the generated sections in SparkCluster's docstring and in
-    ``start()``'s (each up to its ``Examples``)."""
+    ``start()``'s (each up to its ``Examples``), and ``start()``'s parameters."""
+    source = rewrite_start_signature(source)
     for anchor, leave_out in (("class SparkCluster(", ()), ("\ndef start(", START_LEAVES_OUT)):
         begin = source.index(anchor)
         end = source.index("\n    Examples\n    --------\n", begin)

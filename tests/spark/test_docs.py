@@ -57,6 +57,7 @@ UNREAD_OK = {
         "start_timeout_message(n, want, self.side.scheduler.address, timeout, tag, barrier, f.dynamic_allocation, f.max_executors)",
     ),
     ("spark_dask/options.py", "unknown_keyword_message(function, key, names)"),  # a *_message function, read there
+    ("spark_dask/options.py", "'spark-dask: ' + problem"),  # executor.sizing.small_memory_problem()'s text
     ("spark_dask/scheduler.py", "msg"),  # err_waiting_tasks(msg): faults.no_workers_message()'s text, read there
     ("spark_dask/gpu_check.py", "discovered"),  # caught on the next line, never shown
     (
