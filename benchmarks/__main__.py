@@ -1,6 +1,6 @@
 """python -m benchmarks [options]: the full run (start-up, teardown, steady state, then
 moving data between Spark and Dask); python -m benchmarks handoff [options]: only the
-latter. ``--quick`` (CI), ``--plot`` and ``--no-handoff`` leave the hand-off part out.
+latter (with ``--master hosts:WxC``: only the hand-off across the hosts). ``--quick`` (CI), ``--plot`` and ``--no-handoff`` leave the hand-off part out.
 ``--master hosts:2x4`` (the multi-host cluster, ``benchmarks/multihost.py``) measures
 its own hand-off across the hosts; the local hand-off runs only beside a local master.
 python -m benchmarks delta [options]: reading a Delta table with deletion vectors
@@ -12,7 +12,9 @@ import sys
 from benchmarks import delta, handoff, multihost, run
 
 args = sys.argv[1:]
-if args[:1] == ["handoff"]:
+if args[:1] == ["handoff"] and any(multihost.parse(a.split("=", 1)[-1]) for a in args):
+    multihost.handoff_main(args[1:])  # --master hosts:WxC: only the hand-off across the hosts
+elif args[:1] == ["handoff"]:
     handoff.main(args[1:])
 elif args[:1] == ["delta"]:
     delta.main(args[1:])

@@ -29,6 +29,7 @@ The hosts are removed at the end, also on failure (``Hosts.down`` in a ``finally
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import gc
 import io
@@ -39,6 +40,7 @@ import sys
 import time
 
 from benchmarks import measure
+from benchmarks.machine import machine_facts
 
 # tbf, not netem: this machine's kernel has no sch_netem (CONFIG_NET_SCH_NETEM unset),
 # so no delay can be added; a rate of 10 Gbit/s, 1 MB bucket, at most 5 ms queued.
@@ -351,6 +353,43 @@ def bench(master: str, reps: int, options: dict, quick: bool, handoff: bool, t_a
     return R
 
 
+def handoff_main(argv: list[str]) -> dict:
+    """``python -m benchmarks handoff --master hosts:WxC [--reps N] [--json PATH]``: only
+    the hand-off across the hosts (:func:`handoff_part`), its table printed."""
+    from tests.support import hosts as hostlib
+
+    ap = argparse.ArgumentParser(prog="python -m benchmarks handoff --master hosts:WxC")
+    ap.add_argument("--master", required=True)
+    ap.add_argument("--reps", type=int, default=1)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    workers, cores = parse(args.master) or (0, 0)
+    why = "not a hosts:WxC master" if not workers else hostlib.unavailable()
+    if why:
+        raise SystemExit(f"{args.master}: {why}")
+    t_all = time.perf_counter()
+
+    def note(what):
+        print(f"{args.master}: {what} ({time.perf_counter() - t_all:.0f}s)", file=sys.stderr)
+
+    M: dict = {"master": args.master, "machine": machine_facts(), "hosts": {"workers": workers, "cores": cores}}
+    h = hostlib.Hosts.up(workers=workers, cores=cores)
+    try:
+        M["hosts"].update({name: host.ip for name, host in h.hosts.items()}, shared=h.shared_dir)
+        M["handoff"] = handoff_part(h, args.reps, note)
+    finally:
+        h.down()
+    M["total_seconds"] = time.perf_counter() - t_all
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(M, f, indent=2, default=str)
+    m = M["machine"]
+    print(f"{m['cpus']} CPUs, {m['memory_gib']} GiB, Python {m['python']}, pyspark {m['pyspark']}, distributed "
+          f"{m['distributed']}; {args.reps} run(s), {M['total_seconds']:.0f} s")  # fmt: skip
+    print("\n".join(render_handoff(M)))
+    return M
+
+
 def handoff_part(h, reps: int, note) -> dict:
     """The hand-off at HANDOFF_GB on the bare and the shaped link, runs interleaved (the
     order alternates per round), in one application, each run on a fresh Dask cluster: with a Dask worker on every worker
@@ -402,7 +441,8 @@ def handoff_once(h, d) -> dict:
 
 # ------------------------------------------------------------------ tables, plot
 NAMES = {"spark_only": "(floor: Spark computes the data, noop write)", "spark_dask": "spark-dask",
-         "spark_dask_kept": "spark-dask, checkpoint=True", "parquet": "Parquet (shared directory)"}  # fmt: skip
+         "spark_dask_rescan": "spark-dask, its second scan", "spark_dask_kept": "spark-dask, checkpoint=True",
+         "parquet": "Parquet (shared directory)"}  # fmt: skip
 
 
 def _spread(xs, fmt="{:.2f}") -> str:
@@ -427,11 +467,19 @@ def render(M: dict) -> str:
     floors = ", ".join(f"N={n} {_spread(v)} s" for n, v in M["worker_floor"].items())
     lines += ["", (f"{M['master']}: worker floor across hosts (bare dask workers on the worker hosts, round robin, a "
                    f"bare scheduler on driver): {floors}")]  # fmt: skip
+    return "\n".join(lines + render_handoff(M))
+
+
+def render_handoff(M: dict) -> list[str]:
+    """The hand-off's lines of a multi-host run: the link check and a table per Dask
+    cluster size (empty without a hand-off)."""
+    names = {v: k for k, v in M["hosts"].items() if isinstance(v, str) and k not in ("shared",)}
     ho = M.get("handoff")
+    lines = []
     if M.get("handoff_error"):
         lines += ["", f"{M['master']}: the hand-off failed: {M['handoff_error'][:500]}"]
     if not ho:
-        return "\n".join(lines)
+        return lines
     links = ho["links"]
     lines += ["", (f"{M['master']}: link check (one TCP stream worker-1 → worker-2, Python sockets, 1 GiB): bare "
                    f"{links['bare']['gbit_per_s']:.1f} Gbit/s, shaped ({ho['shape']} on every host's eth0) "
@@ -449,7 +497,7 @@ def render(M: dict) -> str:
             "|---|---|---|---|---|---|---|---|---|",
         ]
         lines += _rows(ho["gb"], conf["runs"])
-    return "\n".join(lines)
+    return lines
 
 
 def _rows(gb: float, runs_by_link: dict) -> list[str]:

@@ -184,15 +184,19 @@ def column_to_pandas(column, field):
 
 
 def table_to_pandas(table):
-    """An Arrow table as a pandas DataFrame with the dtypes of :func:`pandas_dtype`."""
+    """An Arrow table as a pandas DataFrame with the dtypes of :func:`pandas_dtype`.
+
+    Without a copy where Arrow allows one: a column of one chunk (a file of one record
+    batch) becomes a NumPy or Arrow-backed column over the same memory (a memory-mapped
+    file's pages), and the frame keeps its columns as they are (no consolidation into
+    2-D blocks, which copies; ``pd.concat`` did in pandas 2)."""
     import pandas as pd
 
-    columns = [column_to_pandas(table.column(i), field) for i, field in enumerate(table.schema)]
-    df = pd.concat(columns, axis=1) if columns else pd.DataFrame()
-    if len(df.columns) != len(columns):  # pragma: no cover - names are unique (checked on the driver)
+    names = [f.name for f in table.schema]
+    if len(set(names)) != len(names):  # pragma: no cover - names are unique (checked on the driver)
         raise HandoffTypeError("spark-dask: duplicate column names")
-    df.columns = [f.name for f in table.schema]
-    return df.reset_index(drop=True) if len(df) else df
+    columns = {f.name: column_to_pandas(table.column(i), f) for i, f in enumerate(table.schema)}
+    return pd.DataFrame(columns, copy=False) if columns else pd.DataFrame(index=pd.RangeIndex(table.num_rows))
 
 
 def empty_frame(schema, backend: str = "pandas"):

@@ -10,10 +10,11 @@ loaded again from them) until the scheduler forgets the loading keys, or the clu
 closes, when the workers remove them.
 
 Dask → Spark: each Dask partition is written as an Arrow IPC file on its worker's
-machine; the Spark DataFrame is a ``mapInArrow`` over ``spark.range(n)`` that reads
-them (memory mapped on the same machine, pulled from a worker of the file's machine
-over the cluster's TLS comms otherwise) whenever Spark computes it; the files stay
-until the cluster closes. With ``checkpoint=True`` one scan fills Spark's cache with
+machine; the Spark DataFrame is a ``mapInArrow`` over one partition per file, each
+preferring its file's executor host (classic Spark; ``spark.range(n)`` on Spark
+Connect), that reads them (memory mapped on the same machine, streamed from a worker of
+the file's machine over the cluster's TLS comms otherwise) whenever Spark computes it;
+the files stay until the cluster closes. With ``checkpoint=True`` one scan fills Spark's cache with
 the rows instead, and the files are removed at once.
 
 See ``docs/handoff.md``.
@@ -44,6 +45,7 @@ from spark_dask.handoff.files import (
     byte_limit_is_redundant,
     load_key,
     ordered_parts,
+    read_parts,
     transfer_dir_name,
     transfer_dirs,
     transfer_of_key,
@@ -61,6 +63,7 @@ from spark_dask.session import (
     spark_version,
 )
 from spark_dask.shipping import by_value, ship_by_value
+from spark_dask.sizes import human_bytes
 from spark_dask.slots import held_by, other_clusters
 
 logger = logging.getLogger("spark_dask")
@@ -91,9 +94,14 @@ class _TransferFiles:
                 if finish == "forgotten":
                     transfers._forgotten(key)
 
+            def log_event(self, topic, msg):
+                if topic == transfer.PULLED:
+                    transfers.pulled(msg)
+
         self.cluster = cluster
         self.lock = threading.Lock()
         self.transfers: dict[str, dict] = {}
+        self.streamed: dict[str, list[int]] = {}  # transfer id -> [files, bytes] read across hosts
         self.removed: list[tuple[str, str]] = []
         self.pending: set = set()  # removals under way (awaited at close)
         cluster.scheduler.add_plugin(Plugin(), name="spark-dask-handoff")
@@ -133,6 +141,27 @@ class _TransferFiles:
             files_left(dirs, e)
             return
         self.removed.extend(dirs)
+
+    def pulled(self, msg: dict) -> None:
+        """A worker streamed a file of a Dask → Spark transfer to a Spark task on another
+        machine (Spark ran the read task away from the file's host): said once per
+        transfer (WARNING), counted always."""
+        name = os.path.basename(os.path.dirname(msg["path"]))
+        tid = name.rsplit("-", 1)[-1]
+        with self.lock:
+            counts = self.streamed.setdefault(tid, [0, 0])
+            counts[0] += 1
+            counts[1] += int(msg.get("bytes", 0))
+            first = counts[0] == 1
+        if first:
+            logger.warning(
+                "spark-dask: to_spark read %s on %s across hosts: Spark ran its read task on %s, not on %s where "
+                "the file is, and the file was streamed over the network (%s). Spark runs a read task elsewhere "
+                "when no task slot of its file's host frees within spark.locality.wait (3s by default); free slots "
+                "beside the Dask workers, or a longer spark.locality.wait, keep the reads local",
+                os.path.basename(msg["path"]), name, files.worker_host(msg.get("to") or "?"),
+                files.worker_host(msg.get("from") or "?"), human_bytes(int(msg.get("bytes", 0))),
+            )  # fmt: skip
 
     def remove_now(self, tid: str) -> None:
         """Driver thread: remove a transfer's files at once (failed transfer, to_spark done)."""
@@ -289,9 +318,13 @@ def _check_slots(cluster, direction: str) -> bool:
 
 
 # Rows per Arrow batch that Spark's JVM makes for a transfer: about this many bytes
-# (estimated from the schema), at least Spark's default 10,000 rows. Larger batches
-# than Spark's default mean fewer messages, and partitions that load without a copy.
-BATCH_BYTES = 16 * 2**20
+# (estimated from the schema), at least Spark's default 10,000 rows. A partition of up
+# to this size is one batch, so its file is one chunk per column, which the Dask worker
+# loads without a copy (the frame's columns map the file: the data is held once on the
+# host); a larger one is several batches, concatenated when loaded. 64 MiB: Spark's own
+# bound on a batch it sends to Python (spark.sql.execution.arrow.maxBytesPerBatch), a
+# byte[] of that size on the executor's heap while the task writes it.
+BATCH_BYTES = 64 * 2**20
 # ... and that the Dask workers write for to_spark (see transfer.write_partition)
 WRITE_BATCH_BYTES = 4 * 2**20
 
@@ -302,8 +335,8 @@ def batch_rows(schema, target: int = BATCH_BYTES) -> int:
 
     >>> import pyarrow as pa
     >>> batch_rows(pa.schema([("a", pa.int64()), ("b", pa.float64())]))
-    1048576
-    >>> batch_rows(pa.schema([("s", pa.string())] * 1000))
+    4194304
+    >>> batch_rows(pa.schema([("s", pa.string())] * 1000), target=16 * 2**20)
     10000
     """
     width = sum(32 if (n := files.value_bytes(field.type)) is None else n for field in schema)
@@ -349,7 +382,7 @@ def _collect(df, spec: dict, schema, tz: str, large: bool, cpu_only: bool, tag: 
         rdd = rdd.mapPartitions(transfer.spark_batch_writer(spec))
         if profile is not None:
             rdd = rdd.withResources(profile)
-        with tagged(spark, tag, description):
+        with tagged(spark, tag, description), _transfer_confs(spark):  # the JVM's batches: no byte limit
             return rdd.collect()
     return map_collect(_positional(df), transfer.RESULT_DDL, transfer.spark_writer(spec), cpu_only, tag,
                         description, arrow_schema=schema)  # fmt: skip
@@ -357,67 +390,82 @@ def _collect(df, spec: dict, schema, tz: str, large: bool, cpu_only: bool, tag: 
 
 _MAX_RECORDS = "spark.sql.execution.arrow.maxRecordsPerBatch"
 _MAX_BYTES = "spark.sql.execution.arrow.maxBytesPerBatch"
-_byte_limit_lock = threading.Lock()
-_byte_limit_lifted: dict = {}  # session -> [transfers running, the session's own value or None]
+_CODEC = "spark.sql.execution.arrow.compression.codec"  # Spark >= 4.1
+_confs_lock = threading.Lock()
+_confs_set: dict = {}  # (session, key) -> [transfers running, the session's own value or None]
+
+
+def transfer_confs(spark, schema=None) -> dict[str, str]:
+    """The session confs a transfer's Spark job runs with, for rows of Arrow ``schema``
+    (None: a job whose batches Python does not receive through ``mapInArrow``):
+
+    - when Spark's byte limit on the Arrow batches it sends to Python cannot end a batch
+      of these rows (fixed-width columns, ``maxRecordsPerBatch`` rows under
+      ``maxBytesPerBatch``), the limit is Int.MaxValue, where Spark (>= 4.0) stops
+      estimating the batch's size after every row: the batches are the same, the
+      estimate's cost is measured in docs/benchmarks.md, "Moving data between Spark and Dask";
+    - where the session compresses Arrow batches between the JVM and Python
+      (``spark.sql.execution.arrow.compression.codec``, Spark >= 4.1; Spark's
+      ``ArrowBatchIterator`` reads it), ``none``: the task would decompress each batch
+      at once to write it to a file on the same machine."""
+    out = {}
+    if schema is not None and spark_version(spark) >= (4, 0):
+        records = files.spark_bytes(conf(spark, _MAX_RECORDS, "10000", sql=True))
+        limit = files.spark_bytes(conf(spark, _MAX_BYTES, "64m", sql=True))
+        if records is not None and limit is not None and byte_limit_is_redundant(schema, records, limit):
+            out[_MAX_BYTES] = str(NO_BYTE_LIMIT)
+    if (conf(spark, _CODEC, "none", sql=True) or "none").lower() != "none":
+        out[_CODEC] = "none"
+    return out
 
 
 @contextmanager
-def _no_redundant_byte_limit(spark, schema):
-    """While a ``mapInArrow`` over rows of ``schema`` runs: when Spark's byte limit on
-    the Arrow batches it sends to Python cannot end a batch of these rows (fixed-width
-    columns, ``maxRecordsPerBatch`` rows under ``maxBytesPerBatch``), the session's
-    limit is set to Int.MaxValue, where Spark stops estimating the batch's size after
-    every row; restored after the job (the last of concurrent transfers restores it).
-
-    The batches are the same; what the per-row estimate costs is measured in
-    docs/benchmarks.md, "Moving data between Spark and Dask". Spark 3.x has no byte limit."""
-    lift = False
-    if spark_version(spark) >= (4, 0):
-        records = files.spark_bytes(conf(spark, _MAX_RECORDS, "10000", sql=True))
-        limit = files.spark_bytes(conf(spark, _MAX_BYTES, "64m", sql=True))
-        lift = records is not None and limit is not None and byte_limit_is_redundant(schema, records, limit)
-    if lift:
-        key = application_id(spark) or id(spark)
-        with _byte_limit_lock:
-            entry = _byte_limit_lifted.get(key)
+def _transfer_confs(spark, schema=None):
+    """While a transfer's Spark job runs: the session set to :func:`transfer_confs`,
+    each key put back after the job (the last of concurrent transfers restores it;
+    unset when the session had not set it)."""
+    session = application_id(spark) or id(spark)
+    done = []
+    with _confs_lock:
+        for key, value in transfer_confs(spark, schema).items():
+            entry = _confs_set.get((session, key))
             if entry is None:
                 try:
-                    previous = spark.conf.get(_MAX_BYTES, None)
-                    spark.conf.set(_MAX_BYTES, str(NO_BYTE_LIMIT))
+                    previous = spark.conf.get(key, None)
+                    spark.conf.set(key, value)
                 except Exception as e:  # noqa: BLE001 - a platform that does not let sessions set it
-                    logger.debug("spark-dask: could not lift %s: %s", _MAX_BYTES, e)
-                    lift = False
-                else:
-                    _byte_limit_lifted[key] = [1, previous]
+                    logger.debug("spark-dask: could not set %s for the transfer: %s", key, e)
+                    continue
+                _confs_set[(session, key)] = [1, previous]
             else:
                 entry[0] += 1
+            done.append(key)
     try:
         yield
     finally:
-        if lift:
-            with _byte_limit_lock:
-                entry = _byte_limit_lifted[key]
+        with _confs_lock:
+            for key in done:
+                entry = _confs_set[(session, key)]
                 entry[0] -= 1
                 if entry[0] == 0:
-                    del _byte_limit_lifted[key]
+                    del _confs_set[(session, key)]
                     with suppress(Exception):
                         if entry[1] is None:
-                            spark.conf.unset(_MAX_BYTES)
+                            spark.conf.unset(key)
                         else:
-                            spark.conf.set(_MAX_BYTES, entry[1])
+                            spark.conf.set(key, entry[1])
 
 
 def map_collect(df, schema: str, fn, cpu_only: bool, tag: str, description: str, arrow_schema=None) -> list[dict]:
     """Run ``df.mapInArrow(fn, schema)`` as a tagged Spark job (a CPU-only profile when
-    asked; without Spark's per-row batch size estimate where it is redundant, see
-    :func:`_no_redundant_byte_limit`); its rows as dicts."""
+    asked; with the transfer's session confs, :func:`transfer_confs`); its rows as dicts."""
     spark = df.sparkSession
     profile = _cpu_profile(spark) if cpu_only else None
     new_api = spark_version(spark) >= (4, 0)
     kwargs = {"profile": profile} if profile is not None and new_api else {}
     with pandas3_warning_off():  # a transfer's mapInArrow: Arrow, not pandas
         out = df.mapInArrow(fn, schema, **kwargs)
-    lifted = _no_redundant_byte_limit(spark, arrow_schema) if arrow_schema is not None else nullcontext()
+    lifted = _transfer_confs(spark, arrow_schema) if arrow_schema is not None else nullcontext()
     with tagged(spark, tag, description), lifted:
         if profile is not None and not new_api:  # Spark 3.x: the profile on the RDD of the stage
             return [r.asDict() for r in out.rdd.withResources(profile).collect()]
@@ -654,14 +702,14 @@ def to_spark(ddf, spark=None, *, client=None, schema=None, checkpoint: bool = Fa
         tasks = [write(part, i, dirname, schema_bytes, rows) for i, part in enumerate(parts)]
         written = client.gather(client.compute(tasks))
         transfers.add(tid, {(w["hostname"], _parent(w["path"])) for w in written if w["path"]})
-        parts_spec = [w for w in written if w["path"]]
-        n = len(parts_spec)
-        if n == 0:
+        parts_spec = read_parts(written, hosts)
+        if not parts_spec:
             transfers.remove_now(tid)
             return spark.createDataFrame([], struct)
         spec = {"schema": schema_bytes, "parts": parts_spec, "scheduler": cluster.scheduler_address,
                 "tls": _spec_tls(cluster)}  # fmt: skip
-        out = _read_job(spark, n, struct, transfer.spark_reader(spec), cpu_only, f"{cluster.tag}-to-spark-{tid}",
+        ids = _read_ids(spark, [p["spark_host"] for p in parts_spec])
+        out = _read_job(spark, ids, struct, transfer.spark_reader(spec), cpu_only, f"{cluster.tag}-to-spark-{tid}",
                         f"spark-dask: to_spark <- {cluster.tag}", checkpoint)  # fmt: skip
     except BaseException:
         transfers.remove_now(tid)
@@ -709,17 +757,38 @@ def _ddl_schema(spark, ddl: str):
     return StructType.fromDDL(ddl) if hasattr(StructType, "fromDDL") else spark.createDataFrame([], ddl).schema
 
 
-def _read_job(spark, n: int, struct, fn, cpu_only: bool, tag: str, description: str, checkpoint: bool = False):
-    """The Spark job that reads the files: ``spark.range(n)`` → ``mapInArrow`` → kept in
-    Spark's cache (``persist()``: columnar, memory and disk) by one scan, or the
-    lazy DataFrame itself (``checkpoint=False``).
+def _read_ids(spark, hosts: list[str | None]):
+    """The read job's input: one partition per file, partition ``i`` holding the number
+    ``i``. Classic sessions: partitions that prefer their file's executor host, as Spark
+    names it (``SparkContext.makeRDD`` of ``(i, [host])`` pairs), so Spark runs each
+    read task where its file is (after ``spark.locality.wait`` without a free slot
+    there, elsewhere). Spark Connect, which has no RDDs, and files whose host is
+    unknown: ``spark.range(n)``, each task wherever Spark has a slot."""
+    n = len(hosts)
+    if is_connect(spark) or not all(hosts):
+        return spark.range(0, n, 1, n)
+    from pyspark.sql import DataFrame
+
+    jvm = spark.sparkContext._jvm
+    seq = jvm.org.apache.spark.api.python.PythonUtils.toSeq
+    integer = jvm.scala.reflect.ClassTag.apply(jvm.java.lang.Class.forName("java.lang.Integer"))
+    rdd = spark.sparkContext._jsc.sc().makeRDD(
+        seq([jvm.scala.Tuple2(i, seq([h])) for i, h in enumerate(hosts)]), integer
+    )
+    ids = spark._jsparkSession.createDataset(rdd, jvm.org.apache.spark.sql.Encoders.INT())
+    return DataFrame(ids.toDF(seq(["id"])), spark)
+
+
+def _read_job(spark, ids, struct, fn, cpu_only: bool, tag: str, description: str, checkpoint: bool = False):
+    """The Spark job that reads the files: ``ids`` (:func:`_read_ids`) → ``mapInArrow``
+    → kept in Spark's cache (``persist()``: columnar, memory and disk) by one scan, or
+    the lazy DataFrame itself (``checkpoint=False``).
 
     ``persist()`` rather than ``localCheckpoint(eager=True)``, which stores every row as
     one serialized object and was slower both to fill and to scan, whatever the storage
     level (docs/benchmarks.md, "Moving data between Spark and Dask", "Keeping the rows")."""
     profile = _cpu_profile(spark) if cpu_only else None
     new_api = spark_version(spark) >= (4, 0)
-    ids = spark.range(0, n, 1, n)
     kwargs = {"profile": profile} if profile is not None and new_api else {}
     with pandas3_warning_off():  # a transfer's mapInArrow: Arrow, not pandas
         out = ids.mapInArrow(fn, struct, **kwargs)
@@ -730,7 +799,7 @@ def _read_job(spark, n: int, struct, fn, cpu_only: bool, tag: str, description: 
         return out
     kept = out.persist()  # MEMORY_AND_DISK: spilled to the executors' disks when memory is short
     try:
-        with tagged(spark, tag, description):
+        with tagged(spark, tag, description), _transfer_confs(spark):
             # fills the cache in one stage, the transfer's (its CPU-only profile): a count()
             # would add a shuffle stage of the default profile, which waits for a GPU
             # beside a gang that holds them all

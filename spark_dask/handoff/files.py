@@ -67,22 +67,46 @@ def worker_host(address: str) -> str:
 def host_table(workers: dict[str, dict]) -> dict[str, dict]:
     """Group the Dask workers by the machine they run on.
 
-    ``workers`` maps each worker address to ``{"hostname": ..., "root": ...}`` (what
-    :func:`spark_dask.handoff.transfer.host_info` returns on the worker). The result maps
-    each hostname to ``{"ip": <address host>, "root": <handoff root>, "workers": [...]}``:
+    ``workers`` maps each worker address to ``{"hostname": ..., "root": ...,
+    "spark_host": ...}`` (what :func:`spark_dask.handoff.transfer.host_info` returns on
+    the worker). The result maps each hostname to ``{"ip": <address host>, "root":
+    <handoff root>, "spark_host": <the executor host Spark names>, "workers": [...]}``:
     the files of that machine live under one root, the one of its first worker (by
     address), so every worker of the machine finds them. A Spark task whose hostname is
     a key here writes its partition there; others send it to a worker.
 
-    >>> host_table({"tls://10.0.0.5:2": {"hostname": "a", "root": "/l/2"},
-    ...             "tls://10.0.0.5:1": {"hostname": "a", "root": "/l/1"}})
-    {'a': {'ip': '10.0.0.5', 'root': '/l/1', 'workers': ['tls://10.0.0.5:1', 'tls://10.0.0.5:2']}}
+    >>> host_table({"tls://10.0.0.5:2": {"hostname": "a", "root": "/l/2", "spark_host": "10.0.0.5"},
+    ...             "tls://10.0.0.5:1": {"hostname": "a", "root": "/l/1", "spark_host": "10.0.0.5"}})["a"]
+    {'ip': '10.0.0.5', 'root': '/l/1', 'spark_host': '10.0.0.5', 'workers': ['tls://10.0.0.5:1', 'tls://10.0.0.5:2']}
     """
     out: dict[str, dict] = {}
     for address in sorted(workers):
         info = workers[address]
-        entry = out.setdefault(info["hostname"], {"ip": worker_host(address), "root": info["root"], "workers": []})
+        entry = out.setdefault(
+            info["hostname"],
+            {"ip": worker_host(address), "root": info["root"], "spark_host": info.get("spark_host"), "workers": []},
+        )
         entry["workers"].append(address)
+        entry["spark_host"] = entry["spark_host"] or info.get("spark_host")
+    return out
+
+
+def read_parts(written: list[dict], hosts: dict[str, dict]) -> list[dict]:
+    """The partition files a Dask → Spark transfer's read tasks get, in order: each
+    with the executor host Spark should run its task on (``spark_host``, None when
+    unknown) and the Dask workers of its machine (``workers``: the fallback when Spark
+    runs the task elsewhere streams the file from one of them, no scheduler call).
+
+    >>> read_parts([{"partition": 0, "hostname": "a", "path": "/l/p0"}, {"partition": 1, "hostname": "a", "path": None}],
+    ...            {"a": {"spark_host": "10.0.0.5", "workers": ["tls://10.0.0.5:1"]}})
+    [{'partition': 0, 'hostname': 'a', 'path': '/l/p0', 'spark_host': '10.0.0.5', 'workers': ['tls://10.0.0.5:1']}]
+    """
+    out = []
+    for w in written:
+        if not w["path"]:
+            continue
+        host = hosts.get(w["hostname"], {})
+        out.append({**w, "spark_host": host.get("spark_host"), "workers": list(host.get("workers", []))})
     return out
 
 

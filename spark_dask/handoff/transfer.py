@@ -3,8 +3,10 @@
 * In Spark tasks: :func:`spark_batch_writer` (classic Spark, over the JVM's Arrow
   batches) or :func:`spark_writer` (``mapInArrow``, Spark Connect) writes each Spark
   partition as an Arrow IPC file on the machine's local disk (or sends it to a Dask
-  worker when the machine has none); :func:`spark_reader` (``mapInArrow``) reads the files the Dask workers wrote (memory
-  mapped when local, pulled from a worker of the file's machine otherwise).
+  worker when the machine has none); :func:`spark_reader` (``mapInArrow``) reads the
+  files the Dask workers wrote: memory mapped when local (Spark places each read task on
+  its file's executor host), else streamed batch by batch from a worker of the file's
+  machine over one connection per task (:func:`pulled_batches`).
 * In Dask workers: :func:`load_partition` loads one file (memory mapped) as a pandas or
   cudf partition; :func:`write_partition` writes one Dask partition; the worker plugin
   made by :func:`worker_plugin` serves and removes the files.
@@ -17,10 +19,12 @@ use them (every executor has them: the workers need them). Shipped by value
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import socket
 import time
+from collections.abc import Iterator
 
 from spark_dask.arrow_types import frame_to_arrow, table_to_pandas
 from spark_dask.errors import HandoffError
@@ -35,6 +39,10 @@ from spark_dask.handoff.files import (
 
 RESULT_DDL = "partition int, attempt int, hostname string, path string, rows long, bytes long, ip string"
 PUT, GET, REMOVE = "spark_dask_handoff_put", "spark_dask_handoff_get", "spark_dask_handoff_remove"
+STREAM = "spark_dask_handoff_stream"  # a file's record batches, one message each
+# The event a worker logs when it streamed a file to a Spark task on another machine (the
+# driver's transfer registry says so once per transfer, spark_dask.handoff.driver).
+PULLED = "spark-dask-handoff-pulled"
 # Seconds one RPC of a transfer may take, connection and answer (a partition file of some
 # hundred MB from another machine); distributed bounds only the connection (rpc's timeout).
 RPC_TIMEOUT = 300.0
@@ -61,9 +69,20 @@ def local_root() -> str:
     return tempfile.gettempdir()
 
 
+def spark_host() -> str | None:
+    """The host Spark names this machine's executor by (the barrier task's facts, which
+    spark-dask gives the workers it starts: ``SPARK_DASK_FACTS``), where a read task is
+    placed; None in a worker spark-dask did not start."""
+    try:
+        return json.loads(os.environ.get("SPARK_DASK_FACTS") or "{}").get("host")
+    except ValueError:
+        return None
+
+
 def host_info() -> dict:
-    """Run on every Dask worker before a transfer: its machine and its handoff root."""
-    return {"hostname": hostname(), "root": local_root()}
+    """Run on every Dask worker before a transfer: its machine, its handoff root and its
+    executor's host as Spark names it."""
+    return {"hostname": hostname(), "root": local_root(), "spark_host": spark_host()}
 
 
 def _security_args(tls: dict | None) -> dict:
@@ -97,29 +116,99 @@ async def _find_workers(scheduler_rpc, ip: str, deadline: float) -> list[str]:
         attempt += 1
 
 
-async def _pull(spec: dict, part: dict, wait: float = 120.0) -> bytes:
-    """A file from a Dask worker on the file's machine, over the cluster's (TLS) comms."""
-    from distributed.core import rpc
+class Links:
+    """A Spark task's connections to the Dask workers it streams files from (one per
+    worker, kept for the task's next files) and the event loop they run on; closed by
+    :meth:`close` when the task ends."""
 
-    args = _security_args(spec.get("tls"))
-    deadline = time.monotonic() + wait
-    async with rpc(spec["scheduler"], connection_args=args) as scheduler:
-        while True:
-            workers = await _find_workers(scheduler, part["ip"], deadline)
-            errors = []
-            for address in workers:
-                try:
-                    async with rpc(address, connection_args=args) as w:
-                        return await _call(w, GET, f"Dask worker {address}", path=part["path"])
-                except Exception as e:  # noqa: BLE001 - the next worker of the machine may answer
-                    errors.append(f"{address}: {type(e).__name__}: {e}")
-            if time.monotonic() >= deadline:
-                raise HandoffError(
-                    f"spark-dask: partition file {part['path']} on {part['hostname']} ({part['ip']}) could not be "
-                    f"read: no Dask worker of that machine answered within {wait:g}s"
-                    + (f" ({'; '.join(errors)})" if errors else "")
-                )
-            await asyncio.sleep(1.0)
+    def __init__(self, spec: dict):
+        self.spec = spec
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.comms: dict = {}
+
+    def run(self, coro, what: str):
+        """Run ``coro`` on the task's loop, at most :data:`RPC_TIMEOUT` seconds."""
+        if self.loop is None:
+            self.loop = asyncio.new_event_loop()
+        try:
+            return self.loop.run_until_complete(asyncio.wait_for(coro, RPC_TIMEOUT))
+        except asyncio.TimeoutError:
+            raise HandoffError(f"spark-dask: {what} did not answer within {RPC_TIMEOUT:g}s") from None
+
+    def comm(self, address: str):
+        """The open connection to the worker at ``address`` (made on first use)."""
+        if address not in self.comms:
+            from distributed.comm import connect
+
+            args = _security_args(self.spec.get("tls"))
+            self.comms[address] = self.run(connect(address, **args), f"Dask worker {address}")
+        return self.comms[address]
+
+    def drop(self, address: str) -> None:
+        """Close the connection to ``address`` (after an error, or at the task's end)."""
+        comm = self.comms.pop(address, None)
+        if comm is not None:
+            comm.abort()
+
+    def close(self) -> None:
+        for address in list(self.comms):
+            self.drop(address)
+        if self.loop is not None:
+            self.loop.close()
+            self.loop = None
+
+
+def _stream(links: Links, address: str, path: str):
+    """The record batches of ``path`` from the worker at ``address``, as they arrive."""
+    comm = links.comm(address)
+    links.run(comm.write({"op": STREAM, "path": path, "reply": True}), f"Dask worker {address}")
+    while True:
+        msg = links.run(comm.read(), f"Dask worker {address}")
+        if msg.get("status") == "uncaught-error":
+            raise HandoffError(f"spark-dask: Dask worker {address} could not send {path}: {msg.get('text')}")
+        if "done" in msg:
+            return
+        yield msg["batch"]
+
+
+def _addresses(links: Links, part: dict) -> Iterator[str]:
+    """The workers of the file's machine: the transfer's spec names them (no scheduler
+    call per file); the scheduler's are asked for only when none of those answers (a
+    worker of that machine restarted since)."""
+    listed = list(part.get("workers") or [])
+
+    async def now():
+        from distributed.core import rpc
+
+        async with rpc(links.spec["scheduler"], connection_args=_security_args(links.spec.get("tls"))) as s:
+            return await _find_workers(s, part["ip"], time.monotonic() + 120.0)
+
+    yield from listed
+    yield from (a for a in links.run(now(), "the Dask scheduler") if a not in listed)
+
+
+def pulled_batches(links: Links, part: dict):
+    """The record batches of a partition file on another machine, streamed from a Dask
+    worker there, one batch in memory at a time (a Spark task Spark ran away from the
+    file's host). A worker that fails before the first batch is passed over for the
+    next; one that fails after it fails the task (Spark retries it)."""
+    errors = []
+    for address in _addresses(links, part):
+        sent = False
+        try:
+            for batch in _stream(links, address, part["path"]):
+                sent = True
+                yield batch
+            return
+        except Exception as e:  # the next worker of that machine may answer (re-raised once a batch went)
+            links.drop(address)
+            if sent:
+                raise
+            errors.append(f"{address}: {type(e).__name__}: {e}")
+    raise HandoffError(
+        f"spark-dask: partition file {part['path']} on {part['hostname']} ({part['ip']}) could not be read: no Dask "
+        "worker of that machine answered" + (f" ({'; '.join(errors)})" if errors else "")
+    )
 
 
 def _write_ipc(path: str, batches, schema) -> int:
@@ -257,15 +346,15 @@ async def _push(spec: dict, address: str, name: str, data: bytes) -> dict:
         return await _call(w, PUT, f"Dask worker {address}", dirname=spec["dir"], name=name, data=to_serialize(data))
 
 
-def _open(part: dict, spec: dict):
-    """An Arrow IPC file reader for a partition: memory mapped when the file is on this
-    machine, else pulled from a Dask worker of its machine."""
+def _local(part: dict, in_spark: bool):
+    """A memory-mapped Arrow IPC file reader for a partition whose file is on this
+    machine; None when it is on another."""
     import pyarrow as pa
 
     if part["hostname"] == hostname():
         if os.path.exists(part["path"]):
             return pa.ipc.open_file(pa.memory_map(part["path"], "r"))
-        if spec.get("in_spark"):
+        if in_spark:
             raise HandoffError(
                 f"spark-dask: the transfer file {part['path']} is gone: the Dask cluster that wrote it closed "
                 "(a DataFrame of to_spark(ddf) reads the cluster's files, so it can be computed only while the "
@@ -273,8 +362,7 @@ def _open(part: dict, spec: dict):
                 "its rows in Spark), or the rows Spark kept of a to_spark(..., checkpoint=True) DataFrame were "
                 "dropped from its cache (unpersist(), spark.catalog.clearCache())"
             )
-    data = asyncio.run(_pull(spec, part)) if spec.get("in_spark") else _pull_from_worker(part)
-    return pa.ipc.open_file(pa.BufferReader(data))
+    return None
 
 
 def _pull_from_worker(part: dict) -> bytes:
@@ -304,8 +392,14 @@ def _pull_from_worker(part: dict) -> bytes:
 
 
 def load_partition(part: dict, backend: str = "pandas"):
-    """Dask task: one Spark partition from its Arrow IPC file (memory mapped)."""
-    table = _open(part, {}).read_all()
+    """Dask task: one Spark partition from its Arrow IPC file (memory mapped; pulled
+    from a worker of the file's machine when the task runs elsewhere)."""
+    import pyarrow as pa
+
+    reader = _local(part, in_spark=False)
+    if reader is None:
+        reader = pa.ipc.open_file(pa.BufferReader(_pull_from_worker(part)))
+    table = reader.read_all()
     if backend == "cudf":
         import cudf
 
@@ -348,18 +442,26 @@ def spark_reader(spec: dict):
     def fn(batches):
         import pyarrow as pa
 
-        spec["in_spark"] = True
         schema = pa.ipc.read_schema(pa.py_buffer(spec["schema"]))
-        for batch in batches:
-            for i in batch.column(0).to_pylist():
-                part = spec["parts"][i]
-                reader = _open(part, spec)
-                if not reader.schema.equals(schema):
-                    raise HandoffError(
-                        f"spark-dask: partition file {part['path']} has schema {reader.schema}, not {schema}"
-                    )
-                for j in range(reader.num_record_batches):
-                    yield reader.get_batch(j)
+        links = Links(spec)
+        try:
+            for batch in batches:
+                for i in batch.column(0).to_pylist():
+                    part = spec["parts"][i]
+                    reader = _local(part, in_spark=True)
+                    if reader is None:
+                        read = pulled_batches(links, part)
+                    else:
+                        read = (reader.get_batch(j) for j in range(reader.num_record_batches))
+                    for record_batch in read:
+                        if not record_batch.schema.equals(schema):
+                            raise HandoffError(
+                                f"spark-dask: partition file {part['path']} has schema {record_batch.schema}, "
+                                f"not {schema}"
+                            )
+                        yield record_batch
+        finally:
+            links.close()
 
     return fn
 
@@ -412,11 +514,28 @@ def worker_plugin():
                 with open(path, "rb") as f:
                     return to_serialize(f.read())
 
+            async def stream(comm, path: str):
+                """The file's record batches to a Spark task on another machine, one
+                message each, then ``{"done": ...}`` as the reply."""
+                import pyarrow as pa
+
+                if not in_transfer_dir(path):
+                    raise ValueError(f"not a transfer file: {path}")
+                reader = pa.ipc.open_file(pa.memory_map(path, "r"))
+                sent = 0
+                for j in range(reader.num_record_batches):
+                    batch = reader.get_batch(j)
+                    sent += batch.nbytes
+                    await comm.write({"batch": to_serialize(batch)})
+                worker.log_event(PULLED, {"path": path, "bytes": sent, "to": comm.peer_address, "from": worker.address})
+                return {"done": reader.num_record_batches, "bytes": sent}
+
             def remove(dirs):
                 return remove_dirs(dirs)
 
             worker.handlers[PUT] = put
             worker.handlers[GET] = get
+            worker.handlers[STREAM] = stream
             worker.handlers[REMOVE] = remove
 
     return HandoffFiles()

@@ -11,6 +11,7 @@ workers or Spark tasks reach executors that cannot import ``tests``.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import sys
@@ -25,6 +26,7 @@ from pyspark.sql import functions as F
 
 import spark_dask
 from spark_dask import SparkCluster
+from spark_dask.handoff import driver as handoff_driver
 from spark_dask.parts import parts_of
 from tests.support.hosts import session
 
@@ -177,29 +179,83 @@ def sample_frame(partitions: int = 6):
     )
 
 
-def handoff(name: str) -> dict:
+class _Said(logging.Handler):
+    """The spark_dask log lines of a scenario (the driver's WARNINGs)."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+
+def _read_localities(df, group: str) -> list[str]:
+    """Spark's locality of each task of one scan of ``df`` (a no-op write: one stage)."""
+    sc = session().sparkContext
+    sc.setJobGroup(group, group)
+    try:
+        df.write.format("noop").mode("overwrite").save()
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    tracker, store = sc.statusTracker(), sc._jsc.sc().statusStore()
+    out = []
+    for job in tracker.getJobIdsForGroup(group):
+        for stage in tracker.getJobInfo(job).stageIds:
+            tasks = store.taskList(stage, tracker.getStageInfo(stage).currentAttemptId, 10_000)
+            out += [tasks.apply(k).taskLocality() for k in range(tasks.size())]
+    return out
+
+
+def handoff(name: str, misplace: bool = False) -> dict:
     """``to_dask`` and ``to_spark`` on cluster ``name``: Dask's results against Spark's
-    own, the rows back in Spark against the rows that went out (both ways exact)."""
+    own, the rows back in Spark against the rows that went out (both ways exact); where
+    Spark ran ``to_spark``'s read tasks (their localities) and what the driver said.
+    ``misplace``: each read task prefers a host other than its file's, so every file is
+    streamed from a Dask worker of its machine (the fallback when Spark runs a task
+    elsewhere)."""
     client = CLIENTS[name]
     df = sample_frame()
-    ddf = spark_dask.to_dask(df, client=client)
-    dask_sums = ddf.groupby("k").x.sum().compute().sort_index()
-    spark_sums = df.groupBy("k").agg(F.sum("x").alias("x")).toPandas().set_index("k")["x"].sort_index()
-    back = spark_dask.to_spark(ddf, client=client)
-    derived = spark_dask.to_spark(ddf.assign(y=ddf.x * 2)[["id", "y"]], client=client)
-    want_derived = df.selectExpr("id", "x * 2 as y")
-    return {
-        "npartitions": ddf.npartitions,
-        "rows": len(ddf),
-        "sums_equal": dask_sums.to_dict() == spark_sums.to_dict(),
-        "schema": [(f.name, f.dataType.simpleString()) for f in back.schema.fields],
-        "want_schema": [(f.name, f.dataType.simpleString()) for f in df.schema.fields],
-        "missing": df.exceptAll(back).count(),
-        "extra": back.exceptAll(df).count(),
-        "derived_missing": want_derived.exceptAll(derived).count(),
-        "derived_extra": derived.exceptAll(want_derived).count(),
-        "spark_hosts": sorted(set(df.rdd.mapPartitions(lambda it: [host_of(0)]).collect())),
-    }
+    said = _Said()
+    logging.getLogger("spark_dask").addHandler(said)
+    real = handoff_driver._read_ids
+    if misplace:
+        others = executors()["hosts"]
+
+        def elsewhere(spark, wanted):
+            return real(spark, [next(o for o in others if o != h) for h in wanted])
+
+        handoff_driver._read_ids = elsewhere
+    try:
+        ddf = spark_dask.to_dask(df, client=client)
+        dask_sums = ddf.groupby("k").x.sum().compute().sort_index()
+        spark_sums = df.groupBy("k").agg(F.sum("x").alias("x")).toPandas().set_index("k")["x"].sort_index()
+        back = spark_dask.to_spark(ddf, client=client)
+        derived = spark_dask.to_spark(ddf.assign(y=ddf.x * 2)[["id", "y"]], client=client)
+        localities = _read_localities(back, f"localities-{name}-{time.monotonic_ns()}")
+        want_derived = df.selectExpr("id", "x * 2 as y")
+        out = {
+            "localities": localities,
+            "npartitions": ddf.npartitions,
+            "rows": len(ddf),
+            "sums_equal": dask_sums.to_dict() == spark_sums.to_dict(),
+            "schema": [(f.name, f.dataType.simpleString()) for f in back.schema.fields],
+            "want_schema": [(f.name, f.dataType.simpleString()) for f in df.schema.fields],
+            "missing": df.exceptAll(back).count(),
+            "extra": back.exceptAll(df).count(),
+            "derived_missing": want_derived.exceptAll(derived).count(),
+            "derived_extra": derived.exceptAll(want_derived).count(),
+            "spark_hosts": sorted(set(df.rdd.mapPartitions(lambda it: [host_of(0)]).collect())),
+        }
+        # the workers' events reach the driver's scheduler a moment after the scans
+        deadline = time.monotonic() + (10 if misplace else 2)
+        while time.monotonic() < deadline and len([x for x in said.lines if "across hosts" in x]) < 2:
+            time.sleep(0.1)
+        out["across_hosts"] = [line for line in said.lines if "across hosts" in line]
+        return out
+    finally:
+        handoff_driver._read_ids = real
+        logging.getLogger("spark_dask").removeHandler(said)
 
 
 def logs(name: str) -> dict[str, str]:

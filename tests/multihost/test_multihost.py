@@ -67,19 +67,29 @@ def test_one_worker_per_executor_host_at_its_address(multihost, d):
     check_gone(multihost, d, d.call(S + "close", "one-per-host"))
 
 
-@pytest.mark.parametrize("n_workers", [2, 1], ids=["worker-on-every-host", "one-worker"])
-def test_handoff_both_ways_exact(multihost, d, n_workers):
+@pytest.mark.parametrize(
+    "n_workers, misplace", [(2, False), (1, True)], ids=["worker-on-every-host", "one-worker-reads-elsewhere"]
+)
+def test_handoff_both_ways_exact(multihost, d, n_workers, misplace):
     # with one worker, the other host's Spark partitions go to it over the network: each
-    # host's disk is its own, so a file read on the wrong host fails
+    # host's disk is its own, so a file read on the wrong host fails. to_spark's read
+    # tasks run where their files are (Spark's locality: NODE_LOCAL); made to prefer the
+    # other host, they stream every file from the worker's host, exactly, and the driver
+    # says so once per transfer
     seen = d.call(S + "start", "handoff", n_workers=n_workers)
     assert len({w["hostname"] for w in seen["workers"].values()}) == n_workers
-    got = d.call(S + "handoff", "handoff", timeout=180)
+    got = d.call(S + "handoff", "handoff", misplace, timeout=180)
     assert got["spark_hosts"] == WORKER_HOSTS  # Spark's partitions are on both hosts
     assert got["rows"] == 30_000 and got["npartitions"] == 6
     assert got["sums_equal"]
     assert got["schema"] == got["want_schema"]
     assert (got["missing"], got["extra"]) == (0, 0)
     assert (got["derived_missing"], got["derived_extra"]) == (0, 0)
+    assert len(got["localities"]) == 6 and set(got["localities"]) == {"NODE_LOCAL"}, got["localities"]
+    if misplace:
+        assert len(got["across_hosts"]) == 2, got["across_hosts"]  # back and derived: one line each
+    else:
+        assert got["across_hosts"] == [], got["across_hosts"]
     check_gone(multihost, d, d.call(S + "close", "handoff"))
 
 

@@ -11,6 +11,7 @@ import datetime as dt
 import decimal
 import gc
 import glob
+import logging
 import math
 import os
 import signal
@@ -28,8 +29,9 @@ from spark_dask.handoff import driver as handoff
 from spark_dask.handoff import transfer as handoff_task
 from spark_dask.handoff.files import LOAD_KEY_PREFIX
 from spark_dask.parts import parts_of
+from spark_dask.shipping import by_value
 from tests.support.processes import wait_until
-from tests.support.spark import active_jobs, make_spark, stop_spark
+from tests.support.spark import active_jobs, make_spark, stop_spark, task_localities
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(240)]
 # core (also run on pyspark 3.5): the type table, empty data, errors, file lifetime; the
@@ -129,31 +131,43 @@ def test_sparks_redundant_byte_limit_is_lifted_only_while_a_transfer_runs(spark)
     fixed = pa.schema([("a", pa.int64()), ("x", pa.float64()), ("b", pa.bool_())])
     lifted = str(2**31 - 1) if spark_version(spark) >= (4, 0) else None
     assert spark.conf.get(key, None) is None
-    with handoff._no_redundant_byte_limit(spark, fixed):
+    with handoff._transfer_confs(spark, fixed):
         assert spark.conf.get(key, None) == lifted
-        with handoff._no_redundant_byte_limit(spark, fixed):  # a concurrent transfer
+        with handoff._transfer_confs(spark, fixed):  # a concurrent transfer
             assert spark.conf.get(key, None) == lifted
         assert spark.conf.get(key, None) == lifted  # the first one still runs
     assert spark.conf.get(key, None) is None  # unset again: Spark's default applies
     spark.conf.set(key, "4m")
     try:
-        with handoff._no_redundant_byte_limit(spark, fixed):
+        with handoff._transfer_confs(spark, fixed):
             assert spark.conf.get(key) == (lifted or "4m")
         assert spark.conf.get(key) == "4m"
         # strings: the limit can end a batch; 1M rows of 21 bytes > 4 MB: it can too
-        with handoff._no_redundant_byte_limit(spark, pa.schema([("s", pa.string())])):
+        with handoff._transfer_confs(spark, pa.schema([("s", pa.string())])):
             assert spark.conf.get(key) == "4m"
-        with pytest.raises(RuntimeError, match="the job failed"), handoff._no_redundant_byte_limit(spark, fixed):
+        with pytest.raises(RuntimeError, match="the job failed"), handoff._transfer_confs(spark, fixed):
             assert spark.conf.get(key) == (lifted or "4m")
             raise RuntimeError("the job failed")
         assert spark.conf.get(key) == "4m"  # restored after a failed job too
         spark.conf.set(records, "1000000")
-        with handoff._no_redundant_byte_limit(spark, fixed):
+        with handoff._transfer_confs(spark, fixed):
             assert spark.conf.get(key) == "4m"
     finally:
         spark.conf.unset(key)
         spark.conf.unset(records)
-    assert not handoff._byte_limit_lifted
+    assert not handoff._confs_set
+    # Spark >= 4.1 compresses the JVM's Arrow batches when the session asks: off for the
+    # transfer's job, the session's setting back after it
+    codec = "spark.sql.execution.arrow.compression.codec"
+    spark.conf.set(codec, "zstd")
+    try:
+        with handoff._transfer_confs(spark):
+            assert spark.conf.get(codec) == "none"
+            assert spark.conf.get(key, None) is None  # no schema: the byte limit is left as it is
+        assert spark.conf.get(codec) == "zstd"
+    finally:
+        spark.conf.unset(codec)
+    assert handoff.transfer_confs(spark) == {}
 
 
 @pytest.mark.core
@@ -335,6 +349,33 @@ def test_dask_frames_of_pandas_types_to_spark(spark, client):
 
 
 @pytest.mark.core
+def test_to_spark_reads_where_the_files_are(spark, client, caplog):
+    """Each read task prefers its file's executor host, named as Spark names it (the
+    gang task's facts, not the machine's host name): every task ran NODE_LOCAL, and no
+    file was streamed across hosts (issue 36)."""
+    import dask.dataframe as dd
+
+    ddf = dd.from_pandas(pd.DataFrame({"id": np.arange(4000)}), npartitions=4)
+    sdf = spark_dask.to_spark(ddf)
+    rdd = sdf._jdf.queryExecution().toRdd()
+    jsc = spark.sparkContext._jsc.sc()  # the scheduler's view: through the narrow dependencies
+    hosts = {jsc.getPreferredLocs(rdd, i).mkString(",") for i in range(rdd.getNumPartitions())}
+    status = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().keySet().mkString(",")
+    executors = {e.rsplit(":", 1)[0] for e in status.split(",")}
+    assert len(hosts) == 1 and hosts <= executors, (hosts, executors)
+    sc = spark.sparkContext
+    with caplog.at_level(logging.WARNING, logger="spark_dask"):
+        sc.setJobGroup("to-spark-locality", "to_spark locality")
+        try:
+            sdf.write.format("noop").mode("overwrite").save()
+        finally:
+            sc.setLocalProperty("spark.jobGroup.id", None)
+    localities = task_localities(spark, "to-spark-locality")
+    assert len(localities) == 4 and {loc for loc, _ in localities} == {"NODE_LOCAL"}, localities
+    assert not [r for r in caplog.records if "across hosts" in r.getMessage()]
+
+
+@pytest.mark.core
 def test_a_named_index_and_a_named_series_become_columns(spark, client):
     """Issue 42, point 5: a groupby result's key (its index) was dropped without a word,
     and a Series failed with a raw AttributeError. A named index is a column, as
@@ -432,6 +473,10 @@ def test_files_are_local_and_removed_when_released(spark, client, local_dir):
     loaded(client, 4, exclude=before)
     files = [f for d in set(leftovers(local_dir)) - dirs_before for f in glob.glob(os.path.join(d, "*.arrow"))]
     assert len(files) == 4, files
+    # one record batch a file (a partition under 64 MiB): loaded without a copy (issue 36)
+    import pyarrow as pa
+
+    assert [pa.ipc.open_file(f).num_record_batches for f in files] == [1] * 4
     roots = {w["root"] for w in client.run(handoff_task.host_info).values()}
     assert all(any(f.startswith(r) for r in roots) for f in files)  # in an executor's SPARK_LOCAL_DIRS
     persisted = (ddf.y + 1).persist()  # depends on the loaded partitions: they must stay
@@ -446,7 +491,7 @@ def test_files_are_local_and_removed_when_released(spark, client, local_dir):
     assert set(leftovers(local_dir)) <= dirs_before
 
 
-def test_partitions_of_machines_without_workers_go_over_the_network(spark, client, monkeypatch, local_dir):
+def test_partitions_of_machines_without_workers_go_over_the_network(spark, client, monkeypatch, local_dir, caplog):
     # Pretend the workers run on another machine: every Spark task then sends its
     # partition to a worker over the cluster's TLS comms, and each loader, finding the
     # file's machine is not its own, pulls it from the other worker of that machine.
@@ -470,10 +515,16 @@ def test_partitions_of_machines_without_workers_go_over_the_network(spark, clien
         out = original(*args)
         return {**out, "hostname": "elsewhere"} if out["path"] else out
 
-    monkeypatch.setattr(handoff_task, "write_partition", written_elsewhere)
+    # the workers run the graph's function, sent by value (handoff._WRITE_PARTITION), not the module's
+    monkeypatch.setattr(handoff, "_WRITE_PARTITION", by_value(written_elsewhere))
     before_lazy = set(leftovers(local_dir))
-    lazy = spark_dask.to_spark(ddf)  # pulls the files at each Spark computation
-    assert lazy.count() == 20_000 and lazy.agg({"id": "sum"}).collect()[0][0] == sum(range(20_000))
+    lazy = spark_dask.to_spark(ddf)  # streams the files at each Spark computation
+    with caplog.at_level(logging.WARNING, logger="spark_dask"):
+        assert lazy.count() == 20_000 and lazy.agg({"id": "sum"}).collect()[0][0] == sum(range(20_000))
+        # the workers' events reach the driver's scheduler: one line for the transfer
+        assert wait_until(lambda: [r for r in caplog.records if "across hosts" in r.getMessage()], 10)
+    said = [r.getMessage() for r in caplog.records if "across hosts" in r.getMessage()]
+    assert len(said) == 1 and "spark.locality.wait" in said[0], said
     lazy_dirs = set(leftovers(local_dir)) - before_lazy  # kept until the cluster closes
     assert lazy_dirs
     kept = spark_dask.to_spark(ddf, checkpoint=True)  # pulls them once into Spark's cache

@@ -187,6 +187,19 @@ def active_jobs(spark) -> list[int]:
     return list(spark.sparkContext.statusTracker().getActiveJobsIds())
 
 
+def task_localities(spark, group: str) -> list[tuple[str, str]]:
+    """``(locality, host)`` of every task of the jobs of job group ``group``, as Spark's
+    status store has them (``NODE_LOCAL``: the task ran on a host its partition prefers)."""
+    sc = spark.sparkContext
+    tracker, store = sc.statusTracker(), sc._jsc.sc().statusStore()
+    out = []
+    for job in tracker.getJobIdsForGroup(group):
+        for stage in tracker.getJobInfo(job).stageIds:
+            tasks = store.taskList(stage, tracker.getStageInfo(stage).currentAttemptId, 100_000)
+            out += [(tasks.apply(k).taskLocality(), tasks.apply(k).host()) for k in range(tasks.size())]
+    return out
+
+
 def assert_no_leftovers(spark, cluster) -> None:
     """Nothing of ``cluster`` is left: processes, Spark jobs, scheduler port."""
     assert wait_until(lambda: not dask_processes(cluster.tag)), [p.info for p in dask_processes(cluster.tag)]

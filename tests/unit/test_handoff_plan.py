@@ -94,6 +94,40 @@ def test_arrow_to_pandas_keeps_nan_and_null_apart_and_back():
     assert back.schema == schema and repr(back.to_pydict()) == repr(table.to_pydict())  # NaN != NaN: compare text
 
 
+def test_a_file_of_one_batch_loads_without_a_copy(tmp_path):
+    """A partition file of one record batch (one chunk per column) becomes a pandas
+    frame over the memory-mapped file (numbers, nullable ones, dates; not strings, whose
+    offsets pandas widens to large_string): its columns allocate nothing (NumPy's allocations
+    are what tracemalloc sees, Arrow's its memory pool), so the data is held once on
+    the host; a file of four
+    batches is copied once (its chunks concatenated), as before (issue 36)."""
+    import tracemalloc
+
+    n = 500_000
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("x", pa.float64(), nullable=False),
+                        pa.field("n", pa.float64()), pa.field("d", pa.date32())])  # fmt: skip
+    dates = pa.array(np.arange(n) % 1000, pa.int32()).cast(pa.date32())
+    table = pa.table([np.arange(n), np.random.rand(n), np.random.rand(n), dates], schema=schema)
+    data = table.nbytes
+    for batches in (1, 4):
+        path = str(tmp_path / f"part-{batches}.arrow")
+        with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
+            for batch in table.to_batches(max_chunksize=-(-n // batches)):
+                writer.write_batch(batch)
+        mapped = pa.ipc.open_file(pa.memory_map(path, "r")).read_all()
+        arrow_before = pa.total_allocated_bytes()
+        tracemalloc.start()
+        df = at.table_to_pandas(mapped)
+        allocated = tracemalloc.get_traced_memory()[1] + pa.total_allocated_bytes() - arrow_before  # NumPy + Arrow
+        tracemalloc.stop()
+        assert df["id"].sum() == n * (n - 1) // 2 and list(df.columns) == ["id", "x", "n", "d"]
+        if batches == 1:
+            assert allocated < data / 50, (allocated, data)
+        else:
+            assert allocated > data / 2, (allocated, data)  # the chunks concatenated
+        del df, mapped
+
+
 def test_frame_to_arrow_conversions():
     schema = pa.schema([
         pa.field("ts", pa.timestamp("us", tz="UTC")), pa.field("u", pa.int64(), nullable=False),
@@ -135,11 +169,19 @@ def test_spark_schema_for_frame():
 # ------------------------------------------------------------------ placement and names
 def test_host_table_and_push_targets():
     hosts = files.host_table({
-        "tls://10.0.0.2:7": {"hostname": "b", "root": "/b/7"},
-        "tls://10.0.0.1:9": {"hostname": "a", "root": "/a/9"},
-        "tls://10.0.0.1:3": {"hostname": "a", "root": "/a/3"},
+        "tls://10.0.0.2:7": {"hostname": "b", "root": "/b/7", "spark_host": "10.0.0.2"},
+        "tls://10.0.0.1:9": {"hostname": "a", "root": "/a/9", "spark_host": "10.0.0.1"},
+        "tls://10.0.0.1:3": {"hostname": "a", "root": "/a/3"},  # a worker spark-dask did not start
     })  # fmt: skip
-    assert hosts["a"] == {"ip": "10.0.0.1", "root": "/a/3", "workers": ["tls://10.0.0.1:3", "tls://10.0.0.1:9"]}
+    assert hosts["a"] == {"ip": "10.0.0.1", "root": "/a/3", "spark_host": "10.0.0.1",
+                          "workers": ["tls://10.0.0.1:3", "tls://10.0.0.1:9"]}  # fmt: skip
+    parts = files.read_parts(
+        [{"partition": 0, "hostname": "b", "path": "/b/7/p0"}, {"partition": 1, "hostname": "a", "path": None},
+         {"partition": 2, "hostname": "a", "path": "/a/3/p2"}], hosts,
+    )  # fmt: skip
+    assert [(p["partition"], p["spark_host"], p["workers"]) for p in parts] == [
+        (0, "10.0.0.2", ["tls://10.0.0.2:7"]), (2, "10.0.0.1", ["tls://10.0.0.1:3", "tls://10.0.0.1:9"]),
+    ]  # fmt: skip
     assert [files.push_target(p, hosts) for p in range(4)] == [
         ("a", "tls://10.0.0.1:3"), ("a", "tls://10.0.0.1:9"), ("b", "tls://10.0.0.2:7"), ("a", "tls://10.0.0.1:3"),
     ]  # fmt: skip
