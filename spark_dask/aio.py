@@ -23,14 +23,20 @@ async def blocking(fn, *args):
     future = loop.create_future()
     context = contextvars.copy_context()
 
+    def hand_over(settle) -> None:
+        try:
+            loop.call_soon_threadsafe(settle)
+        except RuntimeError:  # the loop closed meanwhile (its cluster's start failed): nobody awaits it
+            logger.debug("spark-dask: %s ended after its event loop closed", getattr(fn, "__name__", fn))
+
     def run():
         try:
             result = context.run(fn, *args)
         except BaseException as e:  # noqa: BLE001 - handed to the awaiting coroutine
             error = e  # `e` is unbound when the except clause ends; the callback runs later
-            loop.call_soon_threadsafe(lambda: future.done() or future.set_exception(error))
+            hand_over(lambda: future.done() or future.set_exception(error))
         else:
-            loop.call_soon_threadsafe(lambda: future.done() or future.set_result(result))
+            hand_over(lambda: future.done() or future.set_result(result))
 
     threading.Thread(target=run, name="spark-dask-blocking", daemon=True).start()
     return await future

@@ -337,7 +337,7 @@ def test_to_dask_and_to_spark_through_connect(spark):
             got = spark_dask.to_dask(fixed).compute().sort_values("id")
             assert got["id"].tolist() == list(range(5000)) and got["x"].tolist() == [i * 0.5 for i in range(5000)]
             assert got["b"].tolist() == [i % 2 == 0 for i in range(5000)]
-            assert spark.conf.get(key, None) is None and not handoff._byte_limit_lifted
+            assert spark.conf.get(key, None) is None and not handoff._confs_set
         finally:
             spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
         cluster = client.cluster

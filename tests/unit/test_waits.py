@@ -313,3 +313,26 @@ def test_the_ended_job_poll_makes_one_gateway_call_a_look(monkeypatch):
     assert pauses[0] == launcher.LISTED_POLL_FIRST and max(pauses) == launcher.LISTED_POLL_MAX
     assert pauses == sorted(pauses)  # backing off
     assert not _gang_launcher(_Tracker(looks=10**6)).wait_job_listed_ended(0)  # never listed ended: False
+
+
+@pytest.mark.timeout(30)
+def test_a_blocking_call_that_outlives_its_event_loop_raises_nothing_in_its_thread(monkeypatch):
+    """A blocking call still running when its event loop closed (a cluster whose start
+    failed) ends quietly: it used to raise 'Event loop is closed' in its thread."""
+    from spark_dask import aio
+
+    errors = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: errors.append(args.exc_value))
+    release = threading.Event()
+
+    async def main():
+        task = asyncio.ensure_future(aio.blocking(release.wait, 10))
+        await asyncio.sleep(0.05)
+        task.cancel()
+
+    asyncio.run(main())  # closes the loop; the call's thread still waits
+    threads = [t for t in threading.enumerate() if t.name == "spark-dask-blocking"]
+    release.set()
+    for t in threads:
+        t.join(10)
+    assert threads and errors == []
