@@ -377,15 +377,20 @@ def _collect(df, spec: dict, schema, tz: str, large: bool, cpu_only: bool, tag: 
     them (:func:`_jvm_arrow_rdd`). Spark Connect: ``mapInArrow``."""
     spark = df.sparkSession
     profile = _cpu_profile(spark) if cpu_only else None
-    rdd = _jvm_arrow_rdd(df, tz, large, batch_rows(schema))
-    if rdd is not None:
-        rdd = rdd.mapPartitions(transfer.spark_batch_writer(spec))
-        if profile is not None:
-            rdd = rdd.withResources(profile)
-        with tagged(spark, tag, description), _transfer_confs(spark):  # the JVM's batches: no byte limit
-            return rdd.collect()
-    return map_collect(_positional(df), transfer.RESULT_DDL, transfer.spark_writer(spec), cpu_only, tag,
-                        description, arrow_schema=schema)  # fmt: skip
+    rows = batch_rows(schema)
+    # the session's batch size is the transfer's while the job is made and runs: Spark 3.x's
+    # toArrowBatchRdd() and mapInArrow (Spark Connect) read it, Spark 4's toArrowBatchRdd
+    # takes it as an argument
+    with _transfer_confs(spark, records=rows):
+        rdd = _jvm_arrow_rdd(df, tz, large, rows)
+        if rdd is not None:
+            rdd = rdd.mapPartitions(transfer.spark_batch_writer(spec))
+            if profile is not None:
+                rdd = rdd.withResources(profile)
+            with tagged(spark, tag, description):  # the JVM's batches: no byte limit to lift
+                return rdd.collect()
+        return map_collect(_positional(df), transfer.RESULT_DDL, transfer.spark_writer(spec), cpu_only, tag,
+                           description, arrow_schema=schema)  # fmt: skip
 
 
 _MAX_RECORDS = "spark.sql.execution.arrow.maxRecordsPerBatch"
@@ -395,9 +400,13 @@ _confs_lock = threading.Lock()
 _confs_set: dict = {}  # (session, key) -> [transfers running, the session's own value or None]
 
 
-def transfer_confs(spark, schema=None) -> dict[str, str]:
+def transfer_confs(spark, schema=None, records: int | None = None) -> dict[str, str]:
     """The session confs a transfer's Spark job runs with, for rows of Arrow ``schema``
     (None: a job whose batches Python does not receive through ``mapInArrow``):
+
+    - ``records`` (when given): the rows of an Arrow batch the JVM makes
+      (``maxRecordsPerBatch``; :func:`batch_rows`: a partition of up to
+      :data:`BATCH_BYTES` is one batch, a file the Dask worker loads without a copy);
 
     - when Spark's byte limit on the Arrow batches it sends to Python cannot end a batch
       of these rows (fixed-width columns, ``maxRecordsPerBatch`` rows under
@@ -409,8 +418,11 @@ def transfer_confs(spark, schema=None) -> dict[str, str]:
       ``ArrowBatchIterator`` reads it), ``none``: the task would decompress each batch
       at once to write it to a file on the same machine."""
     out = {}
+    if records is not None and files.spark_bytes(conf(spark, _MAX_RECORDS, "10000", sql=True)) != records:
+        out[_MAX_RECORDS] = str(records)
     if schema is not None and spark_version(spark) >= (4, 0):
-        records = files.spark_bytes(conf(spark, _MAX_RECORDS, "10000", sql=True))
+        if records is None:
+            records = files.spark_bytes(conf(spark, _MAX_RECORDS, "10000", sql=True))
         limit = files.spark_bytes(conf(spark, _MAX_BYTES, "64m", sql=True))
         if records is not None and limit is not None and byte_limit_is_redundant(schema, records, limit):
             out[_MAX_BYTES] = str(NO_BYTE_LIMIT)
@@ -420,14 +432,14 @@ def transfer_confs(spark, schema=None) -> dict[str, str]:
 
 
 @contextmanager
-def _transfer_confs(spark, schema=None):
+def _transfer_confs(spark, schema=None, records: int | None = None):
     """While a transfer's Spark job runs: the session set to :func:`transfer_confs`,
     each key put back after the job (the last of concurrent transfers restores it;
     unset when the session had not set it)."""
     session = application_id(spark) or id(spark)
     done = []
     with _confs_lock:
-        for key, value in transfer_confs(spark, schema).items():
+        for key, value in transfer_confs(spark, schema, records).items():
             entry = _confs_set.get((session, key))
             if entry is None:
                 try:
