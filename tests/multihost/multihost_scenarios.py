@@ -29,6 +29,7 @@ from spark_dask import SparkCluster
 from spark_dask.handoff import driver as handoff_driver
 from spark_dask.parts import parts_of
 from tests.support.hosts import session
+from tests.support.spark import task_localities
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 pyspark.cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -198,13 +199,7 @@ def _read_localities(df, group: str) -> list[str]:
         df.write.format("noop").mode("overwrite").save()
     finally:
         sc.setLocalProperty("spark.jobGroup.id", None)
-    tracker, store = sc.statusTracker(), sc._jsc.sc().statusStore()
-    out = []
-    for job in tracker.getJobIdsForGroup(group):
-        for stage in tracker.getJobInfo(job).stageIds:
-            tasks = store.taskList(stage, tracker.getStageInfo(stage).currentAttemptId, 10_000)
-            out += [tasks.apply(k).taskLocality() for k in range(tasks.size())]
-    return out
+    return [locality for locality, _ in task_localities(session(), group)]
 
 
 def handoff(name: str, misplace: bool = False) -> dict:
