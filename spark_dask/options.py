@@ -878,17 +878,13 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def keywords_checked(function: str, signature: inspect.Signature | None = None):
+def keywords_checked(function: str):
     """Decorator: a keyword argument the function does not take is refused with the
     closest one (:class:`~spark_dask.errors.UnknownKeywordError`, a ``TypeError``), naming
-    ``function`` as the user called it (``"start()"``, ``"SparkCluster()"``).
-    ``signature``: what ``help()``, IPython and the check use instead of the function's
-    own (a function taking ``**kwargs`` on to another)."""
+    ``function`` as the user called it (``"start()"``, ``"SparkCluster()"``)."""
 
     def decorate(f: Callable[P, R]) -> Callable[P, R]:
         sig = inspect.signature(f)
-        if signature is not None:
-            sig = signature.replace(return_annotation=sig.return_annotation)
         names = [
             p.name
             for p in sig.parameters.values()
@@ -902,7 +898,6 @@ def keywords_checked(function: str, signature: inspect.Signature | None = None):
                     raise UnknownKeywordError(unknown_keyword_message(function, key, names))
             return f(*args, **kwargs)
 
-        checked.__signature__ = sig  # type: ignore[attr-defined]
         return checked
 
     return decorate

@@ -643,9 +643,7 @@ def hog_warning(facts: ClusterFacts, plan: GangPlan, others: tuple[tuple[str, in
         )
     advice.append("give the executors more cores (spark.executor.cores)")
     advice.append("run the Spark work before starting the Dask cluster")
-    shape = f"{plural(facts.executors, 'executor')} x {plural(facts.executor_cores, 'core')}"
-    if facts.executor_gpus:
-        shape += f", {facts.executor_gpus:g} GPU{'' if facts.executor_gpus == 1 else 's'}, spark.task.resource.gpu.amount={facts.task_gpus:g}"
+    shape = executor_shape(facts)
     beside = ""
     if others:
         beside = (
@@ -660,6 +658,19 @@ def hog_warning(facts: ClusterFacts, plan: GangPlan, others: tuple[tuple[str, in
         + either(advice)
         + "."
     )
+
+
+def executor_shape(facts: ClusterFacts) -> str:
+    """The application's executors in words, for the slot refusals.
+
+    >>> executor_shape(ClusterFacts(executors=2, executor_cores=4, executor_memory=0, executor_gpus=1, task_gpus=0.5))
+    '2 executors x 4 cores, 1 GPU, spark.task.resource.gpu.amount=0.5'
+    """
+    shape = f"{plural(facts.executors, 'executor')} x {plural(facts.executor_cores, 'core')}"
+    if facts.executor_gpus:
+        gpus = f"{facts.executor_gpus:g} GPU{'' if facts.executor_gpus == 1 else 's'}"
+        shape += f", {gpus}, spark.task.resource.gpu.amount={facts.task_gpus:g}"
+    return shape
 
 
 def starved_stages(stages: list[dict], gang_stages: set[int]) -> list[dict]:

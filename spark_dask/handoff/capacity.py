@@ -4,7 +4,7 @@ on the driver before anything starts, and the refusal's text when they do not.
 
 from __future__ import annotations
 
-from spark_dask.plan import ClusterFacts, GangPlan, others_cpus, spare_slots
+from spark_dask.plan import ClusterFacts, GangPlan, executor_shape, others_cpus, spare_slots
 from spark_dask.sizes import either, plural
 
 
@@ -54,9 +54,7 @@ def needs_cpu_profile(facts: ClusterFacts, profiles_available: bool) -> bool:
 def no_slot_message(facts: ClusterFacts, plan: GangPlan, direction: str, cpu_only: bool, others: tuple = ()) -> str:
     """Why the transfer cannot run now, and what to change (``others``: as for
     :func:`transfer_slots`, named)."""
-    shape = f"{plural(facts.executors, 'executor')} x {plural(facts.executor_cores, 'core')}"
-    if facts.executor_gpus:
-        shape += f", {facts.executor_gpus:g} GPU{'' if facts.executor_gpus == 1 else 's'}, spark.task.resource.gpu.amount={facts.task_gpus:g}"
+    shape = executor_shape(facts)
     request = (
         "1 CPU, no GPU (a CPU-only task profile)"
         if cpu_only

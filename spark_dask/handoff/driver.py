@@ -101,7 +101,7 @@ class _TransferFiles:
         self.cluster = cluster
         self.lock = threading.Lock()
         self.transfers: dict[str, dict] = {}
-        self.streamed: dict[str, list[int]] = {}  # transfer id -> [files, bytes] read across hosts
+        self.said_pulled: set[str] = set()  # transfer directories whose files were read across hosts
         self.removed: list[tuple[str, str]] = []
         self.pending: set = set()  # removals under way (awaited at close)
         cluster.scheduler.add_plugin(Plugin(), name="spark-dask-handoff")
@@ -145,14 +145,11 @@ class _TransferFiles:
     def pulled(self, msg: dict) -> None:
         """A worker streamed a file of a Dask → Spark transfer to a Spark task on another
         machine (Spark ran the read task away from the file's host): said once per
-        transfer (WARNING), counted always."""
+        transfer (WARNING)."""
         name = os.path.basename(os.path.dirname(msg["path"]))
-        tid = name.rsplit("-", 1)[-1]
         with self.lock:
-            counts = self.streamed.setdefault(tid, [0, 0])
-            counts[0] += 1
-            counts[1] += int(msg.get("bytes", 0))
-            first = counts[0] == 1
+            first = name not in self.said_pulled
+            self.said_pulled.add(name)
         if first:
             logger.warning(
                 "spark-dask: to_spark read %s on %s across hosts: Spark ran its read task on %s, not on %s where "
