@@ -16,15 +16,14 @@ from __future__ import annotations
 
 import glob
 import os
-import shutil
 import socket
-import tempfile
 
 import pytest
 
+from tests.support import cds
 from tests.support import hosts as hostlib
 from tests.support.multihost import MULTIHOST_GPUS, multihost_or_skip
-from tests.support.spark import DEFAULT_SPARK, write_spark_conf_dir
+from tests.support.spark import DEFAULT_SPARK, submit_args
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -99,23 +98,27 @@ def _group_shared_spark(items) -> None:
     items[:] = [item for m in order for item in modules[m]]
 
 
-SPARK_CONF_DIR = pytest.StashKey[str]()
+SUBMIT_ARGS = pytest.StashKey[bool]()
 
 
-def pytest_configure(config):
-    """Every JVM the tests start gets the test sessions' quick JVM options
-    (:data:`tests.support.spark.SPARK_DEFAULTS`) through a SPARK_CONF_DIR of this run's,
-    unless the environment names a SPARK_CONF_DIR of its own."""
-    if "SPARK_CONF_DIR" not in os.environ:
-        conf_dir = write_spark_conf_dir(tempfile.mkdtemp(prefix="spark-dask-tests-conf-"))
-        config.stash[SPARK_CONF_DIR] = os.environ["SPARK_CONF_DIR"] = conf_dir
+def pytest_collection_finish(session):
+    """Where Spark tests are selected: the class-data archives of this JDK and pyspark
+    (:func:`tests.support.cds.build`, once, ~35 s; a tests/unit run builds nothing), and
+    every JVM the tests start gets the quick JVM options and those archives: their own
+    sessions through :func:`tests.support.spark.test_jvm_conf`, the pyspark of every
+    subprocess through ``PYSPARK_SUBMIT_ARGS`` (:func:`tests.support.spark.submit_args`),
+    unless the environment sets its own."""
+    if not any(m in item.keywords for item in session.items for m in ("spark", "multihost")):
+        return
+    cds.build()
+    if "PYSPARK_SUBMIT_ARGS" not in os.environ:
+        os.environ["PYSPARK_SUBMIT_ARGS"] = submit_args()
+        session.config.stash[SUBMIT_ARGS] = True
 
 
 def pytest_unconfigure(config):
-    conf_dir = config.stash.get(SPARK_CONF_DIR, None)
-    if conf_dir is not None:
-        os.environ.pop("SPARK_CONF_DIR", None)
-        shutil.rmtree(conf_dir, ignore_errors=True)
+    if config.stash.get(SUBMIT_ARGS, False):
+        os.environ.pop("PYSPARK_SUBMIT_ARGS", None)
 
 
 def pytest_collection_modifyitems(session, config, items):

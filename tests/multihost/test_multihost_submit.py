@@ -15,6 +15,7 @@ import pytest
 import spark_dask.cli
 from tests.support.hosts import DRIVER, spark_home
 from tests.support.processes import wait_until
+from tests.support.spark import submit_confs
 
 pytestmark = [pytest.mark.multihost, pytest.mark.timeout(240)]
 
@@ -45,7 +46,7 @@ def test_spark_submit_of_a_spark_dask_run_job(multihost):
     with open(job, "w") as f:
         f.write(JOB)
     driver_ip = multihost.hosts[DRIVER].ip
-    argv = [os.path.join(spark_home(), "bin", "spark-submit"), "--master", multihost.master_url,
+    argv = [os.path.join(spark_home(), "bin", "spark-submit"), *submit_confs(), "--master", multihost.master_url,
             "--conf", f"spark.driver.host={driver_ip}", "--conf", "spark.ui.enabled=false",
             "--conf", f"spark.executorEnv.PYSPARK_PYTHON={sys.executable}", "--conf", "spark.executor.memory=1g",
             # how many executors to wait for: standalone does not say, and without it the

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from spark_dask import cli
 from tests.support.paths import ROOT
 from tests.support.processes import no_workers_left
-from tests.support.spark import active_jobs
+from tests.support.spark import active_jobs, submit_confs
 
 pytestmark = pytest.mark.core
 
@@ -159,7 +159,7 @@ def _spark_submit(tmp_path, exit_status: int) -> tuple[subprocess.CompletedProce
     script.write_text(CLIENT_SCRIPT)
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
     cmd = [
-        SPARK_SUBMIT, "--master", "local-cluster[2,1,1024]",
+        SPARK_SUBMIT, *submit_confs(), "--master", "local-cluster[2,1,1024]",
         "--conf", "spark.ui.enabled=false", "--conf", "spark.log.level=WARN",
         cli.__file__, "run", "--n-workers", "1", "--no-progress", str(script), str(exit_status), "--spark",
         "--leave-open",

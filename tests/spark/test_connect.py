@@ -32,7 +32,7 @@ from spark_dask.handoff import driver as handoff
 from spark_dask.parts import parts_of
 from tests.support import jars
 from tests.support.processes import dask_processes, port_open, wait_until
-from tests.support.spark import DEFAULT_SPARK, TEST_JVM_CONF, fresh_jvm
+from tests.support.spark import DEFAULT_SPARK, fresh_jvm, test_jvm_conf
 
 pytest.importorskip("grpc", reason="needs the connect extra (pyspark[connect])")
 
@@ -86,7 +86,7 @@ def spark():
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
             .config("spark.sql.shuffle.partitions", "4")
-            .config(map=TEST_JVM_CONF)
+            .config(map=test_jvm_conf())
             .config(map=extra)
             .getOrCreate()
         )

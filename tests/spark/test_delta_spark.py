@@ -20,7 +20,7 @@ import pytest
 
 from tests.support.examples import EXAMPLES, assert_left_nothing, example_env, needs_modules, run_example
 from tests.support.jars import JARS, coordinate, require
-from tests.support.spark import TEST_JVM_CONF
+from tests.support.spark import submit_args
 
 pytestmark = pytest.mark.core
 
@@ -84,11 +84,8 @@ def _run_example(tmp_path, *args):
     needs_modules(["deltalake", "pyroaring"])
     jars = require("delta-3.5")
     env = example_env(tmp_path)
-    # the test sessions' quick JVMs (tests/support/spark.py's TEST_JVM_CONF) and no UI
-    env["PYSPARK_SUBMIT_ARGS"] = " ".join(
-        [f"--conf {key}='{value}'" for key, value in TEST_JVM_CONF.items()]
-        + ["--conf spark.ui.enabled=false pyspark-shell"]
-    )
+    # the test sessions' quick JVMs (tests/support/spark.py's submit_args) and no UI
+    env["PYSPARK_SUBMIT_ARGS"] = submit_args("--conf", "spark.ui.enabled=false")
     cmd = [
         sys.executable,
         os.path.join(EXAMPLES, "delta_lake.py"),

@@ -14,6 +14,7 @@ import pytest
 
 from tests.support.extras import needs
 from tests.support.paths import ROOT
+from tests.support.spark import submit_args
 from tools import errors
 
 DOCS = os.path.join(ROOT, "docs")
@@ -297,8 +298,16 @@ def test_post_python_blocks_run(tmp_path):
         os.environ,
         PYSPARK_PYTHON=sys.executable,
         PYSPARK_DRIVER_PYTHON=sys.executable,
-        PYSPARK_SUBMIT_ARGS="--master local-cluster[2,4,1024] --conf spark.ui.enabled=false "
-        "--conf spark.ui.showConsoleProgress=false --conf spark.log.level=WARN pyspark-shell",
+        PYSPARK_SUBMIT_ARGS=submit_args(
+            "--master",
+            "local-cluster[2,4,1024]",
+            "--conf",
+            "spark.ui.enabled=false",
+            "--conf",
+            "spark.ui.showConsoleProgress=false",
+            "--conf",
+            "spark.log.level=WARN",
+        ),
         TMPDIR=str(tmp_path),
     )
     env.pop("DATABRICKS_RUNTIME_VERSION", None)

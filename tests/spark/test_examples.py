@@ -12,6 +12,7 @@ import pytest
 
 from spark_dask import cli
 from tests.support.examples import EXAMPLES, SPARK_SUBMIT, assert_left_nothing, example_env, needs_modules, run_example
+from tests.support.spark import submit_confs
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
@@ -47,7 +48,7 @@ def test_example_runs(name, tmp_path):
     env = example_env(tmp_path)
     if args is None:  # the job-task script, driven by `spark-dask run` under spark-submit
         cmd = [
-            SPARK_SUBMIT, "--master", "local-cluster[2,1,1024]", "--conf", "spark.ui.enabled=false",
+            SPARK_SUBMIT, *submit_confs(), "--master", "local-cluster[2,1,1024]", "--conf", "spark.ui.enabled=false",
             "--conf", "spark.log.level=WARN", cli.__file__, "run", "--n-workers", "1",
             os.path.join(EXAMPLES, "job_task.py"), "--rows", "50000",
         ]  # fmt: skip

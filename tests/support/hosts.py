@@ -58,6 +58,7 @@ from multiprocessing.connection import Client, Listener
 import psutil
 
 from spark_dask.executor.command import process_cluster
+from tests.support.cds import java_options
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/support/hosts.py
 STEM = "sdh"  # every prefix: STEM + 4 hex digits
@@ -72,7 +73,6 @@ TOOLS = ("ip", "unshare", "nsenter", "tc", "java")
 EXECUTOR_CLASS = "CoarseGrainedExecutorBackend"
 QDISCS = ("netem", "tbf", "htb", "pfifo", "bfifo", "prio")  # a spec starting with one names its qdisc
 # the daemons (Master, Workers) start faster with the C1 compiler only and a serial GC
-QUICK_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 AUTHKEY_ENV = "SPARK_DASK_HOSTS_AUTHKEY"
 STATE_ENV = "SPARK_DASK_HOSTS_STATE"
 
@@ -451,7 +451,7 @@ class Hosts:
         argv = [os.path.join(spark_home(), "bin", "spark-class"), "org.apache.spark.deploy.master.Master",
                 "--host", host.ip, "--port", str(MASTER_PORT), "--webui-port", str(MASTER_UI_PORT)]  # fmt: skip
         env = {"SPARK_MASTER_OPTS": f"-Dspark.worker.timeout={self.worker_timeout}", "SPARK_DAEMON_MEMORY": "512m",
-               "SPARK_DAEMON_JAVA_OPTS": QUICK_JVM}  # fmt: skip
+               "SPARK_DAEMON_JAVA_OPTS": java_options("driver")}  # fmt: skip
         log = self._daemon(host, "master", argv, env)
         self._wait_log(host, "master", log, "I have been elected leader", timeout)
 
@@ -471,7 +471,11 @@ class Hosts:
         if host.gpus:
             opts = [f"-Dspark.worker.resource.gpu.amount={len(host.gpus)}",
                     f"-Dspark.worker.resource.gpu.discoveryScript={self._gpu_script(host)}"]  # fmt: skip
-        env = {"SPARK_WORKER_OPTS": " ".join(opts), "SPARK_DAEMON_MEMORY": "512m", "SPARK_DAEMON_JAVA_OPTS": QUICK_JVM}
+        env = {
+            "SPARK_WORKER_OPTS": " ".join(opts),
+            "SPARK_DAEMON_MEMORY": "512m",
+            "SPARK_DAEMON_JAVA_OPTS": java_options("driver"),
+        }
         self._daemon(host, f"worker-{host.starts}", argv, env)
         if wait:
             self._wait_worker(host, timeout)
@@ -842,8 +846,8 @@ class Driver:
             "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
             "spark.sql.shuffle.partitions": "4",
             "spark.executor.memory": "1g",
-            "spark.driver.extraJavaOptions": QUICK_JVM,
-            "spark.executor.extraJavaOptions": QUICK_JVM,
+            "spark.driver.extraJavaOptions": java_options("driver"),
+            "spark.executor.extraJavaOptions": java_options("executor"),
             **{k: str(v) for k, v in conf.items()},
         }
         self.executors = executors if executors is not None else self._expected_executors()

@@ -4,12 +4,12 @@ behind the ``spark`` fixture of ``tests/conftest.py``), and leak checks."""
 
 from __future__ import annotations
 
-import os
+import shlex
 import sys
 
 import pytest
 
-from tests.support.hosts import QUICK_JVM
+from tests.support.cds import java_options
 from tests.support.processes import dask_processes, port_open, wait_until
 
 
@@ -59,34 +59,34 @@ def fresh_jvm() -> None:
             proc.wait(30)
 
 
-# JVM options of the test sessions' driver and executors: C1 only and the serial GC start
-# a local-cluster application (and run its first job) in about 16 s instead of 25 on a
-# 2-CPU machine (the test JVMs are short-lived and small); the product sets no JVM option.
-TEST_JVM_CONF = {
-    "spark.driver.extraJavaOptions": QUICK_JVM,
-    "spark.executor.extraJavaOptions": QUICK_JVM,
-}
+def test_jvm_conf() -> dict[str, str]:
+    """The JVM options of the test sessions' driver and executors
+    (:func:`tests.support.cds.java_options`: quick JVMs, their class-data archives)."""
+    return {
+        "spark.driver.extraJavaOptions": java_options("driver"),
+        "spark.executor.extraJavaOptions": java_options("executor"),
+    }
 
 
-# The same options for every JVM the tests start besides their own sessions (the
-# examples, notebooks, CLI runs and scripts they run as subprocesses, each a cold
-# application; Spark Connect servers): spark.driver/executor.defaultJavaOptions
-# (Spark >= 3.0, prepended to any extraJavaOptions a test or script sets) in the
-# spark-defaults.conf of a SPARK_CONF_DIR that tests/conftest.py points the test
-# process, and so its subprocesses, to. ~30 s of CPU per cold application become ~18.
-SPARK_DEFAULTS = {
-    "spark.driver.defaultJavaOptions": QUICK_JVM,
-    "spark.executor.defaultJavaOptions": QUICK_JVM,
-}
+def submit_confs() -> list[str]:
+    """The same options for every JVM the tests start besides their own sessions (the
+    examples, notebooks, CLI runs and scripts they run as subprocesses, each a cold
+    application; Spark Connect servers), as spark-submit arguments:
+    spark.driver/executor.defaultJavaOptions (Spark >= 3.0, prepended to any
+    extraJavaOptions a test or script sets). tests/conftest.py gives them to every
+    pyspark the tests start (``PYSPARK_SUBMIT_ARGS``); a test that runs spark-submit
+    puts them on its command line. Not a SPARK_CONF_DIR: a JVM maps no class-data
+    archive while a non-empty directory is on its class path (tests/support/cds.py)."""
+    return [
+        "--conf", f"spark.driver.defaultJavaOptions={java_options('driver')}",
+        "--conf", f"spark.executor.defaultJavaOptions={java_options('executor')}",
+    ]  # fmt: skip
 
 
-def write_spark_conf_dir(path: str) -> str:
-    """Write ``path``/spark-defaults.conf with :data:`SPARK_DEFAULTS`; return ``path``
-    (a SPARK_CONF_DIR: the pip-installed pyspark has no conf directory of its own, so
-    the only change it makes is these defaults)."""
-    with open(os.path.join(path, "spark-defaults.conf"), "w") as f:
-        f.writelines(f"{key} {value}\n" for key, value in SPARK_DEFAULTS.items())
-    return path
+def submit_args(*more: str) -> str:
+    """``PYSPARK_SUBMIT_ARGS`` of a pyspark the tests start: :func:`submit_confs`,
+    ``more`` spark-submit arguments, ``pyspark-shell``."""
+    return shlex.join([*submit_confs(), *more, "pyspark-shell"])
 
 
 def make_spark(master: str, **conf):
@@ -105,7 +105,7 @@ def make_spark(master: str, **conf):
         .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
         .config("spark.sql.shuffle.partitions", "4")
     )
-    for k, v in {**TEST_JVM_CONF, **conf}.items():
+    for k, v in {**test_jvm_conf(), **conf}.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
