@@ -8,10 +8,12 @@
 from spark_dask import config as _config  # noqa: F401  (loads the package defaults)
 from spark_dask.cluster import SparkCluster, start
 from spark_dask.delta import read_delta, write_delta
+from spark_dask.diagnosis import Checkup, doctor
 from spark_dask.errors import (
     ClusterError,
     ClusterTimeoutError,
     DeltaError,
+    DoctorError,
     HandoffError,
     HandoffTypeError,
     PlanError,
@@ -27,9 +29,11 @@ from spark_dask.xlang.graph import XLangError, XLangTaskError
 __version__ = "0.1.0"
 
 __all__ = [
+    "Checkup",
     "ClusterError",
     "ClusterTimeoutError",
     "DeltaError",
+    "DoctorError",
     "HandoffError",
     "HandoffTypeError",
     "NamedCluster",
@@ -41,6 +45,7 @@ __all__ = [
     "WorkerStartError",
     "XLangError",
     "XLangTaskError",
+    "doctor",
     "list_clusters",
     "read_delta",
     "start",

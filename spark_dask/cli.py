@@ -33,6 +33,7 @@ from spark_dask import __version__, config, databricks, named, options, rapids
 from spark_dask.cluster import SparkCluster
 from spark_dask.connection import ENV_SCHEDULER_FILE, proxied_dashboard_link
 from spark_dask.connection import client_config as connection_config
+from spark_dask.diagnosis import doctor as run_doctor
 from spark_dask.errors import SparkDaskError
 from spark_dask.executor.command import worker_command
 from spark_dask.executor.gang_task import PRELOAD_MODULE, host_memory
@@ -751,6 +752,46 @@ def list_command(as_json):
         click.echo(json.dumps(rows, indent=2))
     else:
         click.echo(named.format_rows(rows, named.configured_root()))
+
+
+@main.command()
+@session_options
+@click.option(
+    "--scheduler-host", default=None, metavar="HOST", help="The address to check, as start(scheduler_host=...)."
+)
+@click.option(
+    "--timeout",
+    default=None,
+    type=float,
+    metavar="SECONDS",
+    help="How long the check's Spark job may wait for task slots (default: executor-wait, at least 30).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+def doctor(master, spark_conf, app_name, scheduler_host, timeout, as_json):
+    """Check every executor before a Dask cluster starts there.
+
+    Runs one short Spark job (no Dask process) and reports per executor host: Python
+    and the versions of dask, distributed, cloudpickle, msgpack, pandas and pyarrow
+    against the driver's, whether spark-dask's task code unpickles there, whether a
+    process started there reaches the driver's scheduler address, the free space
+    under Spark's local directories; on GPU executors the GPUs NVML sees, the CUDA
+    driver, dask-cuda, cudf, rmm, CuPy and nvJitLink (and their import errors), the
+    RAPIDS Accelerator's jar against this Spark and the gpu_mode 'auto' picks. The last
+    line says ready, or how many problems to fix (each with its fix above it).
+
+    Exit status: 0 ready; 1 a problem found, or the check could not run; 2 a usage error.
+    """
+    _require_pyspark_or_exit()
+    spark, created = get_or_create_session(master, spark_conf, app_name)
+    try:
+        result = run_doctor(spark, timeout=timeout, scheduler_host=scheduler_host)
+    except SparkDaskError as e:
+        raise click.ClickException(str(e)) from None
+    finally:
+        if created and databricks.detect(spark) is None:
+            spark.stop()
+    click.echo(json.dumps(result.to_dict(), indent=2, default=str) if as_json else result.render())
+    sys.exit(0 if result.ready else 1)
 
 
 @main.command()

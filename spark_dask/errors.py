@@ -57,3 +57,8 @@ class DeltaError(SparkDaskError, RuntimeError):
     """A Delta table that cannot be read (or written) as asked: a table feature the
     file reader does not implement, a version that no longer exists, a corrupt log or
     deletion vector. The message names it and what works instead."""
+
+
+class DoctorError(SparkDaskError, RuntimeError):
+    """``spark-dask doctor`` could not check the executors: its Spark job failed there
+    or got no task slots in time. The message says which and what to do."""

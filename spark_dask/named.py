@@ -373,6 +373,17 @@ def list_clusters() -> list[dict]:
     return list_rows(record for _, record in scan(root).values())
 
 
+async def discover():
+    """The running spark-dask clusters of this user on this host, for dask-ctl
+    (``dask cluster list``, the JupyterLab extension's cluster list): the
+    ``dask_cluster_discovery`` entry point's async generator of ``(name, class)``,
+    ``class.from_name(name)`` giving the cluster (:meth:`NamedCluster.from_name`).
+    Clusters still starting or closing are left out; nothing is started or touched."""
+    for row in list_clusters():
+        if row["status"] == "running":
+            yield row["name"], NamedCluster
+
+
 # ---------------------------------------------------------------------- the owner's side
 class Entry:
     """A cluster's entry in the state directory (``parts_of(cluster).entry``): claimed when its
@@ -706,6 +717,12 @@ class NamedCluster(Cluster):
     """
 
     _supports_scaling = True
+
+    @classmethod
+    def from_name(cls, name: str, **kwargs) -> NamedCluster:
+        """The running cluster called ``name``: :func:`spark_dask.named.from_name`
+        (dask-ctl's way to get a cluster that :func:`discover` named)."""
+        return from_name(name, **kwargs)
 
     def __init__(self, directory: str, record: dict, security: Security, *, asynchronous=False, loop=None,
                  timeout: float = 10):  # fmt: skip

@@ -33,6 +33,8 @@ __all__ = [
     "connect_session_problem",
     "driver_host",
     "executor_gpu_addresses",
+    "collect_within",
+    "executor_ids",
     "executor_memory",
     "is_connect",
     "is_stopped",
@@ -112,7 +114,8 @@ def is_stopped(spark) -> bool:
         return True
 
 
-def _executor_ids(sc) -> list[str]:
+def executor_ids(sc) -> list[str]:
+    """The ids of the executors registered now (classic sessions)."""
     ids = sc._jsc.sc().getExecutorIds().mkString(",")
     return [i for i in ids.split(",") if i and i != "driver"]
 
@@ -134,12 +137,12 @@ def wait_for_executors(spark, timeout: float) -> list[str]:
     sc = spark.sparkContext
     want = _expected_executors(spark)
     deadline = time.monotonic() + timeout
-    ids = _executor_ids(sc)
+    ids = executor_ids(sc)
     while time.monotonic() < deadline:
         if ids and (want is None or len(ids) >= want):
             break
         time.sleep(0.1)
-        ids = _executor_ids(sc)
+        ids = executor_ids(sc)
     return ids
 
 
@@ -227,7 +230,7 @@ def cluster_facts(spark, executor_wait: float = 30.0, n_workers: int | None = No
     if local_mode:
         ids = ["driver"]  # local[N]: the driver runs the tasks; there is nothing to wait for
     elif dyn:
-        ids = _executor_ids(sc)  # those present now; Spark adds more for waiting tasks
+        ids = executor_ids(sc)  # those present now; Spark adds more for waiting tasks
     else:
         ids = wait_for_executors(spark, executor_wait)
     jsc = sc._jsc.sc()
@@ -348,7 +351,7 @@ def _probe_executors(spark, want: int, tasks: int, timeout: float) -> int:
     deadline = time.monotonic() + timeout
     while True:
         wait = max(deadline - time.monotonic(), PROBE_JOB_WAIT)
-        rows = _probe_job(spark, fn, tasks, wait)
+        rows = collect_within(spark, fn, tasks, wait, "spark-dask: executor probe")
         if rows is None:
             logger.warning(
                 "spark-dask: the executor probe job (Spark Connect) did not end within %gs: cancelled, "
@@ -363,16 +366,18 @@ def _probe_executors(spark, want: int, tasks: int, timeout: float) -> int:
             return len(seen)
 
 
-def _probe_job(spark, fn, tasks: int, wait: float) -> list | None:
-    """One probe job's rows; None when it did not end within ``wait`` seconds (it is
-    then cancelled). The ``collect()`` runs in a thread of its own, which this one waits
-    for: a job whose tasks get no slot would block it for good."""
+def collect_within(spark, fn, tasks: int, wait: float, description: str) -> list | None:
+    """The rows of a short job of ``tasks`` tasks, each running ``fn`` (``mapInArrow``
+    to one ``info`` string column: classic and Spark Connect sessions); None when it did
+    not end within ``wait`` seconds (it is then cancelled). The ``collect()`` runs in a
+    thread of its own, which this one waits for: a job whose tasks get no slot would
+    block it for good."""
     tag = f"spark-dask-probe-{time.monotonic_ns()}"
     out: dict = {}
 
     def run():
         try:
-            with jobtags.tagged(spark, tag, "spark-dask: executor probe"):  # thread-local: this thread submits
+            with jobtags.tagged(spark, tag, description):  # thread-local: this thread submits
                 out["rows"] = spark.range(0, tasks, 1, tasks).mapInArrow(fn, "info string").collect()
         except BaseException as e:  # noqa: BLE001 - raised in the caller's thread
             out["error"] = e

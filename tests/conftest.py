@@ -99,21 +99,26 @@ def _group_shared_spark(items) -> None:
 
 
 SUBMIT_ARGS = pytest.StashKey[bool]()
+JVMS_READY = pytest.StashKey[bool]()
 
 
-def pytest_collection_finish(session):
-    """Where Spark tests are selected: the class-data archives of this JDK and pyspark
-    (:func:`tests.support.cds.build`, once, ~35 s; a tests/unit run builds nothing), and
-    every JVM the tests start gets the quick JVM options and those archives: their own
-    sessions through :func:`tests.support.spark.test_jvm_conf`, the pyspark of every
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Before the first test that starts Spark (the unit tests need none, and run first):
+    the class-data archives of this JDK and pyspark (:func:`tests.support.cds.build`,
+    once, ~35 s, or waiting for the build tests/run-all.sh started beside the unit tests),
+    and every JVM the tests start gets the quick JVM options and those archives: their
+    own sessions through :func:`tests.support.spark.test_jvm_conf`, the pyspark of every
     subprocess through ``PYSPARK_SUBMIT_ARGS`` (:func:`tests.support.spark.submit_args`),
     unless the environment sets its own."""
-    if not any(m in item.keywords for item in session.items for m in ("spark", "multihost")):
+    config = item.config
+    if config.stash.get(JVMS_READY, False) or not any(m in item.keywords for m in ("spark", "multihost")):
         return
+    config.stash[JVMS_READY] = True
     cds.build()
     if "PYSPARK_SUBMIT_ARGS" not in os.environ:
         os.environ["PYSPARK_SUBMIT_ARGS"] = submit_args()
-        session.config.stash[SUBMIT_ARGS] = True
+        config.stash[SUBMIT_ARGS] = True
 
 
 def pytest_unconfigure(config):

@@ -29,10 +29,12 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 
 venv() {  # venv DIR PIP-ARGS...: create DIR (once) and install into it
+    # --no-compile: no bytecode for every installed file (~20 s of CPU for .venv); Python
+    # compiles what the tests import, once
     local dir=$1
     shift
     [ -x "$dir/bin/python" ] || "$PYTHON" -m venv "$dir" || return 1
-    "$dir/bin/pip" install -q "$@"
+    "$dir/bin/pip" install -q --no-compile "$@"
 }
 
 fetches() {  # the downloads that need no venv, beside the pip installs below
@@ -79,16 +81,6 @@ old=$(.venv35/bin/python -c 'import pyspark; print(pyspark.__version__)')
 lowest_dask=$(.venv35/bin/python -c 'import distributed; print(distributed.__version__)')
 echo "run-all: installed .venv (pyspark $newest) and .venv35 (pyspark $old) in $((t1 - t0)) s (the jars and the Node.js examples beside them: $((t2 - t0)) s)"
 
-# The class-data archives of both environments' JVMs (tests/support/cds.py: each Spark
-# application of the tests then starts ~35 % quicker), built side by side, once per JDK
-# and pyspark (~/.cache/spark-dask/cds); a failed build only costs that speed
-t_cds=$SECONDS
-.venv/bin/python -m tests.support.cds build &
-cds_pid=$!
-.venv35/bin/python -m tests.support.cds build
-wait "$cds_pid"
-echo "run-all: class-data archives of the test JVMs in $((SECONDS - t_cds)) s"
-
 # Lint and format (ruff, configured in pyproject.toml): seconds
 echo "run-all: ruff check and ruff format --check"
 .venv/bin/ruff check . && .venv/bin/ruff format --check .
@@ -102,9 +94,19 @@ status_lint=$?
 # XDG_RUNTIME_DIR (the state directory of named clusters), its own pytest temporary
 # directory, no pytest cache. --durations: where the CI time goes.
 t2=$SECONDS
+# The class-data archives of both environments' JVMs (tests/support/cds.py: each Spark
+# application of the tests then starts ~35 % quicker), built once per JDK and pyspark
+# (~/.cache/spark-dask/cds) beside the unit tests, which start no JVM; the first Spark
+# test of each run waits for its environment's (tests/conftest.py). A failed build only
+# costs that speed.
+.venv/bin/python -m tests.support.cds build &
+cds_newest=$!
+.venv35/bin/python -m tests.support.cds build &
+cds_old=$!
 echo "run-all: pyspark $newest: the whole suite but the multi-host tests (-m 'not multihost')"
 .venv/bin/python -m pytest -m "not multihost" --durations=25 "$@"
 status_newest=$?
+wait "$cds_newest" "$cds_old"
 t3=$SECONDS
 echo "run-all: pyspark $old, distributed $lowest_dask: the core tests (-m 'core and not newest')"
 state35=$(mktemp -d)

@@ -13,7 +13,9 @@ What counts as a message:
   ``return PlanError(...)``, ``raise bad("...")``), as far as it is literal text;
 - the text returned by the functions whose results are raised
   (``*_problem``, ``*_message``, ``gang_shortfall``);
-- module-level message constants used in a raise (``PYSPARK_MISSING``).
+- module-level message constants used in a raise (``PYSPARK_MISSING``);
+- the text of what ``spark-dask doctor`` reports (``Finding(...)``: a problem or a
+  warning, with its fix).
 
 Every module under ``spark_dask/`` is read, subpackages included, so a new module needs
 no registration. A raise whose message is a variable or a call (``raise PlanError(msg)``)
@@ -33,6 +35,8 @@ from dataclasses import dataclass
 MIN_KEY = 10
 MAX_KEY = 50
 PROBLEM_FUNCTIONS = re.compile(r"(_problem|_message|^gang_shortfall)$")
+# Classes whose first argument is a message a user reads, though nothing raises them.
+MESSAGE_CLASSES = frozenset({"Finding"})
 BREAK = None  # a formatted value between literal fragments
 
 
@@ -167,7 +171,7 @@ def collect(root: str, unread: list[Unread] | None = None) -> list[Message]:
         for node in ast.walk(tree):
             if isinstance(node, ast.Call) and id(node) not in raised_calls and node.args:
                 name = _name(node.func)
-                if _is_exception(name):
+                if _is_exception(name) or name in MESSAGE_CLASSES:
                     add(node.args[0], name, node.lineno)
             if isinstance(node, ast.FunctionDef) and PROBLEM_FUNCTIONS.search(node.name):
                 for sub in ast.walk(node):

@@ -25,11 +25,13 @@ The driver side imports from here, never the reverse.
 ``rmm``            the RMM pool of a dask-cuda worker, sized from the GPU's free memory
 ``logs``           each worker's whole log copied to the cluster's log directory
 ``preload``        the workers' preload: the watchdog that ends them with their task
+``checkup``        what ``spark-dask doctor`` looks at on each executor
 =================  =====================================================================
 """
 
 from spark_dask import errors, sizes
 from spark_dask.executor import (
+    checkup,
     command,
     gang_task,
     logs,
@@ -41,7 +43,7 @@ from spark_dask.executor import (
 )
 
 # The modules the driver pickles by value with the gang's task (and its probe job).
-SHIPPED = (errors, sizes, task_spec, placement, sizing, command, rmm, logs, gang_task)
+SHIPPED = (errors, sizes, task_spec, placement, sizing, command, rmm, logs, gang_task, checkup)
 # The modules each task writes out as source for the Dask workers to load.
 AS_SOURCE = (preload,)
 

@@ -68,7 +68,7 @@ KILL_WAIT = 5.0
 PRELOAD_MODULE = "spark_dask_preload"
 
 
-def _executor_id() -> str | None:
+def executor_id() -> str | None:
     """The executor id, from what the cluster manager puts in the executor's env."""
     if os.environ.get("SPARK_EXECUTOR_ID"):  # Kubernetes
         return os.environ["SPARK_EXECUTOR_ID"]
@@ -480,7 +480,7 @@ def task_facts(ctx, spec: TaskSpec) -> dict:
     except Exception as e:  # no BarrierTaskContext (see _PlainContext)  # noqa: BLE001
         # "host:executor": unique per executor like the host:port of getTaskInfos; the
         # parent of a PySpark worker is its executor's daemon.
-        address = f"{_fallback_host()}:{_executor_id() or os.getppid()}"
+        address = f"{_fallback_host()}:{executor_id() or os.getppid()}"
         if spec.barrier:
             context_note = f"no barrier task infos ({e}); executor address from this host"
         try:  # how many tasks the gang has, for _gang_from_task_infos
@@ -506,7 +506,7 @@ def task_facts(ctx, spec: TaskSpec) -> dict:
         "attempt": attempt,
         "executor": address,
         "host": address.rsplit(":", 1)[0],
-        "executor_id": _executor_id(),
+        "executor_id": executor_id(),
         "gpus": [physical_gpu(a, cvd) for a in gpus],
         "spark_gpus": gpus,  # as Spark named them (before CUDA_VISIBLE_DEVICES)
         "cpus": ctx.cpus(),
@@ -1036,7 +1036,7 @@ def probe_partition(pause: float):
         for _ in batches:
             pass
         time.sleep(pause)
-        ident = _executor_id() or f"{socket.gethostname()}:{os.getppid()}"
+        ident = executor_id() or f"{socket.gethostname()}:{os.getppid()}"
         row = json.dumps({"executor_id": ident, "host": socket.gethostname()})
         yield pa.RecordBatch.from_pydict({"info": [row]}, schema=pa.schema([("info", pa.string())]))
 

@@ -295,6 +295,16 @@ def test_a_databricks_notebook_on_a_connect_session_is_refused_at_once(spark, mo
     assert not jvm_active_jobs()
 
 
+def test_the_doctor_through_connect(spark):
+    """``spark-dask doctor`` on a Connect session: the same job (``mapInArrow``), the
+    address this process's scheduler would listen on; no executor list to compare with."""
+    found = spark_dask.doctor(spark)
+    assert found.ready, found.render()
+    (host,) = found.hosts.values()
+    assert len(host["executors"]) == 2 and host["reach"] is None and host["unpickles"] is None
+    assert found.render().splitlines()[-1] == "ready: every executor can start Dask workers."
+
+
 def test_to_dask_and_to_spark_through_connect(spark):
     import warnings
 

@@ -29,7 +29,7 @@ from spark_dask import PlanError, SparkDaskError
 from spark_dask.executor import rmm
 from tests.support.gpus import FAKE_CUDA_ENV, fake_dask_cuda, gpu_conf, worker_argv, worker_flag
 from tests.support.processes import dask_processes, wait_until
-from tests.support.spark import active_jobs, assert_no_leftovers, make_spark, stop_spark
+from tests.support.spark import active_jobs, assert_no_leftovers, executor_python_path, make_spark, stop_spark
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(240)]
 
@@ -151,4 +151,56 @@ def test_dask_worker_options_are_refused_for_dask_cuda_before_submitting(spark, 
     with pytest.raises(PlanError, match=r"`dask cuda worker` .* has no option --nanny"):
         spark_dask.start(spark, progress=False, worker_options={"nanny": False})
     assert time.monotonic() - t0 < 5
+    assert not active_jobs(spark)
+
+
+def _dist_info(directory, name: str, version: str) -> None:
+    info = directory / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+
+
+def test_the_doctor_names_a_broken_cudf_and_an_nvjitlink_newer_than_the_driver(spark, tmp_path):
+    """``spark-dask doctor`` on this application's fake GPUs (here, to need no application
+    of its own): a cudf wheel whose library does not load, an nvJitLink of CUDA 12.9
+    beside the (fake) driver's CUDA 12.4, CuPy not installed."""
+    (tmp_path / "cudf").mkdir()
+    (tmp_path / "cudf" / "__init__.py").write_text(
+        'raise ImportError("libcudf.so: cannot open shared object file: No such file or directory")\n'
+    )
+    _dist_info(tmp_path, "cudf-cu12", "26.8.0")
+    _dist_info(tmp_path, "nvidia-nvjitlink-cu12", "12.9.86")
+    with executor_python_path(spark, tmp_path):
+        found = spark_dask.doctor(spark)
+    assert not found.ready
+    problems = sorted(f.text for f in found.findings if f.problem)
+    assert problems == [
+        "nvJitLink 12.9.86 is newer than the driver's CUDA 12.4: cudf and CuPy fail to compile kernels",
+        "the GPU executors' cudf is installed but does not import (ImportError: libcudf.so: cannot open shared "
+        "object file: No such file or directory)",
+    ]
+    warnings_ = [f.text for f in found.findings if not f.problem]
+    assert "the GPU executors' cupy is not installed: dask-cudf and RAPIDS work need it" in warnings_
+    assert "pip install cupy-cuda12x on every executor" in [f.fix for f in found.findings]
+    (host,) = found.hosts.values()
+    gpu = host["gpu"]
+    assert gpu["nvml"] == {"gpus": ["Fake GPU", "Fake GPU"], "cuda_driver": "12.4"}
+    assert gpu["versions"]["dask_cuda"] == "26.8.0" and gpu["import_errors"]["dask_cuda"] is None
+    assert gpu["spark_gpus"] == ["0", "1"]  # one task per GPU slot, both on the one executor
+    assert found.spark["gpu_mode_auto"] == "exclusive"
+
+    (tmp_path / "cudf" / "__init__.py").unlink()  # no cudf at all: dask-cuda workers start, dask-cudf would not
+    (tmp_path / "cudf").rmdir()
+    for info in tmp_path.glob("cudf_cu12-*.dist-info"):
+        (info / "METADATA").unlink()
+        info.rmdir()
+    with executor_python_path(spark, tmp_path):
+        again = spark_dask.doctor(spark)
+    (cudf,) = [f for f in again.findings if f.text.startswith("the GPU executors' cudf")]
+    assert (
+        not cudf.problem and cudf.text == "the GPU executors' cudf is not installed: dask-cudf and RAPIDS work need it"
+    )
+    assert cudf.fix == "pip install cudf-cu12 dask-cudf-cu12 on every executor"
+    print("\n" + found.render())
+    assert "gpu_mode='auto' picks exclusive" in found.render()
     assert not active_jobs(spark)

@@ -71,6 +71,14 @@ UNREAD_OK = {
     ("spark_dask/named.py", "unknown_name_message(name, found, root)"),
     ("spark_dask/named.py", "not_running_message(name, record)"),
     ("spark_dask/executor/gang_task.py", "f'spark-dask: {version[1]}'"),  # version_problem()
+    # spark-dask doctor's findings: texts of *_message/*_problem functions, read there,
+    # and a finding merged from several hosts (its text was read where it was made)
+    (
+        "spark_dask/diagnosis.py",
+        "unreachable_message(f'a process on executor host {host}', scheduler, answer['reach'])",
+    ),
+    ("spark_dask/diagnosis.py", "said[1]"),  # version_problem()
+    ("spark_dask/diagnosis.py", "old.text"),
     ("spark_dask/executor/gang_task.py", "f'spark-dask: on {where}: {problem}'"),  # *_problem() texts
     ("spark_dask/executor/gang_task.py", "'spark-dask: ' + problem"),  # *_problem() texts
     (

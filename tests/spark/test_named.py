@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.metadata
 import json
 import os
 import queue
@@ -499,6 +500,36 @@ OWNER = textwrap.dedent(
     time.sleep(120)  # until the test kills it
     """
 )
+
+
+def test_dask_ctl_discovery_finds_the_running_clusters_by_name(state):
+    """The ``dask_cluster_discovery`` entry point, held to dask-ctl's documented contract
+    (an async generator of ``(name, class)``; dask-ctl then calls
+    ``class.from_name(name)``). dask-ctl itself is not run: its newest release
+    (2024.1.0) fails on import with today's distributed (``dask_ctl/utils.py`` imports
+    ``distributed.cli.utils.install_signal_handlers``, which distributed removed)."""
+    (point,) = [e for e in importlib.metadata.entry_points(group="dask_cluster_discovery") if e.name == "spark-dask"]
+    discover = point.load()
+
+    async def names():
+        return [found async for found in discover()]
+
+    assert asyncio.run(names()) == []
+    owner = FakeOwner("ctl", state)
+    try:
+        ((name, cls),) = asyncio.run(names())
+        assert name == "ctl" and cls is spark_dask.NamedCluster
+        cluster = cls.from_name(name)
+        try:
+            assert cluster.scheduler_address == owner.scheduler.address
+            with cluster.get_client() as client:
+                assert client.scheduler_info()["address"] == owner.scheduler.address
+        finally:
+            cluster.disconnect()
+        assert owner.status == Status.running  # a discovered cluster is only looked at
+    finally:
+        owner.close()
+    assert asyncio.run(names()) == []
 
 
 def test_an_owner_killed_with_sigkill_leaves_no_live_entry(state):

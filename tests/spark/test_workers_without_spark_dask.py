@@ -16,30 +16,15 @@ import pytest
 
 import spark_dask
 from spark_dask import xlang
+from tests.support.spark import without_module
 
 pytestmark = [pytest.mark.spark, pytest.mark.core, pytest.mark.timeout(240)]
-
-BLOCKER = '''
-import sys
-
-
-class NoSparkDask:
-    """Every import of spark_dask fails, as where it is not installed."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name == "spark_dask" or name.startswith("spark_dask."):
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        return None
-
-
-sys.meta_path.insert(0, NoSparkDask())
-'''
 
 
 @pytest.fixture(scope="module")
 def client(spark, tmp_path_factory):
     blocker = tmp_path_factory.mktemp("no-spark-dask")
-    (blocker / "sitecustomize.py").write_text(BLOCKER)
+    (blocker / "sitecustomize.py").write_text(without_module("spark_dask"))
     with dask.config.set({"spark-dask.fork-nanny": False}):
         cluster = spark_dask.SparkCluster(spark, n_workers=1, env={"PYTHONPATH": str(blocker)})
     with cluster, cluster.get_client() as client:

@@ -22,6 +22,7 @@ a SPARK_CONF_DIR. A JVM that cannot map its archive (another class path: an
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import hashlib
 import os
@@ -95,8 +96,10 @@ def java_options(role: str) -> str:
 
 
 def build(timeout: float = 300) -> dict[str, str] | None:
-    """The archives, built now if missing (one application, ~25-35 s on 2 cores); None,
-    with a line on stderr saying why, where they cannot be."""
+    """The archives, built now if missing (one application, ~35 s on 2 cores); None,
+    with a line on stderr saying why, where they cannot be. One build at a time per
+    JDK and pyspark (a lock file beside them): a second caller waits for the first's
+    archives (``tests/run-all.sh`` starts the builds while the unit tests run)."""
     found = archives()
     if found:
         return found
@@ -104,6 +107,12 @@ def build(timeout: float = 300) -> dict[str, str] | None:
     if k is None:
         return None
     os.makedirs(cache_root(), exist_ok=True)
+    with open(os.path.join(cache_root(), f"{k}.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # bounded: the holder's build ends within its timeout
+        return archives() or _dump_into(k, timeout)
+
+
+def _dump_into(k: str, timeout: float) -> dict[str, str] | None:
     work = tempfile.mkdtemp(prefix=f"{k}.", dir=cache_root())
     env = {k_: v for k_, v in os.environ.items() if k_ not in ("SPARK_CONF_DIR", "PYSPARK_SUBMIT_ARGS")}
     try:
@@ -115,16 +124,10 @@ def build(timeout: float = 300) -> dict[str, str] | None:
         written = all(os.path.isfile(os.path.join(work, f"{r}.jsa")) for r in ROLES)
         if done.returncode != 0 or not written:
             tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-            print(
-                f"tests/support/cds.py: no class-data archives (exit {done.returncode}): {' | '.join(tail)}",
-                file=sys.stderr,
-            )
+            print(f"tests/support/cds.py: no class-data archives (exit {done.returncode}): {' | '.join(tail)}",
+                  file=sys.stderr)  # fmt: skip
             return None
-        final = os.path.join(cache_root(), k)
-        try:
-            os.rename(work, final)  # atomic; another run's finished archives win
-        except OSError:
-            pass
+        os.rename(work, os.path.join(cache_root(), k))
         return archives()
     except subprocess.TimeoutExpired:
         print(f"tests/support/cds.py: building the class-data archives took over {timeout:.0f} s", file=sys.stderr)

@@ -96,7 +96,7 @@ def worker(scheduler, name, nthreads, memory_limit, local_directory, death_timeo
 '''
 
 FAKE_PYNVML = '''
-"""Stand-in for pynvml: every GPU has 30 GiB free of 40 GiB."""
+"""Stand-in for pynvml: two GPUs with 30 GiB free of 40 GiB each, a CUDA 12.4 driver."""
 class _Mem:
     free, total, used = 30 * 2**30, 40 * 2**30, 10 * 2**30
 def nvmlInit(): pass
@@ -104,6 +104,9 @@ def nvmlShutdown(): pass
 def nvmlDeviceGetHandleByIndex(i): return i
 def nvmlDeviceGetHandleByUUID(u): return u
 def nvmlDeviceGetMemoryInfo(h): return _Mem
+def nvmlDeviceGetCount(): return 2
+def nvmlDeviceGetName(h): return "Fake GPU"
+def nvmlSystemGetCudaDriverVersion(): return 12040
 '''
 
 

@@ -4,8 +4,11 @@ behind the ``spark`` fixture of ``tests/conftest.py``), and leak checks."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shlex
 import sys
+import textwrap
 
 import pytest
 
@@ -205,3 +208,46 @@ def assert_no_leftovers(spark, cluster) -> None:
     assert wait_until(lambda: not dask_processes(cluster.tag)), [p.info for p in dask_processes(cluster.tag)]
     assert wait_until(lambda: not active_jobs(spark)), active_jobs(spark)
     assert not port_open(cluster.scheduler_address)
+
+
+@contextlib.contextmanager
+def executor_python_path(spark, directory):
+    """The executors' Python of the Python functions made in the block: the real one
+    with ``directory`` first on its ``PYTHONPATH`` (a wrapper script as
+    ``sc.pythonExec``, which pyspark puts in each function; Spark starts fresh Python
+    workers for it). What a test uses to break that Python in one way (a
+    ``sitecustomize``, a fake ``dist-info``) without an application of its own."""
+    sc = spark.sparkContext
+    before = sc.pythonExec
+    path = os.path.join(str(directory), "python-with-path.sh")
+    with open(path, "w") as f:
+        f.write(
+            f'#!/bin/sh\nPYTHONPATH="{directory}${{PYTHONPATH:+:$PYTHONPATH}}" exec {shlex.quote(sys.executable)} "$@"\n'
+        )
+    os.chmod(path, 0o755)
+    sc.pythonExec = path
+    try:
+        yield path
+    finally:
+        sc.pythonExec = before
+
+
+def without_module(name: str) -> str:
+    """The text of a ``sitecustomize.py`` that makes every import of ``name`` (and its
+    submodules) fail, as where it is not installed: a directory holding it, put on an
+    executor Python's ``PYTHONPATH``, takes ``name`` away from that Python only."""
+    return textwrap.dedent(
+        f"""
+        import sys
+
+
+        class Without:
+            def find_spec(self, name, path=None, target=None):
+                if name == {name!r} or name.startswith({name + "."!r}):
+                    raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+                return None
+
+
+        sys.meta_path.insert(0, Without())
+        """
+    )

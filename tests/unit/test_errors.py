@@ -19,6 +19,7 @@ from spark_dask import (
     ClusterError,
     ClusterTimeoutError,
     DeltaError,
+    DoctorError,
     HandoffError,
     HandoffTypeError,
     PlanError,
@@ -47,6 +48,7 @@ BUILTIN = {
     HandoffError: RuntimeError,
     HandoffTypeError: TypeError,
     DeltaError: RuntimeError,
+    DoctorError: RuntimeError,
     XLangError: ValueError,
     XLangTaskError: RuntimeError,
 }
