@@ -309,7 +309,13 @@ class Listener:
     """A TCP listener where the scheduler would listen; accepts and closes, in a thread."""
 
     def __init__(self, bind: str, port: int = 0):
-        self.sock = socket.create_server((bind, port), backlog=128)
+        try:
+            self.sock = socket.create_server((bind, port), backlog=128)
+        except OSError as e:
+            raise DoctorError(
+                f"spark-dask: the doctor cannot listen on {bind}:{port} as the scheduler would ({e}): "
+                "scheduler_host (--scheduler-host) must be an address of this machine"
+            ) from None
         self.port = self.sock.getsockname()[1]
         self.thread = threading.Thread(target=self._accept, name="spark-dask-doctor-listener", daemon=True)
         self.thread.start()
@@ -383,14 +389,7 @@ def doctor(spark, *, timeout: float | None = None, dial_timeout: float = 5.0, sc
         rows = run_checkup(spark, checkup.checkup_partition(spec), max(facts.slots or facts.executors, 1), wait)
     finally:
         listener.close()
-    answers: dict[str, dict] = {}
-    for a in (json.loads(r["info"]) for r in rows):  # one answer per executor, the GPUs of all its tasks
-        first = answers.setdefault(a["executor"], a)
-        if first is not a and a.get("gpu") and first.get("gpu"):
-            first["gpu"]["spark_gpus"] = sorted({*first["gpu"]["spark_gpus"], *a["gpu"]["spark_gpus"]})
-    hosts: dict[str, dict] = {}
-    for a in answers.values():
-        hosts.setdefault(a["host"], {**a, "executors": []})["executors"].append(a["executor"])
+    answers, hosts = group_answers(json.loads(r["info"]) for r in rows)
     expected = [] if is_connect(spark) else executor_ids(spark.sparkContext)
     unseen = sorted(set(expected) - set(answers)) if set(answers) <= set(expected) else []
     driver = driver_side()
@@ -402,6 +401,20 @@ def doctor(spark, *, timeout: float | None = None, dial_timeout: float = 5.0, sc
     if facts.executor_gpus > 0:
         info["gpu_mode_auto"] = gpu_sharing(facts, "auto", facts.task_profiles)[0]
     return Checkup(info, driver, hosts, found)
+
+
+def group_answers(rows) -> tuple[dict[str, dict], dict[str, dict]]:
+    """The tasks' answers, one per executor (with the GPUs of all its tasks), and per
+    host the first executor's answer with the list of its ``executors``."""
+    answers: dict[str, dict] = {}
+    for a in rows:
+        first = answers.setdefault(a["executor"], a)
+        if first is not a and a.get("gpu") and first.get("gpu"):
+            first["gpu"]["spark_gpus"] = sorted({*first["gpu"]["spark_gpus"], *a["gpu"]["spark_gpus"]})
+    hosts: dict[str, dict] = {}
+    for a in answers.values():
+        hosts.setdefault(a["host"], {**a, "executors": []})["executors"].append(a["executor"])
+    return answers, hosts
 
 
 def _task_code() -> bytes:

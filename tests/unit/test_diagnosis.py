@@ -8,7 +8,8 @@ import zipfile
 
 import pytest
 
-from spark_dask.diagnosis import Checkup, findings, rapids_jar_problem
+from spark_dask import DoctorError
+from spark_dask.diagnosis import Checkup, Listener, findings, group_answers, rapids_jar_problem
 from spark_dask.executor import checkup
 
 pytestmark = pytest.mark.core
@@ -73,3 +74,19 @@ def test_the_rapids_jar_is_read_for_its_shims(tmp_path):
         "has no shim for Spark 3.5.5 (it has spark350, spark350db143, spark353)"
     )
     assert rapids_jar_problem(["com/nvidia/spark/SQLPlugin.class"], "4.0.0", databricks=False) is None
+
+
+def test_a_listener_where_this_machine_has_no_address_is_refused():
+    with pytest.raises(DoctorError, match=r"cannot listen on 198\.18\.255\.254:0 as the scheduler would"):
+        Listener("198.18.255.254")  # a benchmark address (RFC 2544), never this machine's
+    listener = Listener("127.0.0.1")
+    listener.close()
+    assert not listener.thread.is_alive()
+
+
+def test_answers_are_grouped_per_executor_and_host():
+    gpu = {"spark_gpus": ["0"], "nvml": {}, "versions": {}, "import_errors": {}}
+    rows = [answer("h1", "1", gpu=gpu), answer("h1", "1", gpu={**gpu, "spark_gpus": ["1"]}), answer("h2", "2")]
+    answers, hosts = group_answers(rows)
+    assert sorted(answers) == ["1", "2"] and answers["1"]["gpu"]["spark_gpus"] == ["0", "1"]
+    assert {h: a["executors"] for h, a in hosts.items()} == {"h1": ["1"], "h2": ["2"]}
