@@ -21,11 +21,12 @@ from __future__ import annotations
 import os
 import re
 import warnings
+import zipfile
 
 import pytest
 
 import spark_dask
-from spark_dask import rapids
+from spark_dask import diagnosis, rapids
 from spark_dask.executor import rmm
 from tests.support.gpus import FAKE_CUDA_ENV, fake_dask_cuda, gpu_conf, worker_argv, worker_flag
 from tests.support.jars import require
@@ -206,3 +207,18 @@ def test_auto_shares_with_the_plugin_and_spark_sql_runs_beside_the_cluster(spark
     notes = [n for row in cluster.task_rows for n in row.get("notes", [])]  # the task's status row
     assert any("at most 40% of the GPU (shared with Spark)" in n for n in notes), notes
     assert_no_leftovers(spark, cluster)
+
+
+def test_the_doctor_reads_the_real_jars_shims_against_this_spark(spark):
+    """``spark-dask doctor`` on this application: the real jar has this Spark's shim
+    (``spark355``), so no finding about it; a Spark the jar lacks would be named."""
+    found = spark_dask.doctor(spark)
+    assert not [f for f in found.findings if "RAPIDS Accelerator jar" in f.text], found.render()
+    assert found.ready, found.render()
+    assert found.spark["gpu_mode_auto"] == "shared"  # the plugin is on
+    (jar,) = require("rapids-3.5")
+    with zipfile.ZipFile(jar) as z:
+        names = z.namelist()
+    said = diagnosis.rapids_jar_problem(names, "3.5.6", databricks=False)
+    assert said.startswith("has no shim for Spark 3.5.6 (it has spark320, spark321,") and "spark355" in said
+    assert diagnosis.rapids_jar_problem(names, "3.5.0", databricks=True) is None  # spark350db143: DBR 14.3
