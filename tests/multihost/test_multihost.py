@@ -31,6 +31,18 @@ def address_host(address: str) -> str:
     return address.split("://", 1)[-1].rsplit(":", 1)[0]
 
 
+@pytest.fixture(scope="module")
+def multihost_driver(multihost):
+    """The driver service, with Spark's locality wait long enough that a read task whose
+    file's host has no free slot yet waits for one (the hand-off's locality check is
+    about where the tasks may run, not about how long Spark waits: with one Dask worker,
+    all 6 files are on one host, and under load the default 3 s ran out, tasks going
+    ``ANY``)."""
+    d = multihost.driver(**{"spark.locality.wait": "60s"})
+    yield d
+    d.close()
+
+
 @pytest.fixture
 def d(multihost_driver):
     """The module's driver service; any cluster a failed test left is closed after it."""
