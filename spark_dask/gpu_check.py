@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import spark_dask
 from spark_dask import config
+from spark_dask.executor.checkup import version_of
 from spark_dask.handoff import driver as handoff
 from spark_dask.handoff.capacity import needs_cpu_profile
 from spark_dask.parts import parts_of
@@ -245,15 +246,6 @@ def _make_worker_probe():
         return info
 
     return probe
-
-
-def _dist_version(dist: str) -> str:
-    import importlib.metadata
-
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return "not installed"
 
 
 def _gib(n) -> str:
@@ -596,7 +588,7 @@ def _print_versions(gpus: list[Gpu]) -> None:
     print(table([(f"GPU {g.index}", f"{g.name}, {g.pci_bus_id}, {g.memory_mib} MiB") for g in gpus], "nvidia-smi"))
     # versions from the metadata: importing cudf here would open a CUDA context on GPU 0
     # in this process and shrink the pool of the worker there
-    versions = {d: v for d in VERSIONS if (v := _dist_version(d)) != "not installed"}
+    versions = {d: v for d in VERSIONS if (v := version_of(d)) is not None}
     print(table([("python", sys.version.split()[0]), ("pyspark", pyspark.__version__),
                  ("distributed", distributed.__version__), *versions.items()], "versions"))  # fmt: skip
 
