@@ -76,6 +76,7 @@ def session_options(f):
 
 plan_options = options.click_options("info")  # the size and shape of the cluster (run and info)
 run_options = options.click_options("run")  # every start() option
+doctor_options = options.click_options("doctor")  # where the scheduler would listen
 
 
 def _start_kwargs(options: dict) -> dict:
@@ -756,9 +757,7 @@ def list_command(as_json):
 
 @main.command()
 @session_options
-@click.option(
-    "--scheduler-host", default=None, metavar="HOST", help="The address to check, as start(scheduler_host=...)."
-)
+@doctor_options
 @click.option(
     "--timeout",
     default=None,

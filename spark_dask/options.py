@@ -43,7 +43,7 @@ GROUPS = {
 
 @dataclass(frozen=True)
 class Cli:
-    """How ``spark-dask run`` / ``info`` spell an option.
+    """How ``spark-dask run`` / ``info`` / ``doctor`` spell an option.
 
     ``flag`` is the click declaration (``"--tls/--no-tls"`` for a switch pair);
     ``kind`` one of ``str``, ``int>=1``, ``int>=0``, ``choice``, ``switch``,
@@ -469,7 +469,7 @@ OPTIONS: tuple[Option, ...] = (
         group="security",
         keyword=True,
         default_text="the driver's address; Connect: this machine's address towards the server",
-        cli=Cli("--scheduler-host", "str", metavar="HOST"),
+        cli=Cli("--scheduler-host", "str", ("run", "doctor"), metavar="HOST"),
     ),
     Option(
         "state-dir",
