@@ -17,9 +17,9 @@
 #            tests/support/jars.py fetches those (pinned, sha1-checked) into ~/.cache/spark-dask/jars
 #
 # First ruff (lint and format check, pyproject.toml's [tool.ruff]); then the .venv suite
-# (multi-host tests excepted), the .venv35 core tests, the multi-host tests, in turn. Then a short benchmark (python -m benchmarks
-# --quick: N = 2, 1 repetition) prints its table; it fails only if the benchmark breaks,
-# not on timings.
+# (multi-host tests excepted), then the .venv35 core tests beside the multi-host tests. Then
+# a short benchmark (python -m benchmarks --quick: N = 2, 1 repetition) prints its table; it
+# fails only if the benchmark breaks, not on timings.
 #
 # Needs Python >= 3.10 as python3 (or $PYTHON) and Java 17. Arguments go to every pytest
 # run (e.g. -x). Exit status: non-zero when an environment fails to install, ruff finds
@@ -86,13 +86,16 @@ echo "run-all: ruff check and ruff format --check"
 .venv/bin/ruff check . && .venv/bin/ruff format --check .
 status_lint=$?
 
-# The pytest runs one after the other: the newest pyspark's suite without the multi-host
-# tests, the core tests on pyspark 3.5 and the lowest dask/distributed, the multi-host
-# tests. Side by side (tried at 3e97e8d) they took 1987 s for what takes some 1550 s in
-# turn: on CI's two cores both runs are mostly CPU-bound (JVM starts), and each of their
-# tests took 2-3x longer. The .venv35 run keeps to itself what the two could share: its own
+# The pytest runs: the newest pyspark's suite without the multi-host tests; then the core
+# tests on pyspark 3.5 and the lowest dask/distributed beside the multi-host tests. The first
+# two side by side (tried at 3e97e8d) took 1987 s for what took some 1550 s in turn: on CI's
+# two cores both are mostly CPU-bound (JVM starts), and each of their tests took 2-3x
+# longer. The multi-host run is not: its hosts mostly wait (fault windows, link shaping) and
+# keep ~0.9 of the two cores busy, so the 3.5 core tests fill the rest (~1100 s in turn,
+# ~800 s side by side). The .venv35 run keeps to itself what the two could share: its own
 # XDG_RUNTIME_DIR (the state directory of named clusters), its own pytest temporary
-# directory, no pytest cache. --durations: where the CI time goes.
+# directory, no pytest cache; its output goes to a log printed when it ends.
+# --durations: where the CI time goes.
 t2=$SECONDS
 # The class-data archives of both environments' JVMs (tests/support/cds.py: each Spark
 # application of the tests then starts ~35 % quicker), built once per JDK and pyspark
@@ -108,16 +111,28 @@ echo "run-all: pyspark $newest: the whole suite but the multi-host tests (-m 'no
 status_newest=$?
 wait "$cds_newest" "$cds_old"
 t3=$SECONDS
-echo "run-all: pyspark $old, distributed $lowest_dask: the core tests (-m 'core and not newest')"
+echo "run-all: pyspark $old, distributed $lowest_dask: the core tests (-m 'core and not newest')," \
+    "beside the multi-host tests; their output follows the multi-host tests'"
 state35=$(mktemp -d)
-XDG_RUNTIME_DIR=$state35 .venv35/bin/python -m pytest -m "core and not newest" --durations=15 \
-    -p no:cacheprovider --basetemp="$state35/pytest" "$@"
-status_old=$?
-t4=$SECONDS
+# env --default-signal=INT: bash starts a background command with SIGINT ignored, and Python
+# then keeps ignoring it; with it restored, ^C stops both runs and their teardown still runs
+(
+    XDG_RUNTIME_DIR=$state35 env --default-signal=INT .venv35/bin/python -m pytest \
+        -m "core and not newest" --durations=15 -p no:cacheprovider --basetemp="$state35/pytest" "$@" > "$logs/core35.log" 2>&1
+    echo $? > "$logs/core35.rc"
+    echo $((SECONDS - t3)) > "$logs/core35.s"
+) &
+old_pid=$!
 echo "run-all: pyspark $newest: the multi-host tests (-m multihost)"
 .venv/bin/python -m pytest -m multihost --durations=10 "$@"
 status_multihost=$?
+t4=$SECONDS
+wait "$old_pid"
 t5=$SECONDS
+echo "run-all: pyspark $old, distributed $lowest_dask: the core tests' output"
+cat "$logs/core35.log"
+status_old=$(cat "$logs/core35.rc" 2>/dev/null || echo 1)
+old_s=$(cat "$logs/core35.s" 2>/dev/null || echo "?")
 
 # A short benchmark (N = 2, 1 repetition, one master): it prints the start-up and
 # teardown table; it fails only when the benchmark itself breaks, never on timings.
@@ -130,8 +145,8 @@ t6=$SECONDS
 
 echo "run-all: ruff: exit $status_lint;" \
     "pyspark $newest suite (not multihost): exit $status_newest in $((t3 - t2)) s;" \
-    "pyspark $old core tests: exit $status_old in $((t4 - t3)) s;" \
-    "multi-host tests: exit $status_multihost in $((t5 - t4)) s;" \
+    "pyspark $old core tests: exit $status_old in $old_s s;" \
+    "multi-host tests: exit $status_multihost in $((t4 - t3)) s (both together: $((t5 - t3)) s);" \
     "short benchmark: exit $status_bench in $((t6 - t5)) s; total $((t6 - t0)) s"
 [ "$status_lint" -eq 0 ] && [ "$status_newest" -eq 0 ] && [ "$status_old" -eq 0 ] &&
     [ "$status_multihost" -eq 0 ] && [ "$status_bench" -eq 0 ]
