@@ -387,7 +387,7 @@ def _collect(df, spec: dict, schema, tz: str, large: bool, cpu_only: bool, tag: 
             with tagged(spark, tag, description):  # the JVM's batches: no byte limit to lift
                 return rdd.collect()
         return map_collect(_positional(df), transfer.RESULT_DDL, transfer.spark_writer(spec), cpu_only, tag,
-                           description, arrow_schema=schema)  # fmt: skip
+                           description, arrow_schema=schema, records=rows)  # fmt: skip
 
 
 _MAX_RECORDS = "spark.sql.execution.arrow.maxRecordsPerBatch"
@@ -405,11 +405,15 @@ def transfer_confs(spark, schema=None, records: int | None = None) -> dict[str, 
       (``maxRecordsPerBatch``; :func:`batch_rows`: a partition of up to
       :data:`BATCH_BYTES` is one batch, a file the Dask worker loads without a copy);
 
-    - when Spark's byte limit on the Arrow batches it sends to Python cannot end a batch
-      of these rows (fixed-width columns, ``maxRecordsPerBatch`` rows under
-      ``maxBytesPerBatch``), the limit is Int.MaxValue, where Spark (>= 4.0) stops
-      estimating the batch's size after every row: the batches are the same, the
-      estimate's cost is measured in docs/benchmarks.md, "Moving data between Spark and Dask";
+    - when Spark's byte limit on the Arrow batches it sends to Python need not end a
+      batch of these rows, the limit is Int.MaxValue, where Spark (>= 4.0) stops
+      estimating the batch's size after every row (the estimate's cost is measured in
+      docs/benchmarks.md, "Moving data between Spark and Dask"). It need not when every
+      column has a fixed width and either the session's ``maxRecordsPerBatch`` rows stay
+      under the session's ``maxBytesPerBatch`` (the batches are the same), or ``records``,
+      the transfer's own batch size, stays under twice :data:`BATCH_BYTES` (counted with
+      the validity bytes :func:`batch_rows` leaves out): a partition is then one batch, as
+      the classic path's ``toArrowBatchRdd`` makes it, which has no byte limit;
     - where the session compresses Arrow batches between the JVM and Python
       (``spark.sql.execution.arrow.compression.codec``, Spark >= 4.1; Spark's
       ``ArrowBatchIterator`` reads it), ``none``: the task would decompress each batch
@@ -418,10 +422,19 @@ def transfer_confs(spark, schema=None, records: int | None = None) -> dict[str, 
     if records is not None and files.spark_bytes(conf(spark, _MAX_RECORDS, "10000", sql=True)) != records:
         out[_MAX_RECORDS] = str(records)
     if schema is not None and spark_version(spark) >= (4, 0):
+        own = records is not None
         if records is None:
             records = files.spark_bytes(conf(spark, _MAX_RECORDS, "10000", sql=True))
         limit = files.spark_bytes(conf(spark, _MAX_BYTES, "64m", sql=True))
-        if records is not None and limit is not None and byte_limit_is_redundant(schema, records, limit):
+        if (
+            records is not None
+            and limit is not None
+            and limit < NO_BYTE_LIMIT
+            and (
+                byte_limit_is_redundant(schema, records, limit)
+                or (own and byte_limit_is_redundant(schema, records, 2 * BATCH_BYTES))
+            )
+        ):
             out[_MAX_BYTES] = str(NO_BYTE_LIMIT)
     if (conf(spark, _CODEC, "none", sql=True) or "none").lower() != "none":
         out[_CODEC] = "none"
@@ -465,16 +478,19 @@ def _transfer_confs(spark, schema=None, records: int | None = None):
                             spark.conf.set(key, entry[1])
 
 
-def map_collect(df, schema: str, fn, cpu_only: bool, tag: str, description: str, arrow_schema=None) -> list[dict]:
+def map_collect(
+    df, schema: str, fn, cpu_only: bool, tag: str, description: str, arrow_schema=None, records: int | None = None
+) -> list[dict]:
     """Run ``df.mapInArrow(fn, schema)`` as a tagged Spark job (a CPU-only profile when
-    asked; with the transfer's session confs, :func:`transfer_confs`); its rows as dicts."""
+    asked; with the transfer's session confs for rows of ``arrow_schema`` in batches of
+    ``records`` rows, :func:`transfer_confs`); its rows as dicts."""
     spark = df.sparkSession
     profile = _cpu_profile(spark) if cpu_only else None
     new_api = spark_version(spark) >= (4, 0)
     kwargs = {"profile": profile} if profile is not None and new_api else {}
     with pandas3_warning_off():  # a transfer's mapInArrow: Arrow, not pandas
         out = df.mapInArrow(fn, schema, **kwargs)
-    lifted = _transfer_confs(spark, arrow_schema) if arrow_schema is not None else nullcontext()
+    lifted = _transfer_confs(spark, arrow_schema, records) if arrow_schema is not None else nullcontext()
     with tagged(spark, tag, description), lifted:
         if profile is not None and not new_api:  # Spark 3.x: the profile on the RDD of the stage
             return [r.asDict() for r in out.rdd.withResources(profile).collect()]

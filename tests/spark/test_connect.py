@@ -13,6 +13,7 @@ patch on ``spark.jars`` (fetched by ``python -m tests.support.jars fetch connect
 
 from __future__ import annotations
 
+import glob
 import os
 import socket
 import sys
@@ -23,12 +24,14 @@ import dask.array as da
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 import spark_dask
 from spark_dask import PlanError, SparkCluster, SparkDaskError
 from spark_dask.cluster import GangMaker
 from spark_dask.handoff import driver as handoff
+from spark_dask.handoff.transfer import host_info
 from spark_dask.parts import parts_of
 from tests.support import jars
 from tests.support.processes import dask_processes, port_open, wait_until
@@ -350,6 +353,23 @@ def test_to_dask_and_to_spark_through_connect(spark):
             assert spark.conf.get(key, None) is None and not handoff._confs_set
         finally:
             spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+        # the transfer's own batch size: a partition is one Arrow batch, one file loaded
+        # without a copy, whatever byte limit the session sets (here 1 MB for partitions of
+        # ~2 MB; before, the limit made every file several batches, and Spark estimated the
+        # size after every row: 3x slower at 1 GB, docs/benchmarks.md)
+        spark.conf.set(key, "1m")
+        try:
+            roots = {w["root"] for w in client.run(host_info).values()}
+            before = {f for r in roots for f in glob.glob(os.path.join(r, "spark-dask-handoff-*", "*.arrow"))}
+            big = spark.range(0, 200_000, 1, 2).selectExpr("id", "id * 0.5 AS x")
+            ddf = spark_dask.to_dask(big).persist()
+            assert ddf["id"].sum().compute() == sum(range(200_000))
+            files = {f for r in roots for f in glob.glob(os.path.join(r, "spark-dask-handoff-*", "*.arrow"))} - before
+            assert len(files) == 2 and [pa.ipc.open_file(f).num_record_batches for f in files] == [1, 1]
+            assert spark.conf.get(key) == "1m" and not handoff._confs_set
+            del ddf
+        finally:
+            spark.conf.unset(key)
         cluster = client.cluster
     assert_no_leftovers(spark, cluster)
 

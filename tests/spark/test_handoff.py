@@ -149,6 +149,13 @@ def test_sparks_redundant_byte_limit_is_lifted_only_while_a_transfer_runs(spark)
             assert spark.conf.get(key) == (lifted or "4m")
             raise RuntimeError("the job failed")
         assert spark.conf.get(key) == "4m"  # restored after a failed job too
+        # the transfer's own batch size (~64 MiB of fixed-width rows): one batch a
+        # partition under any session limit; rows of no fixed width keep the limit
+        with handoff._transfer_confs(spark, fixed, handoff.batch_rows(fixed)):
+            assert spark.conf.get(key) == (lifted or "4m")
+        with handoff._transfer_confs(spark, pa.schema([("s", pa.string())]), 10_000):
+            assert spark.conf.get(key) == "4m"
+        assert spark.conf.get(key) == "4m" and spark.conf.get(records, None) is None
         spark.conf.set(records, "1000000")
         with handoff._transfer_confs(spark, fixed):
             assert spark.conf.get(key) == "4m"
