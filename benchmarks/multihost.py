@@ -78,9 +78,25 @@ def prepare() -> str:
 
 
 def _spark():
+    """The hand-off's session: the Spark Connect one when :func:`connect_session` made it."""
     from tests.support.hosts import session
 
-    return session()
+    return _STATE.get("connect") or session()
+
+
+def connect_session(port: int) -> str:
+    """A Spark Connect session on the driver service's own Connect server (its
+    SparkContext runs Spark's ``SparkConnectPlugin``, listening on ``port``), for the
+    hand-off's steps from then on: what a Connect client of this cluster would see."""
+    import os
+
+    from pyspark.sql.connect.session import SparkSession
+
+    # as pyspark's builder does for remote("local..."): the classic session stays in this
+    # process (its builder refuses a remote one beside it), the Connect client is made directly
+    os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
+    _STATE["connect"] = SparkSession.builder.remote(f"sc://localhost:{port}").getOrCreate()
+    return _STATE["connect"].version
 
 
 def ours(n: int, options: dict) -> dict:
@@ -354,14 +370,16 @@ def bench(master: str, reps: int, options: dict, quick: bool, handoff: bool, t_a
 
 
 def handoff_main(argv: list[str]) -> dict:
-    """``python -m benchmarks handoff --master hosts:WxC [--reps N] [--json PATH]``: only
-    the hand-off across the hosts (:func:`handoff_part`), its table printed."""
+    """``python -m benchmarks handoff --master hosts:WxC [--reps N] [--connect] [--json PATH]``:
+    only the hand-off across the hosts (:func:`handoff_part`; ``--connect``: through a
+    Spark Connect session of the driver), its table printed."""
     from tests.support import hosts as hostlib
 
     ap = argparse.ArgumentParser(prog="python -m benchmarks handoff --master hosts:WxC")
     ap.add_argument("--master", required=True)
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--connect", action="store_true", help="through a Spark Connect session (pyspark >= 4)")
     args = ap.parse_args(argv)
     workers, cores = parse(args.master) or (0, 0)
     why = "not a hosts:WxC master" if not workers else hostlib.unavailable()
@@ -372,11 +390,12 @@ def handoff_main(argv: list[str]) -> dict:
     def note(what):
         print(f"{args.master}: {what} ({time.perf_counter() - t_all:.0f}s)", file=sys.stderr)
 
-    M: dict = {"master": args.master, "machine": machine_facts(), "hosts": {"workers": workers, "cores": cores}}
+    M: dict = {"master": args.master, "machine": machine_facts(), "hosts": {"workers": workers, "cores": cores},
+               "connect": args.connect}  # fmt: skip
     h = hostlib.Hosts.up(workers=workers, cores=cores)
     try:
         M["hosts"].update({name: host.ip for name, host in h.hosts.items()}, shared=h.shared_dir)
-        M["handoff"] = handoff_part(h, args.reps, note)
+        M["handoff"] = handoff_part(h, args.reps, note, connect=args.connect)
     finally:
         h.down()
     M["total_seconds"] = time.perf_counter() - t_all
@@ -390,20 +409,38 @@ def handoff_main(argv: list[str]) -> dict:
     return M
 
 
-def handoff_part(h, reps: int, note) -> dict:
+def _free_port() -> int:
+    """A port free here; the driver host's network namespace is new, so it is free there."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def handoff_part(h, reps: int, note, connect: bool = False) -> dict:
     """The hand-off at HANDOFF_GB on the bare and the shaped link, runs interleaved (the
-    order alternates per round), in one application, each run on a fresh Dask cluster: with a Dask worker on every worker
-    host (spark-dask's hand-off keeps each partition on its host), then with one worker
-    (the other hosts' partitions cross the network to it)."""
-    out: dict = {"gb": HANDOFF_GB, "shape": SHAPE, "reps": reps, "links": {}, "configs": {}}
+    order alternates per round), in one application, each run on a fresh Dask cluster:
+    with a Dask worker on every worker host (spark-dask's hand-off keeps each partition
+    on its host), then with one worker (the other hosts' partitions cross the network to
+    it). ``connect``: every step through a Spark Connect session of the driver
+    (:func:`connect_session`)."""
+    out: dict = {"gb": HANDOFF_GB, "shape": SHAPE, "reps": reps, "links": {}, "configs": {}, "connect": connect}
     for label, spec in (("bare", None), ("shaped", SHAPE)):
         shape(h, spec)
         out["links"][label] = link_check(h)
     shape(h, None)
     note(f"link check done: {json.dumps({k: round(v['gbit_per_s'], 2) for k, v in out['links'].items()})}")
-    d = h.driver(**HANDOFF_CONF)
+    conf = dict(HANDOFF_CONF)
+    if connect:
+        port = _free_port()
+        conf.update({"spark.plugins": "org.apache.spark.sql.connect.SparkConnectPlugin",
+                     "spark.connect.grpc.binding.port": str(port)})  # fmt: skip
+    d = h.driver(**conf)
     try:
         d.call(f"{__name__}:prepare")
+        if connect:
+            note(f"Spark Connect session: Spark {d.call(f'{__name__}:connect_session', port, timeout=120)}")
         for n_workers in (len(h.workers), 1):
             conf = out["configs"][str(n_workers)] = {"runs": {"bare": [], "shaped": []}}
             for i in range(reps):
@@ -441,6 +478,7 @@ def handoff_once(h, d) -> dict:
 
 # ------------------------------------------------------------------ tables, plot
 NAMES = {"spark_only": "(floor: Spark computes the data, noop write)", "spark_dask": "spark-dask",
+         "arrow_floor": "(conversion floor: the JVM's Arrow batches, counted in the JVM)",
          "spark_dask_rescan": "spark-dask, its second scan", "spark_dask_kept": "spark-dask, checkpoint=True",
          "parquet": "Parquet (shared directory)"}  # fmt: skip
 
@@ -489,7 +527,8 @@ def render_handoff(M: dict) -> list[str]:
         lines += [
             "",
             (
-                f"hand-off at {ho['gb']:g} GB on {M['master']}, {n_workers} Dask worker(s): on {w}; seconds, median "
+                f"hand-off at {ho['gb']:g} GB on {M['master']}{' through Spark Connect' if ho.get('connect') else ''}, "
+                f"{n_workers} Dask worker(s): on {w}; seconds, median "
                 f"(min-max) of {ho['reps']} runs, bare and shaped runs interleaved"
             ),
             "",
