@@ -9,7 +9,9 @@ starts and runs its first jobs in ~8.5 s instead of ~13. :func:`build` runs one 
 application (``python -m tests.support.cds dump DIR``: local-cluster[1,1,1024], the
 kinds of job the tests run) and keeps its driver's and its executor's archives under
 ``~/.cache/spark-dask/cds/KEY`` (``$SPARK_DASK_CDS_CACHE``), KEY naming the JDK, the
-pyspark and its jars, and :data:`QUICK_JVM`.
+pyspark and its jars, and :data:`QUICK_JVM`. Each build removes the archives of pyspark
+installs that are gone (:func:`prune`: a fresh clone's environment, deleted, leaves
+~280 MB behind otherwise).
 
 The JVM maps an archive only where its class path is the one the archive was written with
 and every directory on it is empty (JDK 17's ``SharedClassPathEntry::validate``): Spark
@@ -22,6 +24,7 @@ a SPARK_CONF_DIR. A JVM that cannot map its archive (another class path: an
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import functools
 import hashlib
@@ -30,12 +33,15 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 # JVM options of every JVM the tests start: C1 only and the serial GC start a local-cluster
 # application (and run its first job) in about 16 s instead of 25 on a 2-CPU machine (the
 # test JVMs are short-lived and small); the product sets no JVM option.
 QUICK_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 ROLES = ("driver", "executor")
+SOURCE = "jars"  # the file in a KEY directory naming the pyspark jars its archives were made from
+STALE_WORK = 3600  # s: a build's work directory this old is a killed build's (a build's timeout is 300 s)
 # A JVM that cannot use its archive says so on stdout unless these are off.
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 
@@ -127,13 +133,49 @@ def _dump_into(k: str, timeout: float) -> dict[str, str] | None:
             print(f"tests/support/cds.py: no class-data archives (exit {done.returncode}): {' | '.join(tail)}",
                   file=sys.stderr)  # fmt: skip
             return None
+        with open(os.path.join(work, SOURCE), "w") as f:
+            f.write(_pyspark_jars() or "")
         os.rename(work, os.path.join(cache_root(), k))
+        prune()
         return archives()
     except subprocess.TimeoutExpired:
         print(f"tests/support/cds.py: building the class-data archives took over {timeout:.0f} s", file=sys.stderr)
         return None
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def prune(now: float | None = None) -> list[str]:
+    """Remove what no test run can use any more: the archives (and lock file) of each key
+    whose pyspark jars directory is gone, and a killed build's work directory; the paths
+    removed. Archives of builds before :data:`SOURCE` was written are kept (nothing says
+    where they came from)."""
+    root = cache_root()
+    now = time.time() if now is None else now
+    removed = []
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return removed
+    for e in entries:
+        if not e.is_dir(follow_symlinks=False):
+            continue
+        if "." in e.name:  # KEY.xxxx: a build's work directory
+            gone = now - e.stat(follow_symlinks=False).st_mtime > STALE_WORK
+        else:
+            try:
+                with open(os.path.join(e.path, SOURCE)) as f:
+                    jars = f.read().strip()
+            except OSError:
+                continue
+            gone = not jars or not os.path.isdir(jars)
+        if gone:
+            shutil.rmtree(e.path, ignore_errors=True)
+            if "." not in e.name:
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(root, f"{e.name}.lock"))
+            removed.append(e.path)
+    return removed
 
 
 def _same(batches):
@@ -184,5 +226,8 @@ if __name__ == "__main__":
         dump(sys.argv[2])
     elif sys.argv[1:] == ["build"]:
         sys.exit(0 if build() else 1)
+    elif sys.argv[1:] == ["prune"]:
+        for path in prune():
+            print(f"removed {path}")
     else:
-        sys.exit("usage: python -m tests.support.cds build | dump DIR")
+        sys.exit("usage: python -m tests.support.cds build | prune | dump DIR")
