@@ -428,13 +428,10 @@ def main(argv=None) -> dict:
     t_all = time.perf_counter()
     builder = SparkSession.builder
     if args.connect:
-        import socket
-
+        from distributed.utils import open_port
         from pyspark.sql.connect.client.core import DefaultChannelBuilder
 
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
+        port = open_port("127.0.0.1")
         # the client of a local remote connects to the default port unless told: a free one
         DefaultChannelBuilder.default_port = staticmethod(lambda: port)
         builder = builder.remote(MASTER).config("spark.connect.grpc.binding.port", str(port))

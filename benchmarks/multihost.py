@@ -409,15 +409,6 @@ def handoff_main(argv: list[str]) -> dict:
     return M
 
 
-def _free_port() -> int:
-    """A port free here; the driver host's network namespace is new, so it is free there."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def handoff_part(h, reps: int, note, connect: bool = False) -> dict:
     """The hand-off at HANDOFF_GB on the bare and the shaped link, runs interleaved (the
     order alternates per round), in one application, each run on a fresh Dask cluster:
@@ -433,7 +424,9 @@ def handoff_part(h, reps: int, note, connect: bool = False) -> dict:
     note(f"link check done: {json.dumps({k: round(v['gbit_per_s'], 2) for k, v in out['links'].items()})}")
     conf = dict(HANDOFF_CONF)
     if connect:
-        port = _free_port()
+        from distributed.utils import open_port
+
+        port = open_port("127.0.0.1")  # free here; the driver host's network namespace is new
         conf.update({"spark.plugins": "org.apache.spark.sql.connect.SparkConnectPlugin",
                      "spark.connect.grpc.binding.port": str(port)})  # fmt: skip
     d = h.driver(**conf)

@@ -118,7 +118,8 @@ state35=$(mktemp -d)
 # then keeps ignoring it; with it restored, ^C stops both runs and their teardown still runs
 (
     XDG_RUNTIME_DIR=$state35 env --default-signal=INT .venv35/bin/python -m pytest \
-        -m "core and not newest" --durations=15 -p no:cacheprovider --basetemp="$state35/pytest" "$@" > "$logs/core35.log" 2>&1
+        -m "core and not newest" --durations=15 -p no:cacheprovider --basetemp="$state35/pytest" "$@" \
+        > "$logs/core35.log" 2>&1
     echo $? > "$logs/core35.rc"
     echo $((SECONDS - t3)) > "$logs/core35.s"
 ) &

@@ -422,19 +422,13 @@ def transfer_confs(spark, schema=None, records: int | None = None) -> dict[str, 
     if records is not None and files.spark_bytes(conf(spark, _MAX_RECORDS, "10000", sql=True)) != records:
         out[_MAX_RECORDS] = str(records)
     if schema is not None and spark_version(spark) >= (4, 0):
-        own = records is not None
+        limit = files.spark_bytes(conf(spark, _MAX_BYTES, "64m", sql=True))
+        # a batch of the transfer's own size may exceed the session's limit; an already
+        # lifted limit stays (byte_limit_is_redundant is False at NO_BYTE_LIMIT)
+        bound = limit if records is None or limit is None else max(limit, 2 * BATCH_BYTES)
         if records is None:
             records = files.spark_bytes(conf(spark, _MAX_RECORDS, "10000", sql=True))
-        limit = files.spark_bytes(conf(spark, _MAX_BYTES, "64m", sql=True))
-        if (
-            records is not None
-            and limit is not None
-            and limit < NO_BYTE_LIMIT
-            and (
-                byte_limit_is_redundant(schema, records, limit)
-                or (own and byte_limit_is_redundant(schema, records, 2 * BATCH_BYTES))
-            )
-        ):
+        if records is not None and bound is not None and byte_limit_is_redundant(schema, records, bound):
             out[_MAX_BYTES] = str(NO_BYTE_LIMIT)
     if (conf(spark, _CODEC, "none", sql=True) or "none").lower() != "none":
         out[_CODEC] = "none"

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import glob
 import os
-import socket
 import sys
 import time
 from dataclasses import replace
@@ -26,11 +25,13 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
+from distributed.utils import open_port
 
 import spark_dask
 from spark_dask import PlanError, SparkCluster, SparkDaskError
 from spark_dask.cluster import GangMaker
 from spark_dask.handoff import driver as handoff
+from spark_dask.handoff.files import DIR_PREFIX
 from spark_dask.handoff.transfer import host_info
 from spark_dask.parts import parts_of
 from tests.support import jars
@@ -56,12 +57,6 @@ def server_jars() -> dict[str, str]:
     return {"spark.jars": jar, "spark.executor.extraClassPath": jar}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def spark():
     """One in-process Spark Connect server for the module, on a free port."""
@@ -74,7 +69,7 @@ def spark():
         pytest.fail("a classic SparkSession is still active: a local Spark Connect server cannot start")
     extra = server_jars()
     fresh_jvm()
-    port = _free_port()
+    port = open_port("127.0.0.1")
     # pyspark 4: DefaultChannelBuilder; 3.5: ChannelBuilder holds the default port
     builder = getattr(core, "DefaultChannelBuilder", None) or core.ChannelBuilder
     with pytest.MonkeyPatch.context() as mp:
@@ -263,7 +258,7 @@ def test_scale_up_and_down_through_connect(spark):
 def test_unreachable_scheduler_is_reported_quickly(spark, monkeypatch):
     # What the tasks see from a laptop behind NAT: an address where nothing listens.
     # A refused port on loopback: no traffic leaves this machine.
-    dead = f"tls://127.0.0.1:{_free_port()}"
+    dead = f"tls://127.0.0.1:{open_port('127.0.0.1')}"
     original = GangMaker.task_spec
     tags = []
 
@@ -360,11 +355,15 @@ def test_to_dask_and_to_spark_through_connect(spark):
         spark.conf.set(key, "1m")
         try:
             roots = {w["root"] for w in client.run(host_info).values()}
-            before = {f for r in roots for f in glob.glob(os.path.join(r, "spark-dask-handoff-*", "*.arrow"))}
+
+            def arrow_files() -> set[str]:
+                return {f for r in roots for f in glob.glob(os.path.join(r, f"{DIR_PREFIX}*", "*.arrow"))}
+
+            before = arrow_files()
             big = spark.range(0, 200_000, 1, 2).selectExpr("id", "id * 0.5 AS x")
             ddf = spark_dask.to_dask(big).persist()
             assert ddf["id"].sum().compute() == sum(range(200_000))
-            files = {f for r in roots for f in glob.glob(os.path.join(r, "spark-dask-handoff-*", "*.arrow"))} - before
+            files = arrow_files() - before
             assert len(files) == 2 and [pa.ipc.open_file(f).num_record_batches for f in files] == [1, 1]
             assert spark.conf.get(key) == "1m" and not handoff._confs_set
             del ddf
