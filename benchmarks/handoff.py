@@ -56,27 +56,17 @@ ROW_BYTES = 64
 MEMORY = ("driver_py_mb", "driver_jvm_mb", "workers_mb", "host_mb")  # a measurement's memory figures
 
 
-def rss(pids) -> int:
-    """The summed RSS of ``pids`` (bytes; a process that has ended counts 0)."""
-    total = 0
-    for pid in pids:
-        try:
-            total += psutil.Process(pid).memory_info().rss
-        except psutil.Error:
-            pass
-    return total
-
-
-def private(pids) -> int:
-    """The summed RSS of ``pids`` less their pages shared with files or shmem (Linux's
-    RssFile + RssShmem): the memory only these processes hold."""
+def rss(pids, private: bool = False) -> int:
+    """The summed RSS of ``pids`` (bytes; a process that has ended counts 0); ``private``:
+    less their pages shared with files or shmem (Linux's RssFile + RssShmem), the memory
+    only these processes hold."""
     total = 0
     for pid in pids:
         try:
             m = psutil.Process(pid).memory_info()
-            total += m.rss - getattr(m, "shared", 0)
         except psutil.Error:
-            pass
+            continue
+        total += m.rss - (getattr(m, "shared", 0) if private else 0)
     return total
 
 
@@ -149,13 +139,13 @@ def measure(fn, spark, tag: str | None = None, roots=None) -> dict:
     """Run ``fn``; its time and the peak memory growth of driver (Python, JVM) and the
     workers (of cluster ``tag``; of any spark-dask cluster when None); with ``roots``
     (the workers' handoff roots, on this machine) also their host's: private memory plus
-    the hand-off's files (:func:`private`, :func:`transfer_bytes`)."""
+    the hand-off's files (:func:`rss`, :func:`transfer_bytes`)."""
     from pyspark import SparkContext
 
     jvm = SparkContext._gateway.proc.pid if SparkContext._gateway is not None else None
     workers = worker_pids(tag)
     gc.collect()
-    host = (lambda: private(workers) + transfer_bytes(roots)) if roots is not None else (lambda: 0)
+    host = (lambda: rss(workers, private=True) + transfer_bytes(roots)) if roots is not None else (lambda: 0)
     with (
         Peak(lambda: rss([os.getpid()])) as py,
         Peak(lambda: rss([jvm] if jvm else [])) as jv,
