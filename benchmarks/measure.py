@@ -25,17 +25,19 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
 # ------------------------------------------------------------------------------ helpers
-def new_spark(master: str):
+def new_spark(master: str, **conf):
     from pyspark.sql import SparkSession
 
-    spark = (
+    builder = (
         SparkSession.builder.master(master)
         .appName("spark-dask-bench")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.executorEnv.PATH", os.environ["PATH"])
-        .getOrCreate()
     )
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     from spark_dask.session import wait_for_executors
 

@@ -38,9 +38,11 @@ from spark_dask.errors import SparkDaskError
 from spark_dask.executor.command import worker_command
 from spark_dask.executor.gang_task import PRELOAD_MODULE, host_memory
 from spark_dask.executor.sizing import worker_memory
+from spark_dask.groups import group_holds, plan_groups, task_cpus
 from spark_dask.parts import parts_of
 from spark_dask.plan import PlanError, gang_threads, hog_warning, plan_gang, spare_slots
 from spark_dask.pyspark_warnings import pandas3_warning_off
+from spark_dask.report import task_request
 from spark_dask.session import cluster_facts, require_pyspark
 from spark_dask.session import conf as spark_conf
 from spark_dask.sizes import plural
@@ -499,6 +501,7 @@ def describe(
     memory_limit=None,
     gpu_mode=None,
     barrier=None,
+    worker_groups=None,
 ) -> dict:
     """What a cluster would look like on this Spark application; starts nothing.
 
@@ -510,14 +513,18 @@ def describe(
     facts = cluster_facts(spark, parse_timedelta(config.get("executor-wait")))
     out = _facts_rows(facts)
     given = {"n_workers": n_workers, "worker": worker, "task_profile": task_profile, "gpu_mode": gpu_mode,
-             "threads_per_worker": threads_per_worker, "memory_limit": memory_limit, "barrier": barrier}  # fmt: skip
+             "threads_per_worker": threads_per_worker, "memory_limit": memory_limit, "barrier": barrier,
+             "worker_groups": worker_groups or None}  # fmt: skip
     try:
         opts = options.resolve(**{**{o.name: None for o in options.keyword_options() if o.config}, **given})
         plan = plan_gang(facts, opts.n_workers, opts.worker, opts.task_profile, opts.gpu_mode, opts.barrier)
+        group_plans = plan_groups(facts, opts.worker_groups, opts, ((plan.n_tasks, task_cpus(plan, facts)),))
     except PlanError as e:
         out["error"] = str(e)
         return out
-    out.update(_plan_rows(facts, plan))
+    out.update(_plan_rows(facts, plan, group_holds(group_plans, facts)))
+    if group_plans:
+        out["worker groups"] = {name: _group_row(facts, p) for name, p in group_plans.items()}
     fewest, most = gang_threads(facts, plan, opts.threads_per_worker)
     threads = fewest if fewest == most else "<nthreads>"
     out["threads per worker"] = (
@@ -554,8 +561,9 @@ def _facts_rows(facts) -> dict:
     }
 
 
-def _plan_rows(facts, plan) -> dict:
-    """``info``'s rows about the planned gang (workers, tasks, warnings)."""
+def _plan_rows(facts, plan, groups: tuple = ()) -> dict:
+    """``info``'s rows about the planned gang (workers, tasks, warnings); ``groups``:
+    the ``(name, tasks, CPUs per task)`` of the worker groups beside it."""
     out = {
         "workers": plan.n_workers,
         "worker kind": plan.kind,
@@ -566,14 +574,20 @@ def _plan_rows(facts, plan) -> dict:
             if plan.uses_profile
             else "default resource profile"
         ),
-        "free slots while running": spare_slots(facts, plan),
+        "free slots while running": spare_slots(facts, plan, tuple((n, c) for _, n, c in groups)),
     }
     if plan.gpu_mode:
         out["GPU mode"] = plan.gpu_mode
-    notes = [n for n in plan.notes + (hog_warning(facts, plan),) if n]
+    notes = [n for n in plan.notes + (hog_warning(facts, plan, (), groups),) if n]
     if notes:
         out["warnings"] = notes
     return out
+
+
+def _group_row(facts, plan) -> str:
+    """A worker group's row of ``info``: its workers, kind and Spark task request."""
+    workers = plural(plan.n_workers, plan.kind + " worker")
+    return f"{workers}, {plural(plan.n_tasks, 'task')} ({task_request(plan, facts)})"
 
 
 def _worker_memory(facts, plan, limit) -> tuple[int | None, str]:

@@ -23,7 +23,6 @@ import warnings
 import weakref
 from contextlib import ExitStack, suppress
 from dataclasses import replace
-from functools import partial
 
 from dask.utils import parse_bytes
 from distributed import Client, Scheduler
@@ -35,6 +34,7 @@ from distributed.utils import Log, silence_logging_cmgr
 
 from spark_dask import (
     connection,
+    drain,
     idle,
     logdir,
     named,
@@ -52,6 +52,17 @@ from spark_dask.executor.sizing import memory_problem
 from spark_dask.executor.task_spec import TaskSpec
 from spark_dask.gang import Gang
 from spark_dask.gang_spec import by_host, rmm_spec, task_spec
+from spark_dask.group_pools import GroupPools
+from spark_dask.groups import (
+    DEFAULT,
+    WorkerGroup,
+    check_group,
+    group_env,
+    group_holds,
+    group_options,
+    plan_groups,
+    task_cpus,
+)
 from spark_dask.options import ClusterOptions
 from spark_dask.parts import ClusterParts, attach
 from spark_dask.plan import (
@@ -74,7 +85,7 @@ from spark_dask.session import (
 )
 from spark_dask.session import conf as spark_conf
 from spark_dask.sizes import plural
-from spark_dask.slots import other_clusters
+from spark_dask.slots import groups_held, other_clusters
 from spark_dask.waits import StartWait, watch_session_stop, watch_starved_stages
 from spark_dask.worker_flags import TaskWarnings, check_worker_options
 
@@ -120,13 +131,17 @@ async def _first_failure(facts_job, scheduler_job) -> None:
         raise
 
 
-def plan_start(facts, opts: ClusterOptions, quiet: bool, others: tuple = ()) -> tuple[GangPlan, list[str], dict]:
+def plan_start(
+    facts, opts: ClusterOptions, quiet: bool, others: tuple = ()
+) -> tuple[GangPlan, list[str], dict, dict[str, GangPlan]]:
     """The plan of a cluster's starting gang from the Spark facts and its options, after
     the checks that refuse it (a :class:`~spark_dask.errors.PlanError` before anything
     is submitted); the start-up warnings (``others``: the slots the application's other
-    spark-dask clusters hold, :func:`spark_dask.slots.other_clusters`); and the worker
-    options checked (each flag spelled as the worker program spells it)."""
+    spark-dask clusters hold, :func:`spark_dask.slots.other_clusters`); the worker
+    options checked (each flag spelled as the worker program spells it); and the plan
+    of each worker group (:func:`spark_dask.groups.plan_groups`)."""
     plan = plan_gang(facts, opts.n_workers, opts.worker, opts.task_profile, opts.gpu_mode, opts.barrier)
+    group_plans = plan_groups(facts, opts.worker_groups, opts, ((plan.n_tasks, task_cpus(plan, facts)),))
     check_request(facts, opts.threads_per_worker)
     worker_options = check_worker_options(opts.worker_options, plan.kind, opts.worker_command)
     limit = opts.memory_limit
@@ -136,8 +151,8 @@ def plan_start(facts, opts: ClusterOptions, quiet: bool, others: tuple = ()) -> 
         problem = memory_problem(int(limit), host_memory())
         if problem:
             raise PlanError("spark-dask: " + problem)
-    hog = None if quiet else hog_warning(facts, plan, others)
-    return plan, [n for n in (*plan.notes, hog) if n], worker_options
+    hog = None if quiet else hog_warning(facts, plan, others, group_holds(group_plans, facts))
+    return plan, [n for n in (*plan.notes, hog) if n], worker_options, group_plans
 
 
 class GangMaker:
@@ -160,11 +175,14 @@ class GangMaker:
         Where warnings go.
     on_done : callable
         ``on_done(gang)``, from the launcher thread, when a gang's Spark job ends.
+    group : str
+        The worker group whose gangs it makes (:mod:`spark_dask.groups`).
     """
 
     def __init__(
-        self, spark, tag: str, options: ClusterOptions, env: dict, side: DriverScheduler, events: Events, on_done
-    ):
+        self, spark, tag: str, options: ClusterOptions, env: dict, side: DriverScheduler, events: Events, on_done,
+        group: str = DEFAULT,
+    ):  # fmt: skip
         self.spark = spark
         self.tag = tag
         self.options = options
@@ -172,6 +190,7 @@ class GangMaker:
         self.side = side
         self.events = events
         self.on_done = on_done
+        self.group = group
         self.plan: GangPlan | None = None  # the starting gang's plan, and the facts read at start
         self.facts = None
         self.spec: TaskSpec | None = None
@@ -193,14 +212,15 @@ class GangMaker:
                 memory_limit=memory if spec.memory_limit == "auto" else spec.memory_limit,
             )
         return Gang(self.spark, plan, spec, cluster_tag=self.tag, index=index, first=first, reason=reason,
-                    on_done=self.on_done)  # fmt: skip
+                    on_done=self.on_done, group=self.group)  # fmt: skip
 
     def task_spec(self) -> TaskSpec:
         """What every task of the cluster is handed (:func:`spark_dask.gang_spec.task_spec`)."""
         opts, sec, scheduler = self.options, self.side.security, self.side.scheduler
         tls = {"ca": sec.tls_ca_file, "cert": sec.tls_worker_cert, "key": sec.tls_worker_key} if opts.tls else None
         # warnings the tasks attach to their workers (rmm missing, distributed patch level)
-        scheduler.add_plugin(TaskWarnings(self.events.warn))
+        if TaskWarnings.name not in scheduler.plugins:  # one for every worker group
+            scheduler.add_plugin(TaskWarnings(self.events.warn))
         rmm = None
         if self.plan.kind == "cuda":
             rmm, notes = rmm_spec(lambda key: spark_conf(self.spark, key), self.plan.gpu_mode, opts)
@@ -287,6 +307,9 @@ class SparkCluster(Cluster):
         Default: ``None``. (``spark-dask.worker-command``; CLI ``--worker-command``)
     env : dict, optional
         Environment variables for the worker processes. Default: none. (CLI ``--env``)
+    worker_groups : dict, optional
+        More kinds of worker beside the default ones: ``{name: {worker, n_workers,
+        ...}}``. Default: none. (``spark-dask.worker-groups``; CLI ``--worker-group``)
     task_profile : {'auto', True, False}, optional
         Ask Spark for a stage-level task resource profile for the gang. Default:
         ``'auto'``. (``spark-dask.task-profile``; CLI ``--task-profile``)
@@ -357,11 +380,12 @@ class SparkCluster(Cluster):
     environment variable such as ``DASK_SPARK_DASK__TIMEOUT=5m``; an explicit argument
     wins. Keys without a keyword argument: ``multiprocessing-method``, ``fork-nanny``,
     ``executor-wait``, ``slot-wait``, ``close-timeout``, ``death-timeout``,
-    ``kill-grace``, ``lost-worker-grace``, ``no-workers-timeout``, ``close-on-sigterm``,
-    ``state-dir``, ``connect-timeout``, ``dashboard-prefix``, ``rapids.rmm-pool-size``,
-    ``rapids.rmm-reserve``, ``rapids.rmm-fraction``, ``rapids.spill-fraction``,
-    ``rapids.dask-fraction``. The configuration page of the docs describes each one
-    (generated, like this section, from ``spark_dask/options.py``).
+    ``kill-grace``, ``lost-worker-grace``, ``no-workers-timeout``, ``drain-timeout``,
+    ``close-on-sigterm``, ``state-dir``, ``connect-timeout``, ``dashboard-prefix``,
+    ``rapids.rmm-pool-size``, ``rapids.rmm-reserve``, ``rapids.rmm-fraction``,
+    ``rapids.spill-fraction``, ``rapids.dask-fraction``. The configuration page of the
+    docs describes each one (generated, like this section, from
+    ``spark_dask/options.py``).
 
     Examples
     --------
@@ -389,6 +413,7 @@ class SparkCluster(Cluster):
         memory_limit: int | str | None = None,
         worker_options: dict | None = None,
         worker_command: str | list | None = None,
+        worker_groups: dict | None = None,
         timeout: str | float | None = None,
         tls: bool | None = None,
         dashboard: bool | None = None,
@@ -447,6 +472,7 @@ class SparkCluster(Cluster):
         self._watchers: list[asyncio.Task] = []  # faults; stage starvation or session stop
         p = self._parts
         p.maker = GangMaker(self.spark, self.tag, p.options, p.env, p.side, p.events, self._gang_ended_threadsafe)
+        self._groups = GroupPools(p, self.tag, self._group_pool)
         self._failed: str | None = None  # gang status after a failure
         self._torn_down = False
         self._connected = False
@@ -540,12 +566,13 @@ class SparkCluster(Cluster):
             self._plan()
             await scheduler_job
             self.status = Status.starting
-            pool = self._parts.pool
-            self._parts.side.watch_workers(partial(pool.worker_added, cluster_tag=self.tag), pool.worker_removed,
-                                    pool.recovery.leaving.add)  # fmt: skip
+            groups = self._groups
+            self._parts.side.watch_workers(groups.worker_added, groups.worker_removed, groups.worker_leaving)
             t_submit = time.monotonic()
             gangs = [
-                self._parts.pool.submit(step, "start") for step in gang_steps(self.gang_plan, self.gang_plan.n_workers)
+                pool.submit(step, "start")
+                for pool in self._parts.pools.values()
+                for step in gang_steps(pool.shape, pool.shape.n_workers)
             ]
             wait = StartWait(self.spark, self._parts.side, self._parts.facts, opts.slot_wait, self._parts.connect,
                              bool(opts.progress) and not self.quiet)  # fmt: skip
@@ -565,7 +592,7 @@ class SparkCluster(Cluster):
     def _plan(self) -> None:
         """The plan of the starting gang, its warnings, and the pool for the gangs."""
         others = other_clusters(self)
-        plan, notes, self._parts.maker.worker_options = plan_start(
+        plan, notes, self._parts.maker.worker_options, group_plans = plan_start(
             self._parts.facts, self._parts.options, self.quiet, others
         )
         for note in notes:
@@ -576,7 +603,12 @@ class SparkCluster(Cluster):
         p.pool = GangPool(plan, p.facts, p.options, p.events, p.side, p.maker.make,
                              self._parts.maker.fresh_facts, lambda: self._adaptive)  # fmt: skip
         self._parts.pool.others = lambda: other_clusters(self)
-        self._parts.pool.hogging = hog_warning(self._parts.facts, plan, others) is not None
+        self._parts.pool.beside = lambda: groups_held(self, DEFAULT)
+        self._parts.pool.hogging = hog_warning(p.facts, plan, others, group_holds(group_plans, p.facts)) is not None
+        p.pools = {DEFAULT: p.pool}
+        for name, group_plan in group_plans.items():
+            p.pools[name] = self._group_pool(p.options.worker_groups[name], group_plan)
+            p.pools[name].hogging = p.pool.hogging  # the slot warning counted every group: said once
         if not plan.barrier and self._parts.facts.dynamic_allocation:
             self._parts.events.log(
                 "spark-dask: dynamic allocation is on, where Spark runs no barrier stages: each "
@@ -590,8 +622,9 @@ class SparkCluster(Cluster):
         self._parts.timings["workers"] = now - t_submit
         self._parts.timings["start"] = now - t0
         self._connected = True
-        self._parts.pool.status = "running"
-        self._parts.pool.running = True
+        for pool in self._parts.pools.values():
+            pool.status = "running"
+            pool.running = True
         self._parts.maker.worker_size = self._parts.side.worker_size()
         self.status = Status.running
         # Connect: a stopped session does not end the collecting thread (the client
@@ -600,16 +633,25 @@ class SparkCluster(Cluster):
             watch = watch_session_stop(self.spark, self._parts.pool, self._log, self._close)
         else:
             watch = watch_starved_stages(self.spark, self._parts.pool, self.tag, self._parts.options.slot_wait)
+        p = self._parts
+        drains = drain.watch_decommission(self.spark, self.tag, self.scheduler, lambda: list(p.pools.values()),
+                                          p.options.drain_timeout, p.events, p.drains.append)  # fmt: skip
         self._watchers = [
-            asyncio.ensure_future(self._parts.pool.watch_faults(self._fail)),
+            *(asyncio.ensure_future(pool.watch_faults(self._fail)) for pool in self._parts.pools.values()),
             asyncio.ensure_future(watch),
+            asyncio.ensure_future(drains),
         ]
         if self._parts.options.idle_timeout:
             idle_watch = idle.close_when_idle(self.scheduler, self._parts.options.idle_timeout, self._idle_close)
             self._watchers.append(asyncio.ensure_future(idle_watch))
         self._register_signals()  # a no-op outside the main thread (sync start: __init__)
+        groups = "".join(
+            f" + worker group {name}: {plural(pool.shape.n_workers, pool.shape.kind + ' worker')}"
+            for name, pool in self._parts.pools.items()
+            if name != DEFAULT
+        )
         self._log(
-            f"spark-dask: {plural(self.gang_plan.n_workers, self.gang_plan.kind + ' worker')} connected to "
+            f"spark-dask: {plural(self.gang_plan.n_workers, self.gang_plan.kind + ' worker')}{groups} connected to "
             f"{self.scheduler.address} in {self._parts.timings['start']:.1f}s (cluster {self.name!r}, Spark job tag {self.tag})"
         )
 
@@ -631,8 +673,25 @@ class SparkCluster(Cluster):
 
     async def _gang_ended(self, gang: Gang) -> None:
         self._changed.set()
-        await self._parts.pool.gang_ended(gang, self.spark, self._close)
+        pool = self._parts.pools.get(gang.group)
+        if pool is not None:  # None: the group was removed
+            await pool.gang_ended(gang, self.spark, self._close)
         self._parts.log_keeper.save()  # cluster.log, spark-tasks.log
+
+    def _group_pool(self, group: WorkerGroup, plan: GangPlan) -> GangPool:
+        """The pool (and gang maker) of a worker group: the cluster's options with the
+        group's overlaid, its own plan; task numbers shared with the other groups."""
+        p = self._parts
+        opts = group_options(p.options, group, task_cpus(plan, p.facts))
+        maker = GangMaker(self.spark, self.tag, opts, group_env(p.env, group), p.side, p.events,
+                          self._gang_ended_threadsafe, group=group.name)  # fmt: skip
+        maker.plan, maker.facts, maker.log_dir = plan, p.facts, p.maker.log_dir
+        maker.worker_options = check_worker_options(opts.worker_options, plan.kind, opts.worker_command)
+        pool = GangPool(plan, p.facts, opts, p.events, p.side, maker.make, maker.fresh_facts, lambda: self._adaptive,
+                        group=group.name, numbers=p.pool.numbers)  # fmt: skip
+        pool.others = lambda: other_clusters(self)
+        pool.beside = lambda: groups_held(self, group.name)
+        return pool
 
     async def _fail(self, msg: str) -> None:
         """The cluster cannot go on: computations waiting for a worker fail with ``msg``
@@ -654,10 +713,10 @@ class SparkCluster(Cluster):
         self._parts.log_keeper.save()  # cluster.log was written at the close, before this line
 
     # ------------------------------------------------------------------ scaling
-    async def _scale(self, n: int) -> None:
+    async def _scale(self, n: int, group: str | None = None) -> None:
         if self.status != Status.running:
             raise ClusterError(f"spark-dask: the cluster is {self.status.name}; it cannot scale")
-        await self._parts.pool.scale(n)
+        await self._groups.pool_of(group).scale(n)
 
     async def _scale_down(self, workers) -> None:
         """Adaptive's scale-down (after it retired ``workers``): drop them from their gangs."""
@@ -665,9 +724,10 @@ class SparkCluster(Cluster):
             await self._parts.pool.scale_down(workers)
 
     # ------------------------------------------------------------------ contract
-    def scale(self, n: int = 0, memory=None, cores=None):
+    def scale(self, n: int = 0, memory=None, cores=None, group: str | None = None):
         """Scale the cluster to ``n`` workers (or enough for ``cores`` threads or
-        ``memory`` bytes).
+        ``memory`` bytes); with ``group``, only that worker group (the other groups keep
+        their workers; default: the ``default`` group).
 
         Growing submits a gang (a Spark barrier stage; under dynamic allocation a Spark
         job per worker) for the new workers, into free Spark task slots only: beyond
@@ -676,14 +736,17 @@ class SparkCluster(Cluster):
         their Spark tasks return and their slots serve Spark jobs again. Returns at
         once; ``cluster.wait_for_workers(n)`` waits for the workers.
         """
-        threads, per_memory = size_per_worker(
-            self._parts.options, self._parts.side.worker_size() or self._parts.maker.worker_size
-        )
+        pool = self._groups.pool_of(group) if group is not None else None
+        if pool is None or pool is self._parts.pool:
+            size = self._parts.side.worker_size() or self._parts.maker.worker_size
+            threads, per_memory = size_per_worker(self._parts.options, size)
+        else:
+            threads, per_memory = size_per_worker(pool.options, None)
         if isinstance(memory, str):
             memory = parse_bytes(memory)
         n = workers_for(n, cores, memory, threads, per_memory)
         with self._parts.events.hold():
-            return self.sync(self._scale, n)
+            return self.sync(self._scale, n, group)
 
     def scale_up(self, n: int):
         """Scale up to ``n`` workers (what ``Adaptive`` calls)."""
@@ -703,6 +766,7 @@ class SparkCluster(Cluster):
         maximum_cores: int | None = None,
         minimum_memory: str | None = None,
         maximum_memory: str | None = None,
+        group: str | None = None,
         **kwargs,
     ):
         """Let distributed's ``Adaptive`` scale the cluster with the workload.
@@ -712,7 +776,12 @@ class SparkCluster(Cluster):
         executors ``spark.dynamicAllocation.maxExecutors`` allows). Other keyword
         arguments go to ``Adaptive`` (``interval``, ``wait_count``, ``target_duration``);
         the workers of one Spark task are retired together.
+
+        Not with worker groups (``group``, or a cluster that has groups beside the
+        default one): a :class:`~spark_dask.errors.PlanError` says so; scale each group
+        with ``scale(n, group=...)``.
         """
+        self._groups.check_adapt(group)
         threads, per_memory = size_per_worker(
             self._parts.options, self._parts.side.worker_size() or self._parts.maker.worker_size
         )
@@ -723,11 +792,87 @@ class SparkCluster(Cluster):
         kwargs.setdefault("worker_key", task_group)
         return super().adapt(Adaptive=Adaptive, minimum=minimum, maximum=maximum, **kwargs)
 
+    # ------------------------------------------------------------------ worker groups
+    def add_worker_group(
+        self,
+        name: str,
+        n_workers: int | None = None,
+        worker: str = "cpu",
+        threads_per_worker: int | None = None,
+        memory_limit: int | str = "auto",
+        resources: dict | None = None,
+        worker_options: dict | None = None,
+        env: dict | None = None,
+    ) -> None:
+        """Start a worker group beside the cluster's workers and return once its
+        workers are connected.
+
+        Parameters
+        ----------
+        name : str
+            1 to 32 letters, digits or ``_``: names the group's gangs and its Dask
+            resource ``group-<name>`` (one unit on each of its workers).
+        n_workers : int, optional
+            Workers at start. Default: one per executor (``cuda``: one per executor GPU).
+        worker : {'cpu', 'cuda'}
+            The worker program. A ``cpu`` group's Spark tasks ask for CPUs only (a
+            stage-level task profile), never GPUs.
+        threads_per_worker : int, optional
+            Threads per worker; for ``cpu`` also the CPUs of each Spark task. Default:
+            ``spark.task.cpus`` (``cuda``: 1).
+        memory_limit : int or str
+            Memory per worker (``auto``: as for the default group).
+        resources : dict, optional
+            Dask resources of each worker beside the group's own.
+        worker_options : dict, optional
+            Extra worker command-line options, over the cluster's.
+        env : dict, optional
+            Environment variables of the workers, over the cluster's.
+
+        Raises
+        ------
+        PlanError
+            A bad or taken name, a bad value, or executors that cannot hold the group.
+        ClusterError
+            Its Spark job ended, or its workers did not connect within ``timeout``:
+            nothing of the group is left running.
+        """
+        spec = {"n_workers": n_workers, "worker": worker, "threads_per_worker": threads_per_worker,
+                "memory_limit": memory_limit, "resources": resources, "worker_options": worker_options, "env": env}  # fmt: skip
+        group = check_group(name, spec, self._parts.pools)
+        if self._adaptive is not None and getattr(self._adaptive, "state", "") == "running":
+            raise PlanError(
+                "spark-dask: add_worker_group(): stop adaptive scaling first (adaptive.stop() on what cluster.adapt() returned)"
+            )
+        with self._parts.events.hold():
+            return self.sync(self._add_worker_group, group)
+
+    async def _add_worker_group(self, group: WorkerGroup) -> None:
+        if self.status != Status.running:
+            raise ClusterError(f"spark-dask: the cluster is {self.status.name}; it cannot add a worker group")
+        pool = await self._groups.add(group, self.spark)
+        self._watchers.append(asyncio.ensure_future(pool.watch_faults(self._fail)))
+
+    def remove_worker_group(self, name: str) -> None:
+        """Retire every worker of the worker group ``name`` (Dask moves their data to
+        the other workers first), end its Spark jobs and forget the group. The default
+        group cannot be removed (``scale(0)`` empties it)."""
+        if name == DEFAULT:
+            raise PlanError("spark-dask: the default worker group cannot be removed; cluster.scale(0) empties it")
+        self._groups.pool_of(name)
+        return self.sync(self._remove_worker_group, name)
+
+    async def _remove_worker_group(self, name: str) -> None:
+        if self.status != Status.running:
+            raise ClusterError(f"spark-dask: the cluster is {self.status.name}; it cannot remove a worker group")
+        await self._groups.end(name, self._parts.options.close_timeout, self.spark)
+        self._parts.events.log(f"spark-dask: worker group {name} removed: its workers were retired")
+
     @property
     def plan(self) -> set:
         """Names of the workers the gangs are to hold: connected ones, and a placeholder
         (``<gang>/pending-<i>``) for each that has not connected yet (for ``Adaptive``)."""
-        return self._parts.pool.planned_names() if self._parts.pool is not None else set()
+        return self._groups.planned_names()
 
     @property
     def requested(self) -> set:
@@ -757,8 +902,8 @@ class SparkCluster(Cluster):
         for watcher in self._watchers:
             if watcher is not None and watcher is not asyncio.current_task():
                 watcher.cancel()
-        if self._parts.pool is not None:
-            self._parts.pool.stop()
+        for pool in self._parts.pools.values():
+            pool.stop()
         with suppress(Exception):
             await Cluster._close(self)
         self.status = Status.closing
@@ -766,9 +911,11 @@ class SparkCluster(Cluster):
             await self._close_hooks.run(self._parts.options.close_timeout)
         await self._parts.side.close(self._parts.options.close_timeout)
         self._parts.timings["close_scheduler"] = time.monotonic() - t0
-        if self._parts.pool is not None:
+        if self._parts.pools:
             grace = self._parts.options.close_timeout if self.close_grace is None else self.close_grace
-            await self._parts.pool.end(grace if graceful else 0, self.spark)
+            await asyncio.gather(
+                *(pool.end(grace if graceful else 0, self.spark) for pool in self._parts.pools.values())
+            )
         self._parts.timings["close"] = time.monotonic() - t0
         self._exit_stack.close()
         self.status = Status.closed
@@ -865,6 +1012,7 @@ def start(
     memory_limit: int | str | None = None,
     worker_options: dict | None = None,
     worker_command: str | list | None = None,
+    worker_groups: dict | None = None,
     timeout: str | float | None = None,
     tls: bool | None = None,
     dashboard: bool | None = None,
@@ -920,6 +1068,9 @@ def start(
         Default: ``None``. (``spark-dask.worker-command``; CLI ``--worker-command``)
     env : dict, optional
         Environment variables for the worker processes. Default: none. (CLI ``--env``)
+    worker_groups : dict, optional
+        More kinds of worker beside the default ones: ``{name: {worker, n_workers,
+        ...}}``. Default: none. (``spark-dask.worker-groups``; CLI ``--worker-group``)
     task_profile : {'auto', True, False}, optional
         Ask Spark for a stage-level task resource profile for the gang. Default:
         ``'auto'``. (``spark-dask.task-profile``; CLI ``--task-profile``)
@@ -986,11 +1137,12 @@ def start(
     environment variable such as ``DASK_SPARK_DASK__TIMEOUT=5m``; an explicit argument
     wins. Keys without a keyword argument: ``multiprocessing-method``, ``fork-nanny``,
     ``executor-wait``, ``slot-wait``, ``close-timeout``, ``death-timeout``,
-    ``kill-grace``, ``lost-worker-grace``, ``no-workers-timeout``, ``close-on-sigterm``,
-    ``state-dir``, ``connect-timeout``, ``dashboard-prefix``, ``rapids.rmm-pool-size``,
-    ``rapids.rmm-reserve``, ``rapids.rmm-fraction``, ``rapids.spill-fraction``,
-    ``rapids.dask-fraction``. The configuration page of the docs describes each one
-    (generated, like this section, from ``spark_dask/options.py``).
+    ``kill-grace``, ``lost-worker-grace``, ``no-workers-timeout``, ``drain-timeout``,
+    ``close-on-sigterm``, ``state-dir``, ``connect-timeout``, ``dashboard-prefix``,
+    ``rapids.rmm-pool-size``, ``rapids.rmm-reserve``, ``rapids.rmm-fraction``,
+    ``rapids.spill-fraction``, ``rapids.dask-fraction``. The configuration page of the
+    docs describes each one (generated, like this section, from
+    ``spark_dask/options.py``).
 
     Examples
     --------

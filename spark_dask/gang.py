@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from spark_dask.executor.task_spec import TaskSpec
+from spark_dask.groups import DEFAULT
 from spark_dask.launcher import GangLauncher, summarize_spark_error
 from spark_dask.plan import GangPlan, tasks_for
 from spark_dask.sizes import plural
@@ -52,7 +53,7 @@ class Gang:
         What every task of the cluster needs (scheduler address, credentials, sizing);
         the gang sets its own number, its first task number and its size.
     cluster_tag : str
-        The cluster's tag; gang 0 uses it as its Spark job group, gang ``i`` ``<tag>-g<i>``.
+        The cluster's tag; the job group of each gang is :func:`gang_tag`.
     index : int
         The gang's number in the cluster (0, 1, ...).
     first : int
@@ -61,6 +62,8 @@ class Gang:
         ``"start"``, ``"scale"`` or ``"relaunch"`` (shown in the logs and the widget).
     on_done : callable
         Called with the gang from the launcher thread once its Spark job has ended.
+    group : str
+        The worker group (:mod:`spark_dask.groups`) whose workers the gang runs.
     """
 
     def __init__(
@@ -74,9 +77,11 @@ class Gang:
         first: int,
         reason: str = "start",
         on_done: Callable[[Gang], None] | None = None,
+        group: str = DEFAULT,
     ):
         self.index = index
-        self.tag = cluster_tag if index == 0 else f"{cluster_tag}-g{index}"
+        self.group = group
+        self.tag = gang_tag(cluster_tag, group, index)
         self.plan = plan
         self.first = first
         self.reason = reason
@@ -101,6 +106,7 @@ class Gang:
             barrier=plan.barrier,
             n_workers=plan.n_workers,
             workers_per_task=plan.workers_per_task,
+            group=group,
         )
         self.launcher = GangLauncher(
             spark,
@@ -255,6 +261,8 @@ class Gang:
             if waited >= 5:
                 state = f"waiting for Spark task slots ({waited:.0f} s)"
         extra = "" if self.reason == "start" else f" ({self.reason})"
+        if self.group != DEFAULT:
+            extra += f" (worker group {self.group})"
         return f"{kind} {self.tag}{extra}: {state}"
 
     def failure(self) -> str:
@@ -271,6 +279,20 @@ class Gang:
 # Why a gang whose Spark job ended without an error is relaunched: its workers ended
 # without being asked (a Dask worker that loses its scheduler for long closes itself).
 SELF_ENDED = "its Dask workers ended without being asked to (cut off from the scheduler, or closed from inside)"
+
+
+def gang_tag(cluster_tag: str, group: str, index: int) -> str:
+    """The Spark job group of gang ``index`` of a worker group: unique over the cluster.
+    The default group's first gang has the cluster's tag itself.
+
+    >>> gang_tag("spark-dask-ab", "default", 0), gang_tag("spark-dask-ab", "default", 2)
+    ('spark-dask-ab', 'spark-dask-ab-g2')
+    >>> gang_tag("spark-dask-ab", "cpu", 0)
+    'spark-dask-ab-cpu-g0'
+    """
+    if group == DEFAULT:
+        return cluster_tag if index == 0 else f"{cluster_tag}-g{index}"
+    return f"{cluster_tag}-{group}-g{index}"
 
 
 def gang_of_placeholder(name: str) -> str | None:

@@ -29,6 +29,7 @@ from dask.utils import parse_bytes, parse_timedelta
 from spark_dask import config
 from spark_dask.errors import PlanError, UnknownKeywordError
 from spark_dask.executor.sizing import small_memory_problem
+from spark_dask.groups import check_groups, parse_flag
 from spark_dask.plan import check_barrier, check_gpu_mode
 
 # Groups, in the order the configuration page shows them.
@@ -48,7 +49,8 @@ class Cli:
     ``flag`` is the click declaration (``"--tls/--no-tls"`` for a switch pair);
     ``kind`` one of ``str``, ``int>=1``, ``int>=0``, ``choice``, ``switch``,
     ``key-values`` (``KEY=VALUE``, repeatable), ``typed-key-values`` (``KEY=VALUE`` with
-    YAML-typed values), ``bool-choice`` (``auto|true|false``).
+    YAML-typed values), ``bool-choice`` (``auto|true|false``), ``groups``
+    (``NAME:KEY=VALUE,...``, repeatable: :func:`spark_dask.groups.parse_flag`).
     """
 
     flag: str
@@ -232,6 +234,29 @@ OPTIONS: tuple[Option, ...] = (
             "key-values",
             metavar="KEY=VALUE",
             help="Environment variable for the worker processes (repeatable).",
+        ),
+    ),
+    Option(
+        "worker-groups",
+        {},
+        "dict, optional",
+        "More kinds of worker beside the default ones: `{name: {worker, n_workers, ...}}`.",
+        "Each group is a name (letters, digits, `_`) and a dict of `worker` (`cpu` or `cuda`), "
+        "`n_workers`, `threads_per_worker`, `memory_limit`, `resources`, `worker_options` and "
+        "`env`; its gangs run beside the default group's, each with a Spark task profile of its "
+        "own (a `cpu` group on GPU executors holds no GPU). Its workers carry the Dask resource "
+        '`group-<name>` for `client.submit(..., resources={"group-<name>": 1})`. '
+        "`cluster.add_worker_group(...)`, `scale(n, group=...)` and `remove_worker_group(...)` "
+        "change them later. See [Worker groups](user-guide.md#worker-groups).",
+        keyword=True,
+        default_text="none",
+        cli=Cli(
+            "--worker-group",
+            "groups",
+            ("run", "info"),
+            metavar="NAME:KEY=VALUE,...",
+            help="A worker group, e.g. `cpu:worker=cpu,n_workers=2,threads_per_worker=8` (repeatable; "
+            "values are read as YAML).",
         ),
     ),
     Option(
@@ -419,6 +444,22 @@ OPTIONS: tuple[Option, ...] = (
         "and grows back when Spark has capacity again (a host replaced, an executor added). While "
         "it has no worker at all it says so; after this long it fails: every computation waiting "
         "for a worker fails with the reason and the cluster closes (no Spark job is left).",
+        group="startup",
+        time=True,
+    ),
+    Option(
+        "drain-timeout",
+        "30s",
+        "str",
+        "How long Dask may move a worker's data away when Spark decommissions its executor.",
+        "With `spark.decommission.enabled` (spot reclaims, scale-down) the driver learns that an "
+        "executor will go before it goes. Its Dask workers are retired at once: Dask moves the data "
+        "only they hold to the other workers, then their Spark tasks end, so that the executor can "
+        "leave without failing the barrier stage of the workers elsewhere; as many workers start "
+        "again once Spark has a free task slot. After this long (or Spark's "
+        "`spark.executor.decommission.forceKillTimeout` / `killInterval` less 5 s, where shorter) "
+        "the workers are closed anyway and what was not moved is recomputed when needed. `0`: no "
+        "data is moved. Spark Connect sessions cannot see decommissions (no driver access).",
         group="startup",
         time=True,
     ),
@@ -674,6 +715,7 @@ class ClusterOptions:
     memory_limit: int | str
     worker_options: dict | None
     worker_command: str | list[str] | None
+    worker_groups: dict
     multiprocessing_method: str | None
     fork_nanny: bool
     task_profile: str | bool
@@ -689,6 +731,7 @@ class ClusterOptions:
     relaunch_attempts: int
     lost_worker_grace: float
     no_workers_timeout: float
+    drain_timeout: float
     close_on_sigterm: str | bool
     tls: bool
     require_encryption: bool
@@ -772,6 +815,7 @@ def resolve(**given) -> ClusterOptions:
         problem = small_memory_problem(mem, opts["memory_limit"])
         if problem:
             raise PlanError("spark-dask: " + problem)
+    opts["worker_groups"] = check_groups(opts["worker_groups"])
     if opts["worker_options"] is not None and not isinstance(opts["worker_options"], dict):
         raise PlanError(f"worker_options must be a dict, got {type(opts['worker_options']).__name__}")
     ra = opts["relaunch_attempts"]
@@ -947,6 +991,20 @@ def typed_key_values(ctx, param, values) -> dict:
     return {k: yaml.safe_load(v) if v != "" else "" for k, v in key_values(ctx, param, values).items()}
 
 
+def group_values(ctx, param, values) -> dict:
+    """click callback: ``NAME:KEY=VALUE,...`` items (repeatable) to ``worker_groups``."""
+    import click
+
+    out = {}
+    for item in values or ():
+        try:
+            name, spec = parse_flag(item)
+        except PlanError as e:
+            raise click.BadParameter(str(e), ctx=ctx, param=param) from None
+        out[name] = spec
+    return out
+
+
 def bool_choice(ctx, param, value):
     """click callback: ``auto|true|false`` to ``"auto"``, True, False."""
     if value is None:
@@ -977,6 +1035,10 @@ def click_options(command: str):
             kw["multiple"] = True
             kw["default"] = ()
             kw["callback"] = key_values if c.kind == "key-values" else typed_key_values
+        elif c.kind == "groups":
+            kw["multiple"] = True
+            kw["default"] = ()
+            kw["callback"] = group_values
         return click.option(c.flag, option.name, **kw)
 
     chosen = [o for o in OPTIONS if o.cli is not None and command in o.cli.commands]

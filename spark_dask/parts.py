@@ -30,11 +30,17 @@ class ClusterParts:
         The cluster's entry in the state directory.
     log_keeper : spark_dask.logdir.KeptLogs
     pool : spark_dask.pool.GangPool or None
+        The default worker group's pool.
+    pools : dict
+        Every worker group's pool by the group's name (:mod:`spark_dask.groups`), the
+        default group first.
     facts : spark_dask.plan.ClusterFacts or None
     timings : dict
         Seconds of each start-up step.
     connect : bool
         Whether the session is Spark Connect.
+    drains : list of dict
+        What each drain of a decommissioned executor did (:func:`spark_dask.drain.drain_executor`).
     """
 
     options: Any
@@ -45,14 +51,18 @@ class ClusterParts:
     entry: Any = None
     log_keeper: Any = None
     pool: Any = None
+    pools: dict = field(default_factory=dict)
     facts: Any = None
     timings: dict = field(default_factory=dict)
     connect: bool = False
+    drains: list = field(default_factory=list)
 
     @property
     def gangs(self) -> list:
-        """Every gang (Spark job) submitted, in order."""
-        return self.pool.gangs if self.pool is not None else []
+        """Every gang (Spark job) submitted, in order, group by group."""
+        if not self.pools:
+            return self.pool.gangs if self.pool is not None else []
+        return [g for pool in self.pools.values() for g in pool.gangs]
 
     @property
     def relaunches(self) -> int:

@@ -281,6 +281,102 @@ def _cpu_plan(facts: ClusterFacts, kind: str, n: int, profiles_ok: bool, force_p
     return GangPlan(kind, False, n, n, 1)
 
 
+def plan_group(
+    facts: ClusterFacts,
+    worker: str,
+    n_workers: int | None = None,
+    threads_per_worker: int | None = None,
+    task_profile: bool | str = "auto",
+    gpu_mode: str = "auto",
+    barrier: bool | str = "auto",
+    beside: tuple[tuple[int, int], ...] = (),
+) -> GangPlan:
+    """Decide the gangs of a worker group (:mod:`spark_dask.groups`) beside the
+    cluster's other groups, or raise :class:`PlanError`.
+
+    Rules
+    -----
+    * ``cuda``: as :func:`plan_gang` decides for ``worker='cuda'`` (one worker per
+      executor GPU, pinned).
+    * ``cpu``: one worker per executor by default; each of its Spark tasks asks for
+      ``threads_per_worker`` CPUs (default ``spark.task.cpus``) and *no GPU*. Where the
+      application's tasks take GPUs (``spark.task.resource.gpu.amount`` > 0), or the CPUs
+      differ from ``spark.task.cpus``, that needs a CPU-only stage-level task profile:
+      where Spark cannot give one, the group is refused (its tasks would hold GPUs, or
+      the wrong number of CPUs).
+    * ``beside``: the ``(tasks, CPUs per task)`` the other groups hold; a ``cpu`` group
+      fits only into the cores they leave on each executor (spread as Spark places
+      barrier tasks, round robin).
+
+    >>> f = ClusterFacts(executors=2, executor_cores=8, executor_memory=0, executor_gpus=2,
+    ...                  task_gpus=1, slots=4, task_profiles=True)
+    >>> p = plan_group(f, "cpu", threads_per_worker=4, beside=((4, 1),))
+    >>> p.kind, p.n_workers, p.task_cpus, p.task_gpus
+    ('cpu', 2, 4, None)
+    >>> plan_group(replace(f, task_profiles=False), "cpu")
+    Traceback (most recent call last):
+    ...
+    spark_dask.errors.PlanError: a 'cpu' worker group needs Spark tasks of 1 CPU and no GPU (a stage-level task profile: the application's tasks take spark.task.resource.gpu.amount=1 GPU), but stage-level task profiles are not available here (Spark >= 3.4 on standalone, 3.5 on YARN/Kubernetes, dynamic allocation off; Spark Connect needs 4.0)
+    >>> plan_group(f, "cpu", n_workers=3, threads_per_worker=8, beside=((4, 1),))
+    Traceback (most recent call last):
+    ...
+    spark_dask.errors.PlanError: a 'cpu' worker group of 3 workers needs 3 Spark tasks of 8 CPUs, but the cores the cluster's other groups leave on the executors hold 0 (2 executors x 8 cores); use fewer workers or threads_per_worker
+    """
+    if worker not in ("cpu", "cuda"):
+        raise PlanError(f"a worker group's worker must be 'cpu' or 'cuda', got {worker!r}")
+    if worker == "cuda":
+        return plan_gang(facts, n_workers, "cuda", task_profile, gpu_mode, barrier)
+    check_barrier(barrier, facts.dynamic_allocation)
+    _check_n_workers(n_workers)
+    check_request(facts, threads_per_worker)
+    dyn = facts.dynamic_allocation
+    if facts.executors < 1 and not dyn:
+        raise PlanError(f"no Spark executors are registered (master {facts.master!r})")
+    cpus = threads_per_worker or max(facts.task_cpus, 1)
+    n = n_workers or max(facts.executors, 1)
+    if facts.task_gpus > 0 or cpus != facts.task_cpus:
+        if not facts.task_profiles or task_profile is False or dyn:
+            why = (
+                f"the application's tasks take spark.task.resource.gpu.amount={facts.task_gpus:g} GPU"
+                if facts.task_gpus > 0
+                else f"spark.task.cpus={facts.task_cpus}"
+            )
+            raise PlanError(
+                f"a 'cpu' worker group needs Spark tasks of {plural(cpus, 'CPU')} and no GPU (a stage-level "
+                f"task profile: {why}), but stage-level task profiles are not available here (Spark >= 3.4 "
+                "on standalone, 3.5 on YARN/Kubernetes, dynamic allocation off; Spark Connect needs 4.0)"
+            )
+        plan = GangPlan("cpu", False, n, n, 1, cpus, None)
+    else:
+        plan = GangPlan("cpu", False, n, n, 1)
+    if dyn or barrier is False:
+        plan = replace(plan, barrier=False)
+    room = cpu_room(facts, cpus, beside)
+    if room is not None and n > room and not dyn:
+        raise PlanError(
+            f"a 'cpu' worker group of {plural(n, 'worker')} needs {plural(n, 'Spark task')} of "
+            f"{plural(cpus, 'CPU')}, but the cores the cluster's other groups leave on the executors "
+            f"hold {room} ({executor_shape(replace(facts, executor_gpus=0))}); use fewer workers or "
+            "threads_per_worker"
+        )
+    return plan
+
+
+def cpu_room(facts: ClusterFacts, cpus: int, beside: tuple[tuple[int, int], ...]) -> int | None:
+    """Tasks of ``cpus`` CPUs the registered executors hold beside ``beside`` (the
+    ``(tasks, CPUs per task)`` of other worker groups, spread round robin as Spark places
+    barrier tasks); None when the executors are not known.
+
+    >>> f = ClusterFacts(executors=2, executor_cores=8, executor_memory=0)
+    >>> cpu_room(f, 4, ((2, 1),)), cpu_room(f, 4, ())
+    (2, 4)
+    """
+    if facts.executors < 1 or facts.executor_cores < 1:
+        return None
+    taken, _ = others_cpus(facts.executors, beside, 0)
+    return sum(max(facts.executor_cores - t, 0) // max(cpus, 1) for t in taken)
+
+
 def check_barrier(barrier: bool | str, dynamic_allocation: bool) -> None:
     """Refuse a ``barrier`` request that cannot be: ``"auto"`` runs a barrier stage
     except under dynamic allocation (Spark refuses one there, SPARK-24942); ``False``
@@ -604,12 +700,16 @@ def spare_slots(facts: ClusterFacts, plan: GangPlan, others: tuple[tuple[int, in
     return total
 
 
-def hog_warning(facts: ClusterFacts, plan: GangPlan, others: tuple[tuple[str, int, int], ...] = ()) -> str | None:
+def hog_warning(
+    facts: ClusterFacts, plan: GangPlan, others: tuple[tuple[str, int, int], ...] = (),
+    groups: tuple[tuple[str, int, int], ...] = (),
+) -> str | None:  # fmt: skip
     """The warning given at start (and on a scale-up) when the gangs leave Spark jobs no
     task slot at all. Under dynamic allocation Spark adds executors for waiting jobs: only
     when the gangs hold every slot the most executors allowed would have. ``others``: the
     ``(job tag, tasks, CPUs per task)`` of the application's other spark-dask clusters,
-    whose slots count too (and are named).
+    whose slots count too (and are named); ``groups``: the ``(name, tasks, CPUs per
+    task)`` of the cluster's other worker groups, counted likewise.
 
     >>> f = ClusterFacts(executors=2, executor_cores=2, executor_memory=0, slots=4)
     >>> one = GangPlan("cpu", False, 1, 1, 1, task_cpus=2)
@@ -627,7 +727,7 @@ def hog_warning(facts: ClusterFacts, plan: GangPlan, others: tuple[tuple[str, in
             "until the cluster closes or shrinks (cluster.scale(n)). To leave room: fewer "
             "workers, or a higher maxExecutors."
         )
-    spare = spare_slots(facts, plan, tuple((n, cpus) for _, n, cpus in others))
+    spare = spare_slots(facts, plan, tuple((n, cpus) for _, n, cpus in (*groups, *others)))
     if spare is None or spare > 0:
         return None
     advice = []
@@ -651,9 +751,15 @@ def hog_warning(facts: ClusterFacts, plan: GangPlan, others: tuple[tuple[str, in
             + ("s " if len(others) > 1 else " ")
             + ", ".join(f"{tag} ({plural(n, 'task')} of {plural(cpus, 'CPU')})" for tag, n, cpus in others)
         )
+    if groups:
+        beside = (
+            " with its worker groups "
+            + ", ".join(f"{name} ({plural(n, 'task')} of {plural(cpus, 'CPU')})" for name, n, cpus in groups)
+            + beside
+        )
     return (
         f"spark-dask: the Dask cluster's {plural(plan.n_tasks, ('barrier ' if plan.barrier else '') + 'task')}{beside} "
-        f"{'takes' if plan.n_tasks == 1 and not others else 'take'} every task slot Spark jobs can use ({shape}). A Spark job started while it runs (spark.read.parquet, "
+        f"{'takes' if plan.n_tasks == 1 and not others and not groups else 'take'} every task slot Spark jobs can use ({shape}). A Spark job started while it runs (spark.read.parquet, "
         f"df.collect(), ...) waits until the cluster closes or shrinks (cluster.scale(n)). To leave room: "
         + either(advice)
         + "."
@@ -741,6 +847,7 @@ __all__ = [
     "tasks_for",
     "workers_for",
     "plan_gang",
+    "plan_group",
     "worker_threads",
     "alone_on_executor",
     "gang_threads",

@@ -35,12 +35,14 @@ from spark_dask.faults import (
     worker_lost_message,
 )
 from spark_dask.gang import Gang, end_gangs, gang_of_placeholder
+from spark_dask.groups import DEFAULT, task_cpus
 from spark_dask.launcher import session_closed
 from spark_dask.options import ClusterOptions
 from spark_dask.plan import (
     ClusterFacts,
     GangPlan,
     adapt_maximum,
+    cpu_room,
     gang_capacity,
     gang_steps,
     hog_warning,
@@ -79,11 +81,16 @@ class GangPool:
     adaptive : callable, optional
         ``adaptive()``: the cluster's ``Adaptive`` or None (stopped when gangs keep
         failing to start).
+    group : str
+        The worker group whose gangs this pool keeps (:mod:`spark_dask.groups`): it takes
+        only the workers whose Spark facts name it.
+    numbers : TaskNumbers, optional
+        The cluster-wide task numbers, shared by the pools of a cluster's groups.
     """
 
     def __init__(
         self, shape: GangPlan, facts: ClusterFacts, options: ClusterOptions, events: Events, side: DriverScheduler,
-        make_gang, fresh_facts, adaptive=None,
+        make_gang, fresh_facts, adaptive=None, group: str = DEFAULT, numbers: TaskNumbers | None = None,
     ):  # fmt: skip
         self.shape = shape
         self.facts = facts
@@ -99,9 +106,11 @@ class GangPool:
         self.relaunches = 0
         self.status = "not started"  # of the gangs, as the widget shows it
         self.running = False  # the cluster runs: losses count, surplus workers are closed
-        self.next_task = 0  # the cluster-wide number of the next gang's first task
+        self.group = group
+        self.numbers = numbers or TaskNumbers()  # the cluster-wide number of the next gang's first task
         self.hogging = False  # the slot warning was given
         self.others = tuple  # () or the other spark-dask clusters' slots (slots.other_clusters)
+        self.beside = tuple  # () or the cluster's other worker groups' slots (slots.groups_held)
         self._by_address: dict[str, Gang] = {}
         self._gone: dict[str, asyncio.Future] = {}  # address -> set when it leaves
         self._lock = asyncio.Lock()
@@ -113,8 +122,7 @@ class GangPool:
     def submit(self, plan: GangPlan, reason: str) -> Gang:
         """Submit a gang for ``plan``'s workers (``reason``: start, scale or relaunch).
         Its workers are named from the next task number, so names never repeat."""
-        gang = self.make_gang(plan, reason, len(self.gangs), self.next_task)
-        self.next_task += plan.n_tasks
+        gang = self.make_gang(plan, reason, len(self.gangs), self.numbers.take(plan.n_tasks))
         self.gangs.append(gang)
         if self.status in ("not started", "running") and reason == "start":
             self.status = "starting"
@@ -160,6 +168,8 @@ class GangPool:
         ws = scheduler.workers.get(address)
         facts = ws.extra.get("spark") if ws is not None else None
         if not isinstance(facts, dict) or facts.get("cluster") != cluster_tag:
+            return
+        if facts.get("group", DEFAULT) != self.group:
             return
         index = facts.get("gang", 0)
         gang = self.gangs[index] if isinstance(index, int) and 0 <= index < len(self.gangs) else None
@@ -426,9 +436,11 @@ class GangPool:
         # 2. connected workers, those Dask loses least by first (idle, little data), a
         #    Spark task's workers together
         leaving = {n for g in live for n in g.retiring}
+        workers = self.side.scheduler.workers.values()
+        others = sum(1 for ws in workers if self.gang_of(str(ws.name)) is None)  # other groups' workers
         names = [
             str(n)
-            for n in self.side.scheduler.workers_to_close(n=excess, key=task_group, attribute="name")
+            for n in self.side.scheduler.workers_to_close(n=excess + others, key=task_group, attribute="name")
             if str(n) not in leaving and self.gang_of(str(n)) is not None
         ]
         chosen = names[: max(excess, 0)]
@@ -456,32 +468,87 @@ class GangPool:
         if real:
             await self.close_workers(real)
 
-    async def close_workers(self, gangs: dict[str, Gang]) -> None:
-        """Retire the workers ``gangs`` names in Dask (their data moves to the others),
-        then terminate their nannies: each worker's CLI exits at once and its Spark task
-        returns its slot."""
+    async def close_workers(
+        self, gangs: dict[str, Gang], timeout: float | None = None, say: bool = True, before_end=None
+    ) -> list[str]:
+        """Retire the workers ``gangs`` names in Dask (their data moves to the others,
+        for at most ``timeout`` seconds), then terminate their nannies: each worker's CLI
+        exits at once and its Spark task returns its slot. Returns the names closed
+        before Dask could move all their data (the ``timeout`` ran out); ``before_end()``
+        is called then, before their nannies end them."""
         names = list(gangs)
         for n, g in gangs.items():
             g.retiring.add(n)
         scheduler = self.side.scheduler
         present = [n for n in names if any(str(ws.name) == n for ws in scheduler.workers.values())]
-        if present:
-            await self._retire_in_dask(scheduler, present)
-        await asyncio.gather(*(self.side.terminate_nanny(gangs[n].nannies[n]) for n in names if n in gangs[n].nannies))
-        self.events.note(f"spark-dask: retired Dask workers {', '.join(names)}")
 
-    async def _retire_in_dask(self, scheduler, names: list[str]) -> None:
+        ended: list[bool] = []  # a nanny ended twice would be waited for (a connection attempt to it)
+
+        async def end_workers(late: bool = False) -> None:
+            if ended:
+                return
+            ended.append(True)
+            if late and before_end is not None:
+                before_end()
+            await asyncio.gather(
+                *(self.side.terminate_nanny(gangs[n].nannies[n]) for n in names if n in gangs[n].nannies)
+            )
+
+        late = await self._retire_in_dask(scheduler, present, timeout, end_workers) if present else []
+        await end_workers()
+        if say:
+            self.events.note(f"spark-dask: retired Dask workers {', '.join(names)}")
+        return late
+
+    async def drain(self, names: list[str], window: float | None, before_end=None) -> list[str]:
+        """Spark is decommissioning the executor of the workers ``names``: retire them
+        before it goes (Dask moves their data to the others for at most ``window``
+        seconds), end their Spark tasks so that the executor can leave without failing
+        their gangs, and owe as many workers, started once Spark has a free task slot
+        (no relaunch attempt is spent). Returns the names closed before all their data
+        was moved (``before_end()`` is called before they are)."""
+        real: dict[str, Gang] = {}
+        for name in names:
+            gang = self.gang_of(name)
+            if gang is not None and not gang.done:
+                real.update((n, gang) for n in gang.retire([name]))
+        if not real:
+            return []
+        self.recovery.owed += len(real)
+        self.recovery.owed_said = True  # the drain's own line says what comes next
+        late = await self.close_workers(real, timeout=window, say=False, before_end=before_end)
+        self.kick()
+        return late
+
+    async def _retire_in_dask(self, scheduler, names: list[str], timeout: float | None = None, end=None) -> list[str]:
         """Move the data of the workers ``names`` to the others and let each close
         itself; return once they left (at most close-timeout), so that their nannies are
         ended after the workers stopped their heartbeats: ended before, a worker killed
         mid-close left a heartbeat on its way, which the scheduler reports as "Received
-        heartbeat from unregistered worker" (a WARNING a user sees)."""
+        heartbeat from unregistered worker" (a WARNING a user sees). After ``timeout``
+        seconds of moving data, ``await end(late=True)`` ends the workers (what only
+        they held is recomputed), the retirement then ends by itself, and the names are
+        returned. Not cancelled: distributed logs a cancelled ``retire_workers`` as an
+        ERROR with its traceback."""
         addresses = [a for a, ws in scheduler.workers.items() if str(ws.name) in names]
         loop = asyncio.get_running_loop()
         gone = [self._gone.setdefault(a, loop.create_future()) for a in addresses]
         # remove=False: the scheduler forgets each worker when its connection closes,
         # after the worker's own close has stopped its heartbeats
-        retired = await scheduler.retire_workers(names=names, close_workers=True, remove=False)
+        retiring = asyncio.ensure_future(scheduler.retire_workers(names=names, close_workers=True, remove=False))
+        done, _ = await asyncio.wait({retiring}, timeout=timeout)
+        if not done:
+            await end(late=True)
+            # the retirement is over once the workers are gone (RetireWorker.done)
+            done, _ = await asyncio.wait({retiring}, timeout=self.options.close_timeout)
+            if done and not retiring.cancelled() and retiring.exception() is not None:
+                logger.debug("spark-dask: the retirement of %s ended with %r", names, retiring.exception())
+            elif not done:  # pragma: no cover - the nannies did not end them
+                retiring.cancel()
+            for a in addresses:
+                self._gone.pop(a, None)
+            return list(names)
+        retired = retiring.result()
         kept = sorted(set(names) - {str(info.get("name")) for info in retired.values()})
         if kept:
             self.events.warn(
@@ -495,6 +562,7 @@ class GangPool:
             await asyncio.wait(closing, timeout=self.options.close_timeout)
         for a in addresses:
             self._gone.pop(a, None)
+        return []
 
     def bound_reason(self) -> str:
         """Why the cluster cannot have more workers than its bound (for the scale note)."""
@@ -509,6 +577,8 @@ class GangPool:
                 f"{self.facts.executor_cores} cores, one per executor (start with task_profile=False "
                 "for several per executor)"
             )
+        if any(n for _, n, _ in self.beside()):
+            return "; the cluster's other worker groups hold the executors' other cores"
         return ""
 
     async def scale(self, n: int) -> None:
@@ -520,20 +590,13 @@ class GangPool:
             bound = max_workers(facts, self.shape)
             per = max(self.shape.workers_per_task, 1)
             held = self.held() + tasks_for_workers(self.recovery.lost, per)
-            step = scale_step(
-                n,
-                current,
-                held,
-                None if bound is None else bound // per,
-                per,
-                self.bound_reason(),
-            )
+            step = scale_step(n, current, held, self.capacity(facts, bound), per, self.bound_reason())
             if step.note and step.note != self._last_scale_note:  # Adaptive asks every interval
                 self.events.warn(step.note)
             self._last_scale_note = step.note
             self.target = step.target
             total = replace(self.shape, n_tasks=held + step.new_tasks, n_workers=step.target)
-            warning = hog_warning(facts, total, self.others())
+            warning = hog_warning(facts, total, self.others(), tuple(self.beside()))
             if warning and not self.hogging and not self.events.quiet:
                 self.events.warn(warning)
                 self.hogging = True  # said once (at start or at the first scale-up)
@@ -543,11 +606,57 @@ class GangPool:
             self._last_scale_note = None
         self.kick()
 
+    def capacity(self, facts: ClusterFacts, bound: int | None) -> int | None:
+        """Task slots of the gangs' kind (``bound``: :func:`spark_dask.plan.max_workers`),
+        and with other worker groups beside this one, no more than the cores they leave
+        (:func:`spark_dask.plan.cpu_room`)."""
+        slots = None if bound is None else bound // max(self.shape.workers_per_task, 1)
+        beside = tuple((n, c) for _, n, c in self.beside())
+        if not beside or facts.dynamic_allocation:
+            return slots
+        room = cpu_room(facts, task_cpus(self.shape, facts), beside)
+        return room if slots is None or room is None else min(slots, room)
+
     async def scale_down(self, workers) -> None:
         """Adaptive's scale-down (after it retired ``workers``): drop them from their gangs."""
         async with self._lock:
             await self.retire([str(w) for w in workers])
             self.target = sum(g.wanted for g in self.live())
+
+    async def retire_all(self) -> None:
+        """The group is removed: no more gangs; waiting gangs are cancelled, every
+        connected worker is retired (Dask moves its data to the other workers first)."""
+        async with self._lock:
+            self.target = 0
+            self.recovery.owed = self.recovery.lost = 0
+            real: dict[str, Gang] = {}
+            for g in self.live():  # connected workers, and placeholders for the rest
+                real.update((n, g) for n in g.retire(g.planned_names()))
+            for g in self.live():
+                if g.pending and not g.cancelled:
+                    await blocking(g.cancel)
+            if real:
+                await self.close_workers(real)
+            self.running = False
+
+
+class TaskNumbers:
+    """The cluster-wide numbers of Spark tasks, one count for the pools of all its worker
+    groups: worker names (``spark-<n>``) never repeat over the cluster.
+
+    >>> numbers = TaskNumbers()
+    >>> numbers.take(2), numbers.take(1), numbers.next
+    (0, 2, 3)
+    """
+
+    def __init__(self) -> None:
+        self.next = 0
+
+    def take(self, n: int) -> int:
+        """The first of ``n`` new task numbers."""
+        first = self.next
+        self.next += n
+        return first
 
 
 def relaunched_message(started: int, connected: int, target: int, whole: bool, tag: str) -> str:

@@ -16,6 +16,7 @@ from distributed.utils import Log, Logs
 from spark_dask import widget
 from spark_dask.executor.placement import task_number
 from spark_dask.gang import Gang
+from spark_dask.groups import DEFAULT, group_resource
 from spark_dask.parts import parts_of
 from spark_dask.session import application_id, is_connect
 
@@ -45,7 +46,7 @@ def gang_tasks(gangs: list[Gang], scheduler_info, scheduler) -> list[tuple[Gang,
     out = []
     for g in gangs:
         if not g.done and not closed:
-            tasks = widget.live_tasks(g.plan.n_tasks, workers, status, gang=g.index, base=g.first)
+            tasks = widget.live_tasks(g.plan.n_tasks, workers, status, gang=g.index, base=g.first, group=g.group)
             for t in tasks:
                 if not t["workers"] and any(task_number(n) == t["partition"] for n in g.retiring):
                     t["status"] = "ended: its Dask workers were retired (scale-down)"
@@ -105,6 +106,16 @@ def plan_info(plan, facts, pool, adaptive) -> dict:
             " (beside Spark's GPU tasks)" if plan.gpu_mode == "shared" else " (whole GPUs)"
         )
     return info
+
+
+def groups_info(pools: dict, facts) -> str:
+    """The worker groups beside the default one, in words (``""``: none): each one's
+    workers, Dask resource and task request."""
+    return "; ".join(
+        f"{name}: {pool.target} {pool.shape.kind} (resource {group_resource(name)}, {task_request(pool.shape, facts)})"
+        for name, pool in pools.items()
+        if name != DEFAULT
+    )
 
 
 def placement_info(plan, facts, workers: dict, db, timings: dict) -> dict:
@@ -171,6 +182,9 @@ def spark_info(cluster, adaptive) -> dict:
     info = {"job tag": cluster.tag, **session_info(cluster.spark)}
     if cluster.gang_plan is not None:
         info.update(plan_info(cluster.gang_plan, parts_of(cluster).facts, parts_of(cluster).pool, adaptive))
+    groups = groups_info(parts_of(cluster).pools, parts_of(cluster).facts)
+    if groups:
+        info["worker groups"] = groups
     workers = (cluster.scheduler_info or {}).get("workers", {})
     settings = parts_of(cluster).dashboard_settings
     db = settings.databricks if settings is not None else None
@@ -183,7 +197,9 @@ def cluster_repr(cluster) -> str:
     closed = cluster.status.name == "closed"
     n = 0 if closed else len((cluster.scheduler_info or {}).get("workers", {}))
     addr = cluster.scheduler.address if cluster.scheduler is not None else None
-    return f"SparkCluster({cluster.name!r}, {addr!r}, tag={cluster.tag!r}, workers={n}, status={cluster.status.name})"
+    groups = [name for name in parts_of(cluster).pools if name != DEFAULT]
+    shown = f", groups={['default', *groups]}" if groups else ""
+    return f"SparkCluster({cluster.name!r}, {addr!r}, tag={cluster.tag!r}, workers={n}{shown}, status={cluster.status.name})"
 
 
 def widget_html(cluster, cluster_status=None) -> str:

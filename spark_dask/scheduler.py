@@ -111,10 +111,11 @@ class WorkerWatch(SchedulerPlugin):
 
 def task_group(ws) -> tuple:
     """``worker_key`` of Adaptive and of scale-down: the workers of one Spark task (a
-    task owning several GPUs starts one per GPU) leave together, so its slot is freed."""
+    task owning several GPUs starts one per GPU) leave together, so its slot is freed.
+    Gangs are numbered per worker group: the group is part of the key."""
     facts = getattr(ws, "extra", {}).get("spark")
     if isinstance(facts, dict) and "gang" in facts:
-        return (facts.get("gang"), facts.get("partition"))
+        return (facts.get("group", "default"), facts.get("gang"), facts.get("partition"))
     return (None, ws.address)
 
 

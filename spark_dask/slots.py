@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 
 from spark_dask import registry
+from spark_dask.groups import DEFAULT, task_cpus
 from spark_dask.parts import parts_if_any
 from spark_dask.plan import starved_stages
 from spark_dask.sizes import plural
@@ -28,6 +29,15 @@ def held_by(cluster) -> tuple[int, int]:
     if pool is None or plan is None or facts is None:
         return 0, 0
     return pool.held(), plan.task_cpus if plan.task_cpus is not None else facts.task_cpus
+
+
+def groups_held(cluster, but: str = DEFAULT) -> list[tuple[str, int, int]]:
+    """``(worker group, tasks, CPUs per task)`` the gangs of a cluster's worker groups
+    hold (or wait for), all but the group ``but``."""
+    made = parts_if_any(cluster)
+    if made is None or made.facts is None:
+        return []
+    return [(name, pool.held(), task_cpus(pool.shape, made.facts)) for name, pool in made.pools.items() if name != but]
 
 
 def other_clusters(cluster) -> tuple[tuple[str, int, int], ...]:
@@ -46,6 +56,7 @@ def other_clusters(cluster) -> tuple[tuple[str, int, int], ...]:
         tasks, cpus = held_by(other)
         if tasks:
             out.append((other.tag, tasks, cpus))
+        out.extend((f"{other.tag} ({name})", n, c) for name, n, c in groups_held(other) if n)
     return tuple(out)
 
 

@@ -155,6 +155,32 @@ class StartWait:
         raise ClusterError(no_slots_message(n_tasks, self.slot_wait, self.facts.slots, others))
 
 
+async def gangs_connected(side, gangs: list[Gang], timeout: float, facts) -> None:
+    """Return once every worker of ``gangs`` is connected (a worker group added to a
+    running cluster: other workers are connected already, so the gangs' own count);
+    fail when a gang ends first, or after ``timeout`` seconds."""
+    want = sum(g.wanted for g in gangs)
+    deadline = time.monotonic() + timeout
+    while True:
+        side.changed.clear()
+        ended = [g for g in gangs if g.done]
+        if ended:
+            what = "barrier stage" if ended[0].barrier else "job"
+            raise gang_error(ended[0], f"the Spark {what} {ended[0].tag} ended before its workers connected")
+        n = sum(g.connected for g in gangs)
+        if n >= want:
+            return
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            barrier = all(g.barrier for g in gangs)
+            raise ClusterTimeoutError(start_timeout_message(
+                n, want, side.scheduler.address, timeout, gangs[0].tag, barrier, facts.dynamic_allocation,
+                facts.max_executors,
+            ))  # fmt: skip
+        with suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(side.changed.wait(), min(remaining, 1.0))
+
+
 async def watch_starved_stages(
     spark, pool, tag: str, slot_wait: float, every: float = 2.0, patience: float = 10.0,
     snapshot=stage_snapshot,

@@ -44,6 +44,7 @@ def live_tasks(
     status: Mapping[str, str],
     gang: int | None = None,
     base: int = 0,
+    group: str = "default",
 ) -> list[dict]:
     """One entry per barrier task (partition) while the stage runs.
 
@@ -61,6 +62,8 @@ def live_tasks(
     base : int
         The cluster-wide number of the gang's first task: ``partition`` of the entries
         is ``base`` + the task's partition in its stage.
+    group : str
+        With ``gang``: the worker group it belongs to (gangs are numbered per group).
 
     Returns
     -------
@@ -72,7 +75,7 @@ def live_tasks(
     for address, info in workers.items():
         facts = info.get("spark")
         if isinstance(facts, Mapping) and isinstance(facts.get("partition"), int):
-            if gang is not None and facts.get("gang", 0) != gang:
+            if gang is not None and (facts.get("gang", 0), facts.get("group", "default")) != (gang, group):
                 continue
             by_partition.setdefault(facts["partition"], []).append((address, info))
     out = []

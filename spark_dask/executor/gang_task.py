@@ -502,6 +502,7 @@ def task_facts(ctx, spec: TaskSpec) -> dict:
     facts = {
         "partition": partition,
         "gang": int(spec.gang),
+        "group": spec.group,
         "task": int(spec.name_base) + partition,  # the task's number in the cluster
         "attempt": attempt,
         "executor": address,
@@ -915,6 +916,7 @@ def _worker_env(spec: TaskSpec, me: dict, w: dict, workdir: str, cmd: list[str],
             "host": me["host"],
             "partition": me["partition"],
             "gang": me["gang"],
+            "group": spec.group,
             "task": me["task"],
             "gpu": w["gpu"],
             "cluster": spec.cluster_id,

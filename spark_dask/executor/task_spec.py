@@ -104,6 +104,9 @@ class TaskSpec:
     log_directory : str or None
         The cluster's log directory (:func:`spark_dask.logdir.cluster_directory`), where
         each task keeps its workers' whole logs when they end; None: not kept.
+    group : str
+        The worker group of the gang (:mod:`spark_dask.groups`), published in each
+        worker's Spark facts: the group's pool takes the worker.
     """
 
     cluster_id: str
@@ -141,3 +144,4 @@ class TaskSpec:
     claim_wait: float = 10.0
     credentials: dict = field(default_factory=dict, repr=False)  # secrets: kept out of logs
     log_directory: str | None = None
+    group: str = "default"

@@ -45,6 +45,37 @@ def kept_sum(name: str, timeout: float = 30) -> int:
     return CLIENTS[name].submit(sum, KEPT[name]).result(timeout=timeout)
 
 
+def keep_on(name: str, host: str, n: int = 16, size: int = 4 << 20) -> list[str]:
+    """Scatter ``n`` results of ``size`` bytes each to the worker on ``host``; their keys."""
+    client = CLIENTS[name]
+    (address,) = [a for a, h in hosts_of(name).items() if h == host]
+    futures = client.scatter([bytes([i]) * size for i in range(n)], workers=[address], broadcast=False)
+    KEPT[f"{name}/on-{host}"] = futures
+    return [f.key for f in futures]
+
+
+def kept_on(name: str, host: str) -> dict:
+    """What is left of the results :func:`keep_on` put on ``host``: how many a worker still
+    holds, on which hosts (host names), and whether each kept one has its bytes."""
+    client, futures = CLIENTS[name], KEPT[f"{name}/on-{host}"]
+    where = hosts_of(name)
+    tasks = CLUSTERS[name].scheduler.tasks
+    held = [f for f in futures if f.key in tasks and tasks[f.key].state == "memory"]
+    who_has = client.who_has(held)
+    values = client.gather(held)
+    return {
+        "kept": len(held),
+        "of": len(futures),
+        "hosts": sorted({where.get(a, a) for f in held for a in who_has[f.key]}),
+        "intact": all(v == bytes([futures.index(f)]) * len(v) for f, v in zip(held, values)),
+    }
+
+
+def drains(name: str) -> list[dict]:
+    """What each drain of a decommissioned executor did (:func:`spark_dask.drain.drain_executor`)."""
+    return list(parts_of(CLUSTERS[name]).drains)
+
+
 class Watch(threading.Thread):
     """Samples ``(time.time(), workers, {address: name})`` of a cluster every 0.2 s."""
 

@@ -1,5 +1,7 @@
 """Faults on many hosts (``tests/support/hosts.py``): a killed executor JVM, every process of a
-worker host killed at once (a lost VM), a host's link cut for 30 s, the driver killed.
+worker host killed at once (a lost VM), a worker host decommissioned (a spot reclaim's
+notice: SIGPWR to its Spark Worker, with ``spark.decommission.enabled`` as Databricks
+documents it), a host's link cut for 30 s, the driver killed.
 
 Two worker hosts, one Dask worker on each; data is scattered to the worker on the host
 that stays healthy, so "kept" means its worker never left. The driver service samples
@@ -20,6 +22,15 @@ pytestmark = [pytest.mark.multihost, pytest.mark.timeout(300)]
 S = "tests.multihost.multihost_scenarios:"
 F = "tests.multihost.multihost_fault_scenarios:"
 HEALTHY, VICTIM = "worker-1", "worker-2"
+
+
+@pytest.fixture(scope="module")
+def multihost_driver(multihost):
+    """The driver service with Spark's decommissioning on (the Workers have it on too:
+    tests/support/hosts.py), as on Databricks spot instances."""
+    d = multihost.driver(**{"spark.decommission.enabled": "true"})
+    yield d
+    d.close()
 
 
 @pytest.fixture
@@ -98,6 +109,57 @@ def test_a_lost_host_and_its_replacement(multihost, d, barrier):
         # run again) is cancelled and a new one replaces it, so no second worker starts
         assert saw["relaunches"] == 1 and "has not come back within 20 s" in saw["log"], saw["log"]
         assert "retired Dask workers" not in saw["log"], saw["log"]
+
+
+def test_a_decommissioned_host_is_drained_before_it_goes(multihost, d):
+    """worker-2's Spark Worker gets SIGPWR (a spot reclaim's notice): the Master
+    decommissions its executor, the driver sees it, the Dask worker there is retired
+    before the executor goes (its 64 MiB of results moved to worker-1's worker), and the
+    barrier stage runs on with worker-1's worker (no relaunch, never 0 workers). The
+    decommissioned Worker gets no new executor: the cluster grows back when the host is
+    replaced."""
+    start = start_two(d, "drain")
+    keys = d.call(F + "keep_on", "drain", VICTIM)
+    t0 = time.time()
+    assert multihost.decommission_host(VICTIM)
+    assert wait_until(lambda: d.call(F + "drains", "drain"), 60)
+    (drained,) = d.call(F + "drains", "drain")
+    t_drained = time.time()
+    assert drained["keys"] == len(keys) == drained["moved"] and drained["lost"] == 0, drained
+    assert d.call(F + "kept_on", "drain", VICTIM) == {"kept": 16, "of": 16, "hosts": [HEALTHY], "intact": True}
+    assert d.call(F + "kept_sum", "drain") == sum(range(100_000))
+    assert d.call(F + "wait_workers", "drain", 2, 3, since=t_drained + 1) is None  # nothing to hold it
+    t_replace = time.time()
+    multihost.replace_host(VICTIM)
+    back = d.call(F + "wait_workers", "drain", 2, 150, since=t_replace, old=start["old"])
+    saw = d.call(F + "unwatch", "drain", t0)
+    report("barrier=True, worker-2 decommissioned (SIGPWR to its Worker), replaced after", t_replace, back, saw)
+    print(f"  drained {drained['moved']} keys ({drained['bytes'] / 2**20:.0f} MiB) in {drained['seconds']:.2f} s, "
+          f"{t_drained - t0:.1f} s after the signal")  # fmt: skip
+    assert back is not None, saw["log"]
+    assert saw["hosts"][start["kept"]] == HEALTHY  # never left
+    assert saw["min"] >= 1 and saw["seconds_with_none"] == 0 and saw["relaunches"] == 0, saw
+    assert f"Spark is decommissioning executor {drained['executor']}: Dask worker " in saw["log"], saw["log"]
+    assert "lost" not in saw["log"], saw["log"]
+
+
+def test_the_same_executor_killed_costs_both_workers_and_their_data(multihost, d):
+    """The comparison: worker-2's executor JVM killed instead (a reclaim without notice,
+    or without decommissioning). Spark ends the whole barrier stage: both workers and
+    all their results are gone (scattered: nothing to recompute them from), the cluster
+    relaunches, and Spark's Worker starts a new executor on the same host."""
+    start = start_two(d, "kill")
+    d.call(F + "keep_on", "kill", VICTIM)
+    t0 = time.time()
+    assert multihost.kill_executor(VICTIM)
+    back = d.call(F + "wait_workers", "kill", 2, 150, since=t0, old=start["old"])
+    saw = d.call(F + "unwatch", "kill", t0)
+    report("barrier=True, worker-2's executor JVM killed", t0, back, saw)
+    assert back is not None, saw["log"]
+    assert d.call(F + "kept_on", "kill", VICTIM) == {"kept": 0, "of": 16, "hosts": [], "intact": True}
+    assert saw["relaunches"] == 1 and "2 Dask workers lost" in saw["log"], saw["log"]
+    assert start["kept"] not in saw["hosts"]  # worker-1's worker died with the stage too
+    assert not d.call(F + "drains", "kill")
 
 
 def test_a_link_cut_for_30s_and_restored(multihost, d):

@@ -69,9 +69,10 @@ def cuda():
 @click.option("--tls-cert")
 @click.option("--tls-key")
 @click.option("--rmm-pool-size")
+@click.option("--resources")
 @click.argument("rest", nargs=-1, type=click.UNPROCESSED)
 def worker(scheduler, name, nthreads, memory_limit, local_directory, death_timeout, preload,
-           tls_ca_file, tls_cert, tls_key, rmm_pool_size, rest):
+           tls_ca_file, tls_cert, tls_key, rmm_pool_size, resources, rest):
     if rmm_pool_size is not None:
         try:
             import rmm  # noqa: F401
@@ -87,9 +88,11 @@ def worker(scheduler, name, nthreads, memory_limit, local_directory, death_timeo
                             require_encryption=True)
 
     async def run():
+        given = (r.split("=", 1) for r in (resources or "").replace(",", " ").split())
         w = await Worker(scheduler, name=name, nthreads=nthreads, memory_limit=memory_limit,
                          local_directory=local_directory, death_timeout=death_timeout,
-                         preload=list(preload), security=security)
+                         preload=list(preload), security=security,
+                         resources={k: float(v) for k, v in given} or None)
         await w.finished()
 
     asyncio.run(run())

@@ -71,6 +71,7 @@ MASTER_PORT = 7077
 MASTER_UI_PORT = 8080
 TOOLS = ("ip", "unshare", "nsenter", "tc", "java")
 EXECUTOR_CLASS = "CoarseGrainedExecutorBackend"
+WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 QDISCS = ("netem", "tbf", "htb", "pfifo", "bfifo", "prio")  # a spec starting with one names its qdisc
 # the daemons (Master, Workers) start faster with the C1 compiler only and a serial GC
 AUTHKEY_ENV = "SPARK_DASK_HOSTS_AUTHKEY"
@@ -467,10 +468,12 @@ class Hosts:
         argv = [os.path.join(spark_home(), "bin", "spark-class"), "org.apache.spark.deploy.worker.Worker",
                 "--host", host.ip, "--cores", str(self.cores), "--memory", self.memory,
                 "--work-dir", os.path.join(host.local, "work"), self.master_url]  # fmt: skip
-        opts = []
+        # a Worker that decommissions itself on SIGPWR (spark.worker.decommission.signal), as
+        # Databricks documents for spot instances (SPARK_WORKER_OPTS)
+        opts = ["-Dspark.decommission.enabled=true"]
         if host.gpus:
-            opts = [f"-Dspark.worker.resource.gpu.amount={len(host.gpus)}",
-                    f"-Dspark.worker.resource.gpu.discoveryScript={self._gpu_script(host)}"]  # fmt: skip
+            opts += [f"-Dspark.worker.resource.gpu.amount={len(host.gpus)}",
+                     f"-Dspark.worker.resource.gpu.discoveryScript={self._gpu_script(host)}"]  # fmt: skip
         env = {
             "SPARK_WORKER_OPTS": " ".join(opts),
             "SPARK_DAEMON_MEMORY": "512m",
@@ -604,6 +607,14 @@ class Hosts:
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+        return pids
+
+    def decommission_host(self, name: str) -> list[int]:
+        """SIGPWR to the Spark Worker JVM on host ``name`` (a spot reclaim's notice): the
+        Worker tells the Master, which decommissions its executors; their pids."""
+        pids = [p for p in self.pids(name) if WORKER_CLASS in cmdline(p)]
+        for pid in pids:
+            os.kill(pid, signal.SIGPWR)
         return pids
 
     def cut(self, name: str) -> None:

@@ -142,7 +142,7 @@ def texts(events):
 def test_start_gang_names_and_status():
     pool, side, _ = make_pool(2)
     gang = pool.submit(pool.shape, "start")
-    assert pool.status == "starting" and gang.first == 0 and pool.next_task == 2
+    assert pool.status == "starting" and gang.first == 0 and pool.numbers.next == 2
     join(pool, side, gang, 0)
     join(pool, side, gang, 1)
     assert gang.status == "running" and pool.connected() == 2 and pool.held() == 2
@@ -389,3 +389,56 @@ def test_adapt_bounds_and_size_per_worker():
     opts = replace(OPTIONS, threads_per_worker=None, memory_limit="auto")
     assert size_per_worker(opts, (2, 100)) == (2, 100) and size_per_worker(opts, None) == (None, None)
     assert size_per_worker(replace(OPTIONS, threads_per_worker=4, memory_limit=50), (2, 100)) == (4, 50)
+
+
+def test_a_drain_retires_the_workers_and_owes_as_many_without_a_relaunch():
+    """Spark decommissions the executor of spark-1: it is retired (data moved, its
+    nanny ended after it left), the gang keeps its other worker, and a new gang for one
+    worker starts in a free slot; no relaunch attempt is spent."""
+
+    async def main():
+        pool, side, events, first, addresses = running_pool(2, slots=4)
+        late = await pool.drain(["spark-1"], 30.0)
+        await settle(pool)
+        assert late == [] and side.scheduler.retired == [["spark-1"]]
+        assert side.terminated == ["tls://w1:2"] and side.still_connected == []
+        assert first.wanted == 1 and not first.done and pool.target == 2
+        (replacement,) = pool.gangs[1:]
+        assert replacement.plan.n_workers == 1 and pool.relaunches == 0
+        assert not pool.recovery.missing and pool.recovery.lost == 0
+        assert not any("lost" in t for t in texts(events)), texts(events)
+
+    asyncio.run(main())
+
+
+def test_a_drain_longer_than_its_window_ends_the_workers_anyway():
+    """The data does not move within the window: ``before_end`` sees the moment, then
+    the nanny is ended once (not twice: a second end would wait for a connection to a
+    nanny that is gone) and the retirement finishes when the worker has left."""
+
+    async def main():
+        pool, side, _, first, addresses = running_pool(2, slots=4)
+        scheduler = side.scheduler
+        left = asyncio.Event()
+
+        async def slow_retire(names, close_workers, remove):
+            scheduler.retired.append(list(names))
+            await left.wait()  # distributed's RetireWorker: done once the worker is gone
+            return {}
+
+        scheduler.retire_workers = slow_retire
+        seen = []
+
+        async def terminate(address, fast=False):
+            side.terminated.append(address)
+            scheduler.closed(addresses[1])
+            left.set()
+
+        side.terminate_nanny = terminate
+        late = await pool.drain(["spark-1"], 0.05, lambda: seen.append(sorted(scheduler.workers)))
+        await settle(pool)
+        assert late == ["spark-1"] and seen == [sorted(addresses)]  # before the nanny ended it
+        assert side.terminated == ["tls://w1:2"]
+        assert first.wanted == 1 and pool.relaunches == 0 and not pool.recovery.missing
+
+    asyncio.run(main())

@@ -17,9 +17,9 @@ from spark_dask.parts import ClusterParts, parts_if_any
 # Beyond distributed.deploy.Cluster's: each is in the API page's SparkCluster entry (its
 # docstring) or the user guide.
 DOCUMENTED = {
-    "add_close_hook", "close_grace", "from_name", "gang_plan", "gang_status", "gang_tags", "id",
+    "add_close_hook", "add_worker_group", "close_grace", "from_name", "gang_plan", "gang_status", "gang_tags", "id",
     "scale_down", "scale_up", "scheduler", "security", "spark", "spark_info", "tag", "task_rows",
-    "write_connection",
+    "remove_worker_group", "write_connection",
 }  # fmt: skip
 
 

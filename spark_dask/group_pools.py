@@ -1,0 +1,119 @@
+"""The pools of a cluster's worker groups (:mod:`spark_dask.groups`), one
+:class:`~spark_dask.pool.GangPool` each: which pool hears of a worker, which pool a
+``group=`` names, and a group added to or removed from a running cluster.
+:class:`spark_dask.cluster.SparkCluster` holds one :class:`GroupPools`; the pools
+themselves are in ``ClusterParts.pools`` (the default group's also ``ClusterParts.pool``).
+"""
+
+from __future__ import annotations
+
+from spark_dask.aio import blocking
+from spark_dask.errors import PlanError
+from spark_dask.groups import DEFAULT, WorkerGroup, group_resource, plan_groups, task_cpus
+from spark_dask.plan import gang_steps
+from spark_dask.pool import GangPool
+from spark_dask.sizes import plural
+from spark_dask.waits import gangs_connected
+
+
+class GroupPools:
+    """The worker groups' pools of one cluster.
+
+    Parameters
+    ----------
+    parts : spark_dask.parts.ClusterParts
+        The cluster's parts (``pools``, ``pool``, ``maker``, ``side``, ``options``).
+    tag : str
+        The cluster's job tag (workers name it in their Spark facts).
+    new_pool : callable
+        ``new_pool(group, plan)``: the pool of a :class:`~spark_dask.groups.WorkerGroup`
+        with its plan, not started.
+    """
+
+    def __init__(self, parts, tag: str, new_pool):
+        self.parts = parts
+        self.tag = tag
+        self.new_pool = new_pool
+
+    # ------------------------------------------------------------------ scheduler plugin
+    def worker_added(self, scheduler, address: str) -> None:
+        """A worker joined: the pool of its group takes it (each pool checks its facts)."""
+        for pool in list(self.parts.pools.values()):
+            pool.worker_added(scheduler, address, cluster_tag=self.tag)
+
+    def worker_removed(self, address: str) -> None:
+        for pool in list(self.parts.pools.values()):
+            pool.worker_removed(address)
+
+    def worker_leaving(self, address: str) -> None:
+        for pool in list(self.parts.pools.values()):
+            pool.recovery.leaving.add(address)
+
+    # ------------------------------------------------------------------ by name
+    def pool_of(self, group: str | None) -> GangPool:
+        """The pool of worker group ``group`` (None: the default group), or a PlanError."""
+        pool = self.parts.pools.get(DEFAULT if group is None else group)
+        if pool is None:
+            raise PlanError(
+                f"spark-dask: the cluster has no worker group {group!r} (its groups: "
+                f"{', '.join(self.parts.pools) or 'none yet'})"
+            )
+        return pool
+
+    def planned_names(self) -> set:
+        """The names every group's gangs are to hold (``Cluster.plan``)."""
+        return {n for pool in self.parts.pools.values() for n in pool.planned_names()}
+
+    def check_adapt(self, group: str | None) -> None:
+        """Adaptive sees the cluster's workers as one kind: it would retire any group's
+        workers and add only the default group's. Refused with groups, until it can
+        adapt each group on its own."""
+        if group is not None:
+            self.pool_of(group)  # an unknown group: said as such
+        if group not in (None, DEFAULT) or len(self.parts.pools) > 1:
+            raise PlanError(
+                f"spark-dask: adapt(): adaptive scaling works on a cluster of one worker group only "
+                f"(this one has {', '.join(self.parts.pools)}): Dask's Adaptive would retire the "
+                "workers of any group and add only default ones. Scale each group with "
+                "cluster.scale(n, group=...)."
+            )
+
+    def held(self, but: str = "") -> tuple[tuple[int, int], ...]:
+        """``(tasks, CPUs per task)`` of every group's gangs but ``but``'s."""
+        facts = self.parts.facts
+        return tuple((p.held(), task_cpus(p.shape, facts)) for name, p in self.parts.pools.items() if name != but)
+
+    # ------------------------------------------------------------------ add and remove
+    async def add(self, group: WorkerGroup, spark) -> GangPool:
+        """Start ``group`` beside the running groups; return its pool once its workers
+        connected. On a failure nothing of the group is left running."""
+        p = self.parts
+        facts = await blocking(p.maker.fresh_facts)
+        plan = plan_groups(facts, {group.name: group}, p.options, self.held())[group.name]
+        pool = self.new_pool(group, plan)
+        p.pools[group.name] = pool
+        pool.running = True
+        gangs = [pool.submit(step, "start") for step in gang_steps(plan, plan.n_workers)]
+        try:
+            await gangs_connected(p.side, gangs, p.options.timeout, facts)
+        except BaseException:
+            await self.end(group.name, 0, spark)
+            raise
+        pool.status = "running"
+        p.events.log(
+            f"spark-dask: worker group {group.name}: {plural(plan.n_workers, plan.kind + ' worker')} connected "
+            f"(Dask resource {group_resource(group.name)})"
+        )
+        return pool
+
+    async def end(self, name: str, grace: float, spark) -> None:
+        """Retire the workers of group ``name`` (Dask moves their data to the other
+        workers first), end its Spark jobs and forget its pool."""
+        pool = self.parts.pools[name]
+        await pool.retire_all()
+        pool.stop()
+        await pool.end(grace, spark)
+        self.parts.pools.pop(name, None)
+
+
+__all__ = ["GroupPools"]

@@ -1,0 +1,190 @@
+"""A graceful drain when Spark decommissions an executor: real local-cluster[2,2,1024]
+applications with ``spark.decommission.enabled``.
+
+Spark starts a decommission in two ways that these tests use: the driver's own call
+(``CoarseGrainedSchedulerBackend.decommissionExecutor``, as Spark's
+WorkerDecommissionSuite does; what a standalone Master's worker decommission and the
+allocation manager end in) and SIGPWR to the executor's JVM (what Kubernetes' decom.sh
+sends; ``spark.executor.decommission.signal``). Either way the executor's Dask worker is
+retired before the executor goes, its data kept on the other worker, the other worker's
+barrier task runs on, and the cluster grows back once Spark's master has started a new
+executor. With two worker groups on the executors, a decommission drains both groups'
+workers there and a killed executor relaunches each group's own gang. The multi-host
+version (a worker host decommissioned) is in tests/multihost/test_multihost_faults.py.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import dask
+import distributed
+import pytest
+
+import spark_dask
+from spark_dask.parts import parts_of
+from tests.support.processes import wait_until
+from tests.support.spark import active_jobs, assert_no_leftovers, make_spark, stop_spark
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(180)]
+
+
+@pytest.fixture(scope="module")
+def spark():
+    s = make_spark("local-cluster[2,2,1024]", **{"spark.decommission.enabled": "true"})
+    yield s
+    stop_spark(s)
+
+
+def _executor_ids(spark) -> list[str]:
+    ids = spark.sparkContext._jsc.sc().getExecutorIds()
+    return sorted(ids.apply(i) for i in range(ids.size()))
+
+
+@pytest.fixture
+def two_executors(spark):
+    """Both executors up (a decommissioned one is replaced by Spark's master)."""
+    assert wait_until(lambda: len(_executor_ids(spark)) == 2, 90), _executor_ids(spark)
+
+
+def _decommission_from_driver(spark, executor: str) -> None:
+    jvm = spark.sparkContext._jvm
+    info = jvm.org.apache.spark.scheduler.ExecutorDecommissionInfo("test", jvm.scala.Option.apply(None))
+    backend = spark.sparkContext._jsc.sc().schedulerBackend()
+    assert backend.decommissionExecutor(executor, info, False, False)
+
+
+def _decommission_by_signal(spark, executor: str) -> None:
+    """SIGPWR to the executor's JVM (``spark.executor.decommission.signal``)."""
+    _signal_executor(spark, executor, signal.SIGPWR)
+
+
+def _signal_executor(spark, executor: str, sig: int) -> None:
+    """``sig`` to the executor's JVM (found by its command line)."""
+    app = spark.sparkContext.applicationId
+    for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().decode().split("\0")
+        except OSError:
+            continue
+        if "org.apache.spark.executor.CoarseGrainedExecutorBackend" in cmd and app in cmd:
+            if cmd[cmd.index("--executor-id") + 1] == executor:
+                os.kill(pid, sig)
+                return
+    raise AssertionError(f"no JVM for executor {executor}")
+
+
+def _kill_executor(spark, executor: str) -> None:
+    """SIGKILL the executor's JVM (a reclaim without notice)."""
+    _signal_executor(spark, executor, signal.SIGKILL)
+
+
+def _data_on_each_worker(client) -> dict[str, list]:
+    """Futures of results held by each worker (by address), 8 each."""
+    return {a: client.scatter([(a, i, os.urandom(1 << 16)) for i in range(8)], workers=[a]) for a in client.ncores()}
+
+
+@pytest.mark.parametrize("trigger", [_decommission_from_driver, _decommission_by_signal], ids=["driver", "sigpwr"])
+def test_a_decommissioned_executor_is_drained_and_its_data_kept(spark, two_executors, trigger):
+    with spark_dask.start(spark, progress=False) as client:
+        cluster = client.cluster
+        data = _data_on_each_worker(client)
+        victim, survivor = sorted(data)
+        info = client.scheduler_info()["workers"]
+        name, executor = info[victim]["name"], info[victim]["spark"]["executor_id"]
+        survivor_pid = client.run(os.getpid, workers=[survivor])[survivor]
+        trigger(spark, executor)
+        assert wait_until(lambda: parts_of(cluster).drains, 30), cluster.get_logs()["Cluster"]
+        (drained,) = parts_of(cluster).drains
+        assert drained["executor"] == executor and drained["workers"] == [name]
+        assert drained["keys"] == drained["moved"] == 8 and drained["lost"] == 0, drained
+        # every key the retired worker held is now on the survivor, not recomputed
+        who_has = client.who_has(data[victim])
+        assert all(who_has[f.key] == (survivor,) for f in data[victim]), who_has
+        assert [v[0] for v in client.gather(data[victim])] == [victim] * 8
+        log = cluster.get_logs()["Cluster"]
+        assert f"Spark is decommissioning executor {executor}: Dask worker {name} on " in log, log
+        assert "its 8 keys (" in log and "moved to the other workers" in log, log
+        # the survivor's barrier task ran on: the same process, no relaunch spent
+        assert client.run(os.getpid, workers=[survivor])[survivor] == survivor_pid
+        assert parts_of(cluster).relaunches == 0
+        assert not any(g.status.startswith("failed") for g in parts_of(cluster).gangs)
+        # Spark's master replaces the executor once it left: the cluster grows back
+        client.wait_for_workers(2, timeout=90)
+        assert executor not in _executor_ids(spark)
+        assert name not in {w["name"] for w in client.scheduler_info()["workers"].values()}
+        assert client.submit(len, data[survivor]).result() == 8
+    assert_no_leftovers(spark, cluster)
+    assert not active_jobs(spark)
+
+
+def test_a_window_too_short_closes_the_worker_and_dask_recomputes(spark, two_executors):
+    """drain-timeout 0: nothing is moved; the line says so, the worker still leaves
+    before its executor (the other worker's barrier task runs on) and what it held is
+    recomputed when asked for."""
+    with (
+        dask.config.set({"spark-dask.drain-timeout": 0}),
+        spark_dask.start(spark, progress=False) as client,
+    ):
+        cluster = client.cluster
+        victim, survivor = sorted(client.ncores())
+        info = client.scheduler_info()["workers"]
+        name, executor = info[victim]["name"], info[victim]["spark"]["executor_id"]
+        held = client.map(lambda i: i * i, range(6), workers=[victim], allow_other_workers=True, pure=False)
+        distributed.wait(held)
+        assert all(w == (victim,) for w in client.who_has(held).values())
+        survivor_pid = client.run(os.getpid, workers=[survivor])[survivor]
+        _decommission_from_driver(spark, executor)
+        assert wait_until(lambda: parts_of(cluster).drains, 30), cluster.get_logs()["Cluster"]
+        (drained,) = parts_of(cluster).drains
+        assert drained["keys"] == 6 and drained["moved"] == 0 and drained["lost"] == 6, drained
+        log = cluster.get_logs()["Cluster"]
+        assert f"Dask worker {name} on " in log and "closed after the drain window (0 s" in log, log
+        assert "with 6 keys not moved (recomputed when needed)" in log, log
+        assert client.gather(held) == [i * i for i in range(6)]  # recomputed
+        assert client.run(os.getpid, workers=[survivor])[survivor] == survivor_pid
+        assert parts_of(cluster).relaunches == 0
+        client.wait_for_workers(2, timeout=90)
+    assert_no_leftovers(spark, cluster)
+
+
+def _groups_by_executor(client) -> dict[str, dict[str, str]]:
+    """``{executor id: {group: worker name}}`` from the workers' Spark facts."""
+    out: dict[str, dict[str, str]] = {}
+    for w in client.scheduler_info()["workers"].values():
+        out.setdefault(w["spark"]["executor_id"], {})[w["spark"].get("group", "default")] = w["name"]
+    return out
+
+
+def test_two_groups_a_decommission_drains_both_a_kill_relaunches_each_its_own(spark, two_executors):
+    """A default group and an ``io`` group, a worker of each on each executor (one core
+    each). Decommissioning one executor drains both its workers (each group owes its
+    own, started on the executor Spark's master brings back); killing the other fails
+    both groups' barrier stages there, and each group relaunches its own gang."""
+    groups = {"io": {"worker": "cpu", "n_workers": 2, "threads_per_worker": 1}}
+    with spark_dask.start(spark, task_profile=False, worker_groups=groups, progress=False) as client:
+        cluster = client.cluster
+        pools = parts_of(cluster).pools
+        placed = _groups_by_executor(client)
+        assert sorted(placed) == sorted(_executor_ids(spark)) and all(len(g) == 2 for g in placed.values()), placed
+        first, second = sorted(placed)
+        held = client.scatter([b"x" * 1000 + bytes([i]) for i in range(6)], workers=[placed[first]["io"]])
+        _decommission_from_driver(spark, first)
+        assert wait_until(lambda: parts_of(cluster).drains, 30), cluster.get_logs()["Cluster"]
+        (drained,) = parts_of(cluster).drains
+        assert sorted(drained["workers"]) == sorted(placed[first].values()) and drained["moved"] == 6, drained
+        assert all(pools[g].relaunches == 0 for g in pools)
+        client.wait_for_workers(4, timeout=90)  # each group's replacement on the new executor
+        assert wait_until(lambda: all(len(g) == 2 for g in _groups_by_executor(client).values()), 30)
+        assert client.gather(held)[0].startswith(b"x")
+        # now a kill: each group's gang with a task on the killed executor fails
+        _kill_executor(spark, second)
+        assert wait_until(lambda: all(pools[g].relaunches == 1 for g in pools), 60), cluster.get_logs()["Cluster"]
+        client.wait_for_workers(4, timeout=90)
+        assert wait_until(lambda: all(len(g) == 2 for g in _groups_by_executor(client).values()), 30)
+        io = [w for w in client.scheduler_info()["workers"].values() if w["resources"].get("group-io")]
+        assert len(io) == 2 and all(w["spark"].get("group") == "io" for w in io), io
+        assert parts_of(cluster).drains == [drained]
+    assert_no_leftovers(spark, cluster)
