@@ -33,6 +33,7 @@ import warnings
 from dask.utils import format_bytes, parse_bytes
 
 from spark_dask.parts import parts_of
+from tests.support.processes import executor_jvm
 
 BLOCK = 16 << 20
 
@@ -44,19 +45,6 @@ def _wait(predicate, timeout: float = 120.0, interval: float = 0.02) -> float | 
             return None
         time.sleep(interval)
     return time.monotonic() - t0
-
-
-def _executor_jvm(app: str, executor: str) -> int:
-    for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmd = f.read().decode().split("\0")
-        except OSError:
-            continue
-        if "org.apache.spark.executor.CoarseGrainedExecutorBackend" in cmd and app in cmd:
-            if cmd[cmd.index("--executor-id") + 1] == executor:
-                return pid
-    raise RuntimeError(f"no JVM for executor {executor}")
 
 
 def _decommission(spark, executor: str) -> None:
@@ -87,7 +75,7 @@ def one(spark, size: int, way: str) -> dict:
             _decommission(spark, executor)
             settled = _wait(lambda: parts_of(cluster).drains, 60)
         else:
-            os.kill(_executor_jvm(spark.sparkContext.applicationId, executor), signal.SIGKILL)
+            os.kill(executor_jvm(spark.sparkContext.applicationId, executor), signal.SIGKILL)
             settled = _wait(lambda: victim not in cluster.scheduler.workers, 60)
         full = _wait(lambda: len(cluster.scheduler.workers) == 2 and victim not in cluster.scheduler.workers, 120)
         tasks = cluster.scheduler.tasks

@@ -601,7 +601,7 @@ class SparkCluster(Cluster):
         self._parts.maker.facts = self._parts.facts
         p = self._parts
         p.pool = GangPool(plan, p.facts, p.options, p.events, p.side, p.maker.make,
-                             self._parts.maker.fresh_facts, lambda: self._adaptive)  # fmt: skip
+                             self._parts.maker.fresh_facts, lambda: self._adaptive or self._groups.adaptive(DEFAULT))  # fmt: skip
         self._parts.pool.others = lambda: other_clusters(self)
         self._parts.pool.beside = lambda: groups_held(self, DEFAULT)
         self._parts.pool.hogging = hog_warning(p.facts, plan, others, group_holds(group_plans, p.facts)) is not None
@@ -687,8 +687,8 @@ class SparkCluster(Cluster):
                           self._gang_ended_threadsafe, group=group.name)  # fmt: skip
         maker.plan, maker.facts, maker.log_dir = plan, p.facts, p.maker.log_dir
         maker.worker_options = check_worker_options(opts.worker_options, plan.kind, opts.worker_command)
-        pool = GangPool(plan, p.facts, opts, p.events, p.side, maker.make, maker.fresh_facts, lambda: self._adaptive,
-                        group=group.name, numbers=p.pool.numbers)  # fmt: skip
+        pool = GangPool(plan, p.facts, opts, p.events, p.side, maker.make, maker.fresh_facts,
+                        lambda: self._groups.adaptive(group.name), group=group.name, numbers=p.pool.numbers)  # fmt: skip
         pool.others = lambda: other_clusters(self)
         pool.beside = lambda: groups_held(self, group.name)
         return pool
@@ -777,18 +777,24 @@ class SparkCluster(Cluster):
         arguments go to ``Adaptive`` (``interval``, ``wait_count``, ``target_duration``);
         the workers of one Spark task are retired together.
 
-        Not with worker groups (``group``, or a cluster that has groups beside the
-        default one): a :class:`~spark_dask.errors.PlanError` says so; scale each group
-        with ``scale(n, group=...)``.
+        With worker groups (``group``, or a cluster that has groups beside the default
+        one) each group adapts on its own (:class:`~spark_dask.group_adapt.GroupAdaptive`):
+        to the tasks restricted to its Dask resource (the default group: to the tasks
+        with no resource restriction), retiring only its own workers; ``group=None`` is
+        the default group. Returns the group's adaptive, whose ``stop()`` ends it.
         """
-        self._groups.check_adapt(group)
-        threads, per_memory = size_per_worker(
-            self._parts.options, self._parts.side.worker_size() or self._parts.maker.worker_size
-        )
+        per_group = self._groups.per_group(group)
+        pool = self._groups.pool_of(group)
+        size = self._parts.side.worker_size(pool.holds if per_group else None)
+        if pool is self._parts.pool:
+            size = size or self._parts.maker.worker_size
+        threads, per_memory = size_per_worker(pool.options, size)
         minimum, maximum, note = adapt_bounds(minimum, maximum, minimum_cores, maximum_cores, minimum_memory,
-                                              maximum_memory, threads, per_memory, max_workers(self._parts.facts, self.gang_plan))  # fmt: skip
+                                              maximum_memory, threads, per_memory, max_workers(self._parts.facts, pool.shape))  # fmt: skip
         if note:
             self._parts.events.warn(note)
+        if per_group:
+            return self._groups.adapt(self, group, minimum=minimum, maximum=maximum, **kwargs)
         kwargs.setdefault("worker_key", task_group)
         return super().adapt(Adaptive=Adaptive, minimum=minimum, maximum=maximum, **kwargs)
 
@@ -902,6 +908,7 @@ class SparkCluster(Cluster):
         for watcher in self._watchers:
             if watcher is not None and watcher is not asyncio.current_task():
                 watcher.cancel()
+        self._groups.stop_adaptive()
         for pool in self._parts.pools.values():
             pool.stop()
         with suppress(Exception):

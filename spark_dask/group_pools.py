@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from spark_dask.aio import blocking
 from spark_dask.errors import PlanError
+from spark_dask.group_adapt import GroupAdaptive
 from spark_dask.groups import DEFAULT, WorkerGroup, group_resource, plan_groups, task_cpus
 from spark_dask.plan import gang_steps
 from spark_dask.pool import GangPool
@@ -34,6 +35,7 @@ class GroupPools:
         self.parts = parts
         self.tag = tag
         self.new_pool = new_pool
+        self.adaptives: dict[str, GroupAdaptive] = {}  # group -> its adaptive scaling (adapt(group=))
 
     # ------------------------------------------------------------------ scheduler plugin
     def worker_added(self, scheduler, address: str) -> None:
@@ -64,19 +66,33 @@ class GroupPools:
         """The names every group's gangs are to hold (``Cluster.plan``)."""
         return {n for pool in self.parts.pools.values() for n in pool.planned_names()}
 
-    def check_adapt(self, group: str | None) -> None:
-        """Adaptive sees the cluster's workers as one kind: it would retire any group's
-        workers and add only the default group's. Refused with groups, until it can
-        adapt each group on its own."""
+    def per_group(self, group: str | None) -> bool:
+        """Whether ``adapt(group=group)`` adapts one group on its own
+        (:class:`~spark_dask.group_adapt.GroupAdaptive`): a group named, or a cluster with
+        groups beside the default one, where distributed's ``Adaptive`` (one kind of
+        worker) would retire any group's workers and add only default ones."""
         if group is not None:
             self.pool_of(group)  # an unknown group: said as such
-        if group not in (None, DEFAULT) or len(self.parts.pools) > 1:
-            raise PlanError(
-                f"spark-dask: adapt(): adaptive scaling works on a cluster of one worker group only "
-                f"(this one has {', '.join(self.parts.pools)}): Dask's Adaptive would retire the "
-                "workers of any group and add only default ones. Scale each group with "
-                "cluster.scale(n, group=...)."
-            )
+        return group is not None or len(self.parts.pools) > 1
+
+    def adapt(self, cluster, group: str | None, **kwargs) -> GroupAdaptive:
+        """Adaptive scaling of ``group`` (None: the default group), replacing the
+        group's earlier one; ``kwargs``: ``Adaptive``'s."""
+        name = DEFAULT if group is None else group
+        pool = self.pool_of(name)
+        self.stop_adaptive(name, "spark-dask: adapt() called again")
+        resource = None if name == DEFAULT else group_resource(name)
+        self.adaptives[name] = GroupAdaptive(cluster, pool, resource, **kwargs)
+        return self.adaptives[name]
+
+    def stop_adaptive(self, name: str | None = None, reason: str = "spark-dask cluster closed") -> None:
+        """Stop the adaptive scaling of group ``name`` (None: of every group)."""
+        for key in [k for k in self.adaptives if name is None or k == name]:
+            self.adaptives.pop(key).stop(reason=reason)
+
+    def adaptive(self, name: str):
+        """The running adaptive scaling of group ``name``, or None."""
+        return self.adaptives.get(name)
 
     def held(self, but: str = "") -> tuple[tuple[int, int], ...]:
         """``(tasks, CPUs per task)`` of every group's gangs but ``but``'s."""
@@ -110,6 +126,7 @@ class GroupPools:
         """Retire the workers of group ``name`` (Dask moves their data to the other
         workers first), end its Spark jobs and forget its pool."""
         pool = self.parts.pools[name]
+        self.stop_adaptive(name, f"spark-dask: worker group {name} removed")
         await pool.retire_all()
         pool.stop()
         await pool.end(grace, spark)

@@ -194,11 +194,14 @@ def check_groups(groups) -> dict[str, WorkerGroup]:
 def group_options(opts, group: WorkerGroup, task_cpus: int | None = None):
     """The cluster's options (:class:`spark_dask.options.ClusterOptions`) as the
     group's workers get them: its kind, size and count, its worker options over the
-    cluster's, and its resources (with the group's own) as ``--resources``. A ``cpu``
-    group's threads default to its Spark tasks' CPUs (``task_cpus``, from the group's
-    plan), never the whole executor's cores: other groups run there too."""
+    cluster's, and its resources (with the group's own) as ``--resources``: the
+    cluster's ``resources`` worker option describes the default group's workers (a
+    ``GPU`` resource of the dask-cuda workers must not follow onto a CPU group), so a
+    group has only its own. A ``cpu`` group's threads default to its Spark tasks' CPUs
+    (``task_cpus``, from the group's plan), never the whole executor's cores: other
+    groups run there too."""
     options = {**(opts.worker_options or {}), **group.worker_options}
-    resources = {**(options.get("resources") or {}), **group.resources, group_resource(group.name): 1}
+    resources = {**(group.worker_options.get("resources") or {}), **group.resources, group_resource(group.name): 1}
     return replace(
         opts,
         n_workers=group.n_workers,

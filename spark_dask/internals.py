@@ -22,10 +22,11 @@ from typing import NamedTuple
 import distributed
 import distributed.scheduler
 from distributed import Scheduler
+from distributed.active_memory_manager import RetireWorker
 from distributed.core import Server
 from distributed.deploy.cluster import Cluster
 from distributed.diagnostics.plugin import SchedulerPlugin
-from distributed.scheduler import WorkerStatusPlugin
+from distributed.scheduler import TaskPrefix, TaskState, WorkerState, WorkerStatusPlugin
 
 
 class Internal(NamedTuple):
@@ -99,6 +100,18 @@ DISTRIBUTED: tuple[Internal, ...] = (
     Internal("distributed.utils.silence_logging_cmgr(level)", "cluster", "the silence_logs option"),
     # workers
     Internal("Worker.handlers", "preload, handoff_task", "operations added to each worker (close, hand-off files)"),
+    # the drain of a decommissioned executor and a worker group's adaptive target
+    Internal(
+        "WorkerState.has_what, .processing, .nbytes, .memory_limit, .extra; TaskState.who_has, .get_nbytes(), "
+        ".resource_restrictions, .prefix.duration_average",
+        "drain, group_adapt",
+        "the results only some workers hold; a group's work and its workers' load",
+    ),
+    Internal(
+        "RetireWorker.done() is True once its worker left the scheduler",
+        "pool",
+        "a drain past its window ends the workers, then the retire_workers call ends by itself",
+    ),
 )
 
 
@@ -168,6 +181,14 @@ def problems(scheduler: Scheduler | None = None) -> list[str]:
         if callable(getattr(distributed.utils, "silence_logging_cmgr", None))
         else "distributed.utils.silence_logging_cmgr is gone",
         calls(Server, "__init__", "self.handlers"),  # Worker.handlers
+        calls(WorkerState, "__init__", "self.processing", "self.nbytes", "self.memory_limit", "self.extra"),
+        calls(TaskState, "__init__", "self.who_has", "self.resource_restrictions"),
+        calls(TaskPrefix, "__init__", "self.duration_average"),
+        None if hasattr(WorkerState, "has_what") else "WorkerState.has_what is gone",
+        None
+        if hasattr(TaskState, "get_nbytes") and hasattr(TaskState, "prefix")
+        else "TaskState.get_nbytes/prefix is gone",
+        calls(RetireWorker, "done", "scheduler.workers.get"),
     ]
     if scheduler is not None:
         found += [f"Scheduler has no attribute {name!r}" for name in (

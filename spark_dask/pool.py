@@ -140,6 +140,11 @@ class GangPool:
                 return g
         return None
 
+    def holds(self, name: str) -> bool:
+        """Whether ``name`` is a connected worker of this pool's gangs, not leaving."""
+        gang = self.gang_of(name)
+        return gang is not None and name in gang.workers and name not in gang.retiring
+
     def connected(self) -> int:
         """Workers of the live gangs that are connected."""
         return sum(g.connected for g in self.live())

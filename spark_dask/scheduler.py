@@ -172,10 +172,11 @@ class DriverScheduler:
         """Workers in status ``running`` (connected and ready)."""
         return sum(ws.status == Status.running for ws in self.scheduler.workers.values())
 
-    def worker_size(self) -> tuple[int, int] | None:
-        """(threads, memory limit) of the cluster's workers, the smallest; None without any."""
+    def worker_size(self, of=None) -> tuple[int, int] | None:
+        """(threads, memory limit) of the cluster's workers (``of(name)``: those it
+        says yes to), the smallest; None without any."""
         workers = self.scheduler.workers.values() if self.scheduler is not None else ()
-        sizes = [(ws.nthreads, ws.memory_limit) for ws in workers if ws.nthreads]
+        sizes = [(ws.nthreads, ws.memory_limit) for ws in workers if ws.nthreads and (of is None or of(str(ws.name)))]
         if not sizes:
             return None
         return min(t for t, _ in sizes), min(m for _, m in sizes)

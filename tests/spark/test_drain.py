@@ -24,7 +24,7 @@ import pytest
 
 import spark_dask
 from spark_dask.parts import parts_of
-from tests.support.processes import wait_until
+from tests.support.processes import executor_jvm, wait_until
 from tests.support.spark import active_jobs, assert_no_leftovers, make_spark, stop_spark
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(180)]
@@ -61,19 +61,8 @@ def _decommission_by_signal(spark, executor: str) -> None:
 
 
 def _signal_executor(spark, executor: str, sig: int) -> None:
-    """``sig`` to the executor's JVM (found by its command line)."""
-    app = spark.sparkContext.applicationId
-    for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmd = f.read().decode().split("\0")
-        except OSError:
-            continue
-        if "org.apache.spark.executor.CoarseGrainedExecutorBackend" in cmd and app in cmd:
-            if cmd[cmd.index("--executor-id") + 1] == executor:
-                os.kill(pid, sig)
-                return
-    raise AssertionError(f"no JVM for executor {executor}")
+    """``sig`` to the executor's JVM."""
+    os.kill(executor_jvm(spark.sparkContext.applicationId, executor), sig)
 
 
 def _kill_executor(spark, executor: str) -> None:

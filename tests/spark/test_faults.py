@@ -23,7 +23,7 @@ import spark_dask
 from spark_dask import SparkDaskError, faults
 from spark_dask.faults import lost_worker, placeable
 from spark_dask.parts import parts_of
-from tests.support.processes import wait_until
+from tests.support.processes import executor_jvm, wait_until
 from tests.support.spark import active_jobs, assert_no_leftovers
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(240)]
@@ -122,15 +122,6 @@ def _executor_of(client, address: str) -> str:
     return client.scheduler_info()["workers"][address]["spark"]["executor_id"]
 
 
-def _executor_jvm(executor_id: str, app_id: str) -> psutil.Process:
-    for p in psutil.process_iter(["cmdline"]):
-        cmd = p.info["cmdline"] or []
-        if "org.apache.spark.executor.CoarseGrainedExecutorBackend" in cmd and app_id in cmd:
-            if cmd[cmd.index("--executor-id") + 1] == executor_id:
-                return p
-    raise AssertionError(f"no JVM for executor {executor_id}")
-
-
 def test_isolated_workers_a_lost_executor_costs_only_its_own_worker(spark, two_executors):
     """barrier=False: each worker is a Spark job of its own; killing one executor JVM
     leaves the other worker (and its data) alone, and the lost one is replaced."""
@@ -149,7 +140,7 @@ def test_isolated_workers_a_lost_executor_costs_only_its_own_worker(spark, two_e
         kept = client.scatter(list(range(1000)), workers=[survivor])
         victim_name = client.scheduler_info()["workers"][victim]["name"]
         executor = _executor_of(client, victim)
-        _executor_jvm(executor, app_id).kill()
+        os.kill(executor_jvm(app_id, executor), signal.SIGKILL)
         assert wait_until(lambda: victim not in client.scheduler_info()["workers"], 30)
         client.wait_for_workers(2, timeout=90)
         now = _worker_pids(client)

@@ -14,6 +14,7 @@ without Spark (tests/unit/test_worker_groups.py): one pool per group makes it so
 from __future__ import annotations
 
 import os
+import time
 import warnings
 
 import pytest
@@ -113,10 +114,8 @@ def test_bad_group_arguments_are_refused_at_once(cluster):
         cluster.add_worker_group("cpu")
     with pytest.raises(PlanError, match="worker must be 'cpu' or 'cuda'"):
         cluster.add_worker_group("other", worker="tpu")
-    with pytest.raises(PlanError, match="one worker group only"):
-        cluster.adapt(maximum=4, group="cpu")
-    with pytest.raises(PlanError, match="one worker group only"):
-        cluster.adapt(maximum=4)
+    with pytest.raises(PlanError, match="no worker group 'nope'"):
+        cluster.adapt(maximum=4, group="nope")
     with pytest.raises(PlanError, match="cannot be removed"):
         cluster.remove_worker_group("default")
     with pytest.raises(PlanError, match="no worker group 'nope'"):
@@ -137,6 +136,28 @@ def test_scaling_a_group_leaves_the_other_alone(cluster, client):
     assert all(info[a]["resources"] == {"group-cpu": 1} and info[a]["nthreads"] == 2 for a in by_group(client)["cpu"])
     assert by_group(client)["default"] == before["default"]
     assert parts_of(cluster).pools["cpu"].gangs[-1].tag == f"{cluster.tag}-cpu-g1"
+    cluster.scale(1, group="cpu")  # room for the next test's group
+    assert wait_until(lambda: len(by_group(client).get("cpu", ())) == 1, 30)
+
+
+@pytest.mark.timeout(90)
+def test_a_group_adapts_on_its_own(cluster, client):
+    """adapt(group="cpu"): idle, the cpu group comes down to its minimum, the default
+    group untouched; work restricted to group-cpu brings it back up to its maximum."""
+    cluster.scale(2, group="cpu")  # the scaling test left it at 1
+    assert wait_until(lambda: len(by_group(client).get("cpu", ())) == 2, 60)
+    before = by_group(client)
+    adaptive = cluster.adapt(minimum=1, maximum=2, group="cpu", interval="100ms", wait_count=2)
+    try:
+        assert wait_until(lambda: len(by_group(client).get("cpu", ())) == 1, 30), by_group(client)
+        assert by_group(client)["default"] == before["default"]
+        # 8 one-second tasks for the cpu group's 2 threads: more than the 5 s target for one worker
+        slow = client.map(lambda i: time.sleep(1) or i, range(12), resources={"group-cpu": 1}, pure=False)
+        assert wait_until(lambda: len(by_group(client).get("cpu", ())) == 2, 40), by_group(client)
+        assert sum(client.gather(slow)) == sum(range(12))
+        assert by_group(client)["default"] == before["default"]
+    finally:
+        adaptive.stop()
     cluster.scale(1, group="cpu")  # room for the next test's group
     assert wait_until(lambda: len(by_group(client).get("cpu", ())) == 1, 30)
 

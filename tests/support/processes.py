@@ -54,3 +54,14 @@ def no_workers_left(output: str) -> bool:
     tags = set(re.findall(r"spark-dask-[0-9a-f]{10}", output))
     assert tags, output[-2000:]
     return wait_until(lambda: not any(dask_processes(t) for t in tags), timeout=20)
+
+
+def executor_jvm(app_id: str, executor_id: str) -> int:
+    """The pid of Spark application ``app_id``'s executor JVM ``executor_id`` on this
+    machine (its command line: ``CoarseGrainedExecutorBackend ... --executor-id N``)."""
+    for p in psutil.process_iter(["cmdline"]):
+        cmd = p.info["cmdline"] or []
+        if "org.apache.spark.executor.CoarseGrainedExecutorBackend" in cmd and app_id in cmd:
+            if cmd[cmd.index("--executor-id") + 1] == executor_id:
+                return p.pid
+    raise LookupError(f"no JVM for executor {executor_id} of {app_id}")

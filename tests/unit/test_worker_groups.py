@@ -17,6 +17,7 @@ from spark_dask import gang as gang_module
 from spark_dask.errors import PlanError
 from spark_dask.events import Events
 from spark_dask.gang import Gang
+from spark_dask.group_adapt import group_target, idle_to_close
 from spark_dask.groups import check_groups, group_options, parse_flag, plan_groups
 from spark_dask.options import group_values
 from spark_dask.plan import ClusterFacts, GangPlan, hog_warning, plan_group
@@ -119,7 +120,8 @@ def test_a_group_overlays_the_cluster_options_and_carries_its_resource():
     ).values()
     mine = group_options(opts, group, task_cpus=3)
     assert mine.worker == "cpu" and mine.threads_per_worker == 3 and mine.worker_groups == {}
-    assert mine.worker_options == {"resources": {"mem": 1, "io": 2, "group-io": 1}, "lifetime": "2h"}
+    # the cluster's resources are the default group's workers': not the group's
+    assert mine.worker_options == {"resources": {"io": 2, "group-io": 1}, "lifetime": "2h"}
 
 
 def test_the_cli_flag_reads_yaml_values():
@@ -256,3 +258,44 @@ def test_the_cli_flag_is_repeatable_and_bad_ones_are_usage_errors():
     }
     with pytest.raises(click.BadParameter, match="NAME:KEY=VALUE"):
         group_values(None, None, ["cpu"])
+
+
+def _ws(name, processing=(), nbytes=0, limit=1000, nthreads=2, gang=0, partition=0):
+    return SimpleNamespace(name=name, address=name, processing=set(processing), nbytes=nbytes, memory_limit=limit,
+                           nthreads=nthreads, extra={"spark": {"gang": gang, "partition": partition, "group": "cpu"}})  # fmt: skip
+
+
+class _Task(SimpleNamespace):
+    __hash__ = object.__hash__  # a key of the scheduler's unrunnable dict, as TaskState
+
+
+def _task(resource=None, duration=1.0):
+    return _Task(resource_restrictions={resource: 1} if resource else {},
+                 prefix=SimpleNamespace(duration_average=duration))  # fmt: skip
+
+
+def test_a_groups_target_counts_its_own_work_only():
+    waiting = [_task("group-cpu") for _ in range(20)] + [_task() for _ in range(50)] + [_task("group-io")]
+    scheduler = SimpleNamespace(queued=[t for t in waiting if not t.resource_restrictions],
+                                unrunnable={t: 0 for t in waiting if t.resource_restrictions})  # fmt: skip
+    members = [_ws("a"), _ws("b")]
+    # 20 one-second tasks of the cpu group within 5 s: 4 threads' worth, 2 threads a worker
+    assert group_target(scheduler, members, "group-cpu", 5.0) == 2
+    assert group_target(scheduler, members, "group-cpu", 1.0) == 10
+    # the default group's work is the 50 tasks without restrictions
+    assert group_target(scheduler, members, None, 5.0) == 5
+    idle = SimpleNamespace(queued=[], unrunnable={})
+    assert group_target(idle, members, "group-cpu", 5.0) == 0
+    busy = [_ws("a", processing=[_task("group-cpu")]), _ws("b")]
+    assert group_target(idle, busy, "group-cpu", 5.0) == 1  # the busy worker stays
+    full = [_ws("a", nbytes=700), _ws("b", nbytes=700)]
+    assert group_target(idle, full, "group-cpu", 5.0) == 4  # memory: twice the members
+    assert group_target(scheduler, [], "group-io", 5.0) == 1  # work and no worker: one
+
+
+def test_idle_workers_close_by_whole_spark_tasks():
+    members = [_ws("a0", partition=0), _ws("a1", partition=0, nbytes=5), _ws("b", partition=1, nbytes=1),
+               _ws("c", partition=2, processing=[1])]  # fmt: skip
+    assert idle_to_close(members, 3) == ["b"]
+    assert idle_to_close(members, 1) == ["b", "a0", "a1"]  # a Spark task's two workers together
+    assert idle_to_close(members, 0) == ["b", "a0", "a1"]  # never the busy one

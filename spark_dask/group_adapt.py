@@ -1,0 +1,145 @@
+"""Adaptive scaling of one worker group (:mod:`spark_dask.groups`): distributed's
+``Adaptive`` (its rhythm, ``minimum``/``maximum``, ``wait_count``) with the group's own
+view of the work, so that each group of a cluster grows and shrinks on its own.
+
+distributed's ``Scheduler.adaptive_target`` counts every task and every worker; a
+group's target counts the tasks that only its workers may run (those restricted to its
+Dask resource, :func:`spark_dask.groups.group_resource`; for the default group, the
+tasks with no resource restriction) and its own workers' load and memory
+(:func:`group_target`). Scale-down closes only the group's own idle workers, the
+workers of one Spark task together (:func:`idle_to_close`); scaling goes through the
+group's :class:`~spark_dask.pool.GangPool`.
+"""
+
+from __future__ import annotations
+
+import math
+from itertools import chain, islice
+
+import dask
+from dask.utils import parse_timedelta
+from distributed.deploy.adaptive import Adaptive
+
+from spark_dask.scheduler import task_group
+
+MEMORY_SHARE = 0.6  # as distributed's adaptive_target: more workers above this share of memory used
+
+
+def wanted(ts, resource: str | None) -> bool:
+    """Whether task ``ts`` is the group's to run: restricted to ``resource`` (a group's
+    Dask resource), or, for the default group (``resource`` None), restricted to none."""
+    restrictions = ts.resource_restrictions or {}
+    return resource in restrictions if resource is not None else not restrictions
+
+
+def group_target(scheduler, members: list, resource: str | None, target_duration: float) -> int:
+    """Workers the group needs for its work: the tasks waiting for it (queued, or
+    without a worker that may run them) and those its ``members`` (WorkerStates) run,
+    at their prefixes' average durations, finished within ``target_duration``; at least
+    twice the members when they use more than 60 % of their memory; never fewer than
+    the members that are busy (a scale-down waits for them)."""
+    unknown = parse_timedelta(dask.config.get("distributed.scheduler.unknown-task-duration"))
+
+    def duration(ts) -> float:
+        average = ts.prefix.duration_average
+        return average if average is not None and average >= 0 else unknown
+
+    waiting = [ts for ts in chain(scheduler.queued, scheduler.unrunnable) if wanted(ts, resource)]
+    sample = list(islice(waiting, 100))
+    busy_time = sum(duration(ts) for ts in sample) * (len(waiting) / len(sample) if sample else 0)
+    running = [ts for ws in members for ts in ws.processing]
+    busy_time += sum(duration(ts) for ts in running)
+    tasks = len(waiting) + len(running)
+    threads = sum(ws.nthreads for ws in members) / len(members) if members else 1
+    cpu = math.ceil(min(busy_time / max(target_duration, 1e-3), tasks) / max(threads, 1))
+    if waiting and not members:
+        cpu = max(cpu, 1)
+    limit = sum(ws.memory_limit or 0 for ws in members)
+    memory = 2 * len(members) if limit and sum(ws.nbytes for ws in members) > MEMORY_SHARE * limit else 0
+    busy = sum(1 for ws in members if ws.processing)
+    return max(cpu, memory, busy)
+
+
+def idle_to_close(members: list, target: int) -> list[str]:
+    """Names of the group's idle workers to close to come down to ``target``: whole Spark
+    tasks (:func:`spark_dask.scheduler.task_group`) of workers that run nothing, those
+    holding the least data first.
+
+    >>> from types import SimpleNamespace as W
+    >>> ws = [W(name=n, processing=p, nbytes=b, extra={}, address=n) for n, p, b in
+    ...       [("a", set(), 10), ("b", {1}, 0), ("c", set(), 0)]]
+    >>> idle_to_close(ws, 1)
+    ['c', 'a']
+    """
+    excess = len(members) - target
+    tasks: dict = {}
+    for ws in members:
+        tasks.setdefault(task_group(ws), []).append(ws)
+    idle = [g for g in tasks.values() if not any(ws.processing for ws in g)]
+    out: list[str] = []
+    for g in sorted(idle, key=lambda g: sum(ws.nbytes for ws in g)):
+        if len(out) >= excess:
+            break
+        out += [str(ws.name) for ws in g]
+    return out
+
+
+class GroupAdaptive(Adaptive):
+    """distributed's ``Adaptive`` for one worker group of a
+    :class:`~spark_dask.cluster.SparkCluster`.
+
+    Parameters
+    ----------
+    cluster : SparkCluster
+    pool : spark_dask.pool.GangPool
+        The group's pool: its planned workers, its scale-up and scale-down.
+    resource : str or None
+        The group's Dask resource (None: the default group).
+    **kwargs
+        ``Adaptive``'s (``minimum``, ``maximum``, ``interval``, ``wait_count``,
+        ``target_duration``).
+    """
+
+    def __init__(self, cluster, pool, resource: str | None, **kwargs):
+        self.pool = pool
+        self.resource = resource
+        super().__init__(cluster, **kwargs)
+
+    def members(self) -> list:
+        """The group's connected workers (WorkerStates), those leaving left out."""
+        scheduler = self.cluster.scheduler
+        if scheduler is None:
+            return []
+        return [ws for ws in scheduler.workers.values() if self.pool.holds(str(ws.name))]
+
+    @property
+    def plan(self) -> set:
+        return self.pool.planned_names()
+
+    @property
+    def requested(self) -> set:
+        return self.plan
+
+    @property
+    def observed(self) -> set:
+        return {str(ws.name) for ws in self.members()}
+
+    async def target(self) -> int:
+        return group_target(self.cluster.scheduler, self.members(), self.resource, self.target_duration)
+
+    async def recommendations(self, target: int) -> dict:
+        # distributed's waits for the cluster when plan and requested differ; here they never do
+        return await super(Adaptive, self).recommendations(target)
+
+    async def workers_to_close(self, target: int) -> list[str]:
+        return idle_to_close(self.members(), target)
+
+    async def scale_up(self, n: int) -> None:
+        await self.pool.scale(n)
+
+    async def scale_down(self, workers) -> None:
+        """Retire ``workers`` through the group's pool (Dask moves their data first)."""
+        await self.pool.scale_down(list(workers))
+
+
+__all__ = ["GroupAdaptive", "group_target", "idle_to_close", "wanted"]
