@@ -116,6 +116,7 @@ class GroupPools:
             await self.end(group.name, 0, spark)
             raise
         pool.status = "running"
+        p.entry.update(groups=list(p.pools)[1:])  # spark-dask list
         p.events.log(
             f"spark-dask: worker group {group.name}: {plural(plan.n_workers, plan.kind + ' worker')} connected "
             f"(Dask resource {group_resource(group.name)})"
@@ -131,6 +132,7 @@ class GroupPools:
         pool.stop()
         await pool.end(grace, spark)
         self.parts.pools.pop(name, None)
+        self.parts.entry.update(groups=list(self.parts.pools)[1:])
 
 
 __all__ = ["GroupPools"]

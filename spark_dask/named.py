@@ -139,7 +139,8 @@ def entry_state(record, age: float, host: str, identity_of) -> str:
 
 def list_rows(records) -> list[dict]:
     """What :func:`list_clusters` returns for the live entries' records: one dict per
-    cluster (``name``, ``status``, ``workers``, ``scheduler``, ``dashboard``, ``pid``,
+    cluster (``name``, ``status``, ``workers``, ``groups``: its worker groups beside the
+    default one, ``scheduler``, ``dashboard``, ``pid``,
     ``started``: local time, ISO format; ``tag``, ``directory``), oldest first."""
     rows = []
     for r in sorted(records, key=lambda r: (r.get("started") or 0, r.get("name", ""))):
@@ -148,6 +149,7 @@ def list_rows(records) -> list[dict]:
             "name": r.get("name"),
             "status": r.get("status"),
             "workers": r.get("workers"),
+            "groups": ",".join(r["groups"]) if r.get("groups") else None,
             "scheduler": r.get("address"),
             "dashboard": r.get("dashboard"),
             "pid": r.get("pid"),
@@ -158,7 +160,16 @@ def list_rows(records) -> list[dict]:
     return rows
 
 
-LIST_COLUMNS = ("name", "status", "workers", "pid", "started", "scheduler", "dashboard")
+def extra_groups(pools) -> list[str]:
+    """The names of a cluster's worker groups beside the default one (its first pool).
+
+    >>> extra_groups({"default": None, "cpu": None})
+    ['cpu']
+    """
+    return list(pools)[1:]
+
+
+LIST_COLUMNS = ("name", "status", "workers", "groups", "pid", "started", "scheduler", "dashboard")
 
 
 def format_rows(rows: list[dict], root: str | None) -> str:
@@ -499,7 +510,8 @@ class Entry:
             self.remove()
             return self.unlisted(e)
         self.update(status="running", address=scheduler.address, dashboard=cluster.dashboard_link or None,
-                    workers=len(scheduler.workers), tls=bool(security is not None and security.require_encryption))  # fmt: skip
+                    workers=len(scheduler.workers), tls=bool(security is not None and security.require_encryption),
+                    groups=extra_groups(parts_of(cluster).pools))  # fmt: skip
         cluster.add_close_hook(partial(self.update, status="closing"))
 
     def request_close(self, cluster) -> None:
@@ -584,8 +596,8 @@ def owner_handlers(cluster, entry: Entry) -> dict:
     """The scheduler handlers a :class:`NamedCluster` calls (``rpc``): the owner's
     ``scale``, ``adapt`` and ``close`` on its own cluster."""
 
-    async def scale(n=0, memory=None, cores=None):
-        return await carry_out(cluster, cluster.scale, n, memory=memory, cores=cores)
+    async def scale(n=0, memory=None, cores=None, group=None):
+        return await carry_out(cluster, cluster.scale, n, memory=memory, cores=cores, group=group)
 
     async def adapt(**kwargs):
         return await carry_out(cluster, cluster.adapt, **kwargs)
@@ -789,12 +801,13 @@ class NamedCluster(Cluster):
             warnings.warn(msg, UserWarning, **outside_package())
         return {k: v for k, v in reply.items() if k != "warnings"}
 
-    def scale(self, n: int = 0, memory=None, cores=None):
+    def scale(self, n: int = 0, memory=None, cores=None, group: str | None = None):
         """Scale the cluster to ``n`` workers (or enough for ``cores`` threads or
-        ``memory`` bytes), as the owner's ``SparkCluster.scale`` does; its warnings (more
-        than the free Spark task slots allow, ...) are issued here. Returns once the
-        owner has taken the request; ``wait_for_workers(n)`` waits for the workers."""
-        out = self._carry_out(SCALE, n=n, memory=memory, cores=cores)
+        ``memory`` bytes; with ``group``, that worker group), as the owner's
+        ``SparkCluster.scale`` does; its warnings (more than the free Spark task slots
+        allow, ...) are issued here. Returns once the owner has taken the request;
+        ``wait_for_workers(n)`` waits for the workers."""
+        out = self._carry_out(SCALE, n=n, memory=memory, cores=cores, group=group)
         return out if self.asynchronous else None
 
     def adapt(self, Adaptive=None, **kwargs):

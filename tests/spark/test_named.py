@@ -126,17 +126,19 @@ def test_list_rows_and_text():
     t = time.time()
     records = [
         {"name": "b", "status": "running", "workers": 2, "address": "tls://h:2", "dashboard": "http://h:3/status",
-         "pid": 20, "started": t, "tag": "spark-dask-b", "directory": "/s/b"},
+         "pid": 20, "started": t, "tag": "spark-dask-b", "directory": "/s/b", "groups": ["cpu", "io"]},
         {"name": "a", "status": "starting", "workers": 0, "address": None, "dashboard": None, "pid": 10,
          "started": t - 60, "tag": "spark-dask-a", "directory": "/s/a"},
     ]  # fmt: skip
     rows = named.list_rows(records)
     assert [r["name"] for r in rows] == ["a", "b"]  # oldest first
-    assert set(rows[0]) == {"name", "status", "workers", "scheduler", "dashboard", "pid", "started", "tag", "directory"}
+    assert set(rows[0]) == {"name", "status", "workers", "groups", "scheduler", "dashboard", "pid", "started", "tag",
+                            "directory"}  # fmt: skip
     assert rows[1]["scheduler"] == "tls://h:2" and len(rows[1]["started"]) == len("2026-12-01 17:00:00")
     text = named.format_rows(rows, "/s").splitlines()
-    assert text[0].split() == ["NAME", "STATUS", "WORKERS", "PID", "STARTED", "SCHEDULER", "DASHBOARD"]
-    assert text[1].split()[:4] == ["a", "starting", "0", "10"] and text[1].rstrip().endswith("-")
+    assert text[0].split() == ["NAME", "STATUS", "WORKERS", "GROUPS", "PID", "STARTED", "SCHEDULER", "DASHBOARD"]
+    assert text[1].split()[:5] == ["a", "starting", "0", "-", "10"] and text[1].rstrip().endswith("-")
+    assert text[2].split()[:4] == ["b", "running", "2", "cpu,io"]
     assert "tls://h:2" in text[2] and "http://h:3/status" in text[2]
     assert named.format_rows([], "/s") == "no spark-dask cluster of this user runs on this host (state directory /s)"
     assert "state-dir is false" in named.format_rows([], None)

@@ -171,6 +171,7 @@ def test_a_group_added_and_removed_moves_its_data_first(cluster, client):
     data = client.submit(lambda: b"x" * 1000, resources={"io": 1}, pure=False)
     wait(data, timeout=30)
     assert client.who_has(data)[data.key] == (address,)
+    assert _listed_groups(cluster) == "cpu,io"  # spark-dask list
     gangs = list(parts_of(cluster).pools["io"].gangs)
     cluster.remove_worker_group("io")
     assert "io" not in parts_of(cluster).pools and "io" not in by_group(client)
@@ -178,6 +179,12 @@ def test_a_group_added_and_removed_moves_its_data_first(cluster, client):
     assert address not in client.who_has(data)[data.key]
     assert wait_until(lambda: all(g.done for g in gangs), 30)
     assert set(by_group(client)) == {"default", "cpu"}
+    assert _listed_groups(cluster) == "cpu"
+
+
+def _listed_groups(cluster) -> str | None:
+    (row,) = [r for r in spark_dask.list_clusters() if r["tag"] == cluster.tag]
+    return row["groups"]
 
 
 @pytest.mark.timeout(90)
