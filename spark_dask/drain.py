@@ -41,6 +41,21 @@ FORCE_KILL = "spark.executor.decommission.forceKillTimeout"
 # ... or tells Spark when an outside service will (optional; used for speculation)
 KILL_INTERVAL = "spark.executor.decommission.killInterval"
 MARGIN = 5.0  # seconds kept before Spark's own kill for the Spark tasks to return
+GIVE_UP = 3  # failed reads of the driver's scheduler in a row after which the watch ends
+
+
+def unreadable_message(error: str) -> str:
+    """What the watch says when the driver's scheduler cannot be read (a Databricks
+    access mode that blocks py4j).
+
+    >>> unreadable_message("Py4JSecurityException: ...")[:80]
+    "spark-dask: Spark decommissions executors here, but the driver's scheduler canno"
+    """
+    return (
+        "spark-dask: Spark decommissions executors here, but the driver's scheduler cannot be read "
+        f"({error}): the Dask workers of a decommissioned executor are lost with it (their Spark tasks "
+        "relaunched). Dedicated compute (single user) lets spark-dask drain them."
+    )
 
 
 def drain_window(drain_timeout: float, force_kill: float | None, kill_interval: float | None) -> float:
@@ -181,18 +196,19 @@ async def watch_decommission(spark, tag: str, scheduler, pools, drain_timeout: f
         return
     draining: dict[str, asyncio.Task] = {}
     try:
-        failed = False
+        failed = 0  # rounds in a row
         while any(p.running for p in pools()):
             places = executors_of(scheduler, tag)
             ids = sorted(e for e in places if e not in draining)
             try:
                 found = await blocking(decommissioning, spark, ids) if ids else {}
-                failed = False
-            except Exception as e:  # noqa: BLE001 - logged; the next round tries again
-                (logger.debug if failed else logger.warning)(
-                    "spark-dask: reading Spark's decommissioned executors failed (%s: %s); trying again", type(e).__name__, e
-                )  # fmt: skip
-                failed, found = True, {}
+                failed = 0
+            except Exception as e:  # noqa: BLE001 - the next round tries again, twice
+                failed, found = failed + 1, {}
+                if failed >= GIVE_UP:
+                    events.tell(unreadable_message(f"{type(e).__name__}: {e}"))
+                    return
+                logger.debug("spark-dask: reading Spark's decommissioned executors failed: %r", e)
             for executor, age in found.items():
                 job = drain_executor(executor, places[executor], pools(), scheduler, max(window - age, 0.0), events)
                 draining[executor] = asyncio.ensure_future(job)
