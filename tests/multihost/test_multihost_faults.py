@@ -111,15 +111,33 @@ def test_a_lost_host_and_its_replacement(multihost, d, barrier):
         assert "retired Dask workers" not in saw["log"], saw["log"]
 
 
-def test_a_decommissioned_host_is_drained_before_it_goes(multihost, d):
-    """worker-2's Spark Worker gets SIGPWR (a spot reclaim's notice): the Master
-    decommissions its executor, the driver sees it, the Dask worker there is retired
-    before the executor goes (its 64 MiB of results moved to worker-1's worker), and the
-    barrier stage runs on with worker-1's worker (no relaunch, never 0 workers). The
-    decommissioned Worker gets no new executor: the cluster grows back when the host is
-    replaced."""
+def test_a_killed_executor_costs_both_workers_a_decommissioned_host_none(multihost, d):
+    """One cluster, worker-2's executor twice. First its JVM is SIGKILLed (a reclaim
+    without notice, or without decommissioning): Spark ends the whole barrier stage, both
+    workers and all their results are gone (scattered: nothing to recompute them from),
+    the cluster relaunches, and Spark's Worker starts a new executor on the same host.
+    Then worker-2's Spark Worker gets SIGPWR (a spot reclaim's notice; the Workers have
+    `spark.decommission.enabled` as Databricks documents it): the Master decommissions the
+    executor, the driver sees it, the Dask worker there is retired before the executor
+    goes (its 64 MiB of results moved to worker-1's worker) and the barrier stage runs on
+    with worker-1's worker: no relaunch, never 0 workers. The decommissioned Worker gets no
+    new executor: the cluster grows back when the host is replaced."""
     start = start_two(d, "drain")
+    d.call(F + "keep_on", "drain", VICTIM)
+    t_kill = time.time()
+    assert multihost.kill_executor(VICTIM)
+    back = d.call(F + "wait_workers", "drain", 2, 150, since=t_kill, old=start["old"])
+    killed = d.call(F + "unwatch", "drain", t_kill)
+    report("barrier=True, worker-2's executor JVM killed", t_kill, back, killed)
+    assert back is not None, killed["log"]
+    assert d.call(F + "kept_on", "drain", VICTIM) == {"kept": 0, "of": 16, "hosts": [], "intact": True}
+    assert killed["relaunches"] == 1 and "2 Dask workers lost" in killed["log"], killed["log"]
+    assert start["kept"] not in killed["hosts"]  # worker-1's worker died with the stage too
+    # the same host's executor, decommissioned this time
+    d.call(F + "keep_data", "drain", HEALTHY)
     keys = d.call(F + "keep_on", "drain", VICTIM)
+    old = d.call(F + "addresses", "drain")
+    d.call(F + "watch", "drain")
     t0 = time.time()
     assert multihost.decommission_host(VICTIM)
     assert wait_until(lambda: d.call(F + "drains", "drain"), 60)
@@ -131,35 +149,16 @@ def test_a_decommissioned_host_is_drained_before_it_goes(multihost, d):
     assert d.call(F + "wait_workers", "drain", 2, 3, since=t_drained + 1) is None  # nothing to hold it
     t_replace = time.time()
     multihost.replace_host(VICTIM)
-    back = d.call(F + "wait_workers", "drain", 2, 150, since=t_replace, old=start["old"])
+    back = d.call(F + "wait_workers", "drain", 2, 150, since=t_replace, old=old)
     saw = d.call(F + "unwatch", "drain", t0)
     report("barrier=True, worker-2 decommissioned (SIGPWR to its Worker), replaced after", t_replace, back, saw)
     print(f"  drained {drained['moved']} keys ({drained['bytes'] / 2**20:.0f} MiB) in {drained['seconds']:.2f} s, "
           f"{t_drained - t0:.1f} s after the signal")  # fmt: skip
     assert back is not None, saw["log"]
-    assert saw["hosts"][start["kept"]] == HEALTHY  # never left
-    assert saw["min"] >= 1 and saw["seconds_with_none"] == 0 and saw["relaunches"] == 0, saw
+    healthy = [a for a, h in saw["hosts"].items() if h == HEALTHY]
+    assert saw["min"] >= 1 and saw["seconds_with_none"] == 0 and saw["relaunches"] == 1, saw  # the kill's only
+    assert set(healthy) <= set(old)  # worker-1's worker never left
     assert f"Spark is decommissioning executor {drained['executor']}: Dask worker " in saw["log"], saw["log"]
-    assert "lost" not in saw["log"], saw["log"]
-
-
-def test_the_same_executor_killed_costs_both_workers_and_their_data(multihost, d):
-    """The comparison: worker-2's executor JVM killed instead (a reclaim without notice,
-    or without decommissioning). Spark ends the whole barrier stage: both workers and
-    all their results are gone (scattered: nothing to recompute them from), the cluster
-    relaunches, and Spark's Worker starts a new executor on the same host."""
-    start = start_two(d, "kill")
-    d.call(F + "keep_on", "kill", VICTIM)
-    t0 = time.time()
-    assert multihost.kill_executor(VICTIM)
-    back = d.call(F + "wait_workers", "kill", 2, 150, since=t0, old=start["old"])
-    saw = d.call(F + "unwatch", "kill", t0)
-    report("barrier=True, worker-2's executor JVM killed", t0, back, saw)
-    assert back is not None, saw["log"]
-    assert d.call(F + "kept_on", "kill", VICTIM) == {"kept": 0, "of": 16, "hosts": [], "intact": True}
-    assert saw["relaunches"] == 1 and "2 Dask workers lost" in saw["log"], saw["log"]
-    assert start["kept"] not in saw["hosts"]  # worker-1's worker died with the stage too
-    assert not d.call(F + "drains", "kill")
 
 
 def test_a_link_cut_for_30s_and_restored(multihost, d):

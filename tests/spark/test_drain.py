@@ -8,8 +8,9 @@ allocation manager end in) and SIGPWR to the executor's JVM (what Kubernetes' de
 sends; ``spark.executor.decommission.signal``). Either way the executor's Dask worker is
 retired before the executor goes, its data kept on the other worker, the other worker's
 barrier task runs on, and the cluster grows back once Spark's master has started a new
-executor. With two worker groups on the executors, a decommission drains both groups'
-workers there and a killed executor relaunches each group's own gang. The multi-host
+executor. With two worker groups on the executors, a decommission drains every worker
+there, whatever its group, and a killed executor relaunches only the groups that had a
+worker on it. The multi-host
 version (a worker host decommissioned) is in tests/multihost/test_multihost_faults.py.
 """
 
@@ -135,44 +136,58 @@ def test_a_window_too_short_closes_the_worker_and_dask_recomputes(spark, two_exe
         assert client.gather(held) == [i * i for i in range(6)]  # recomputed
         assert client.run(os.getpid, workers=[survivor])[survivor] == survivor_pid
         assert parts_of(cluster).relaunches == 0
-        client.wait_for_workers(2, timeout=90)
     assert_no_leftovers(spark, cluster)
 
 
-def _groups_by_executor(client) -> dict[str, dict[str, str]]:
-    """``{executor id: {group: worker name}}`` from the workers' Spark facts."""
-    out: dict[str, dict[str, str]] = {}
+def _placed(client) -> dict[str, list[tuple[str, str]]]:
+    """``{executor id: [(group, worker name), ...]}`` from the workers' Spark facts."""
+    out: dict[str, list[tuple[str, str]]] = {}
     for w in client.scheduler_info()["workers"].values():
-        out.setdefault(w["spark"]["executor_id"], {})[w["spark"].get("group", "default")] = w["name"]
+        out.setdefault(w["spark"]["executor_id"], []).append((w["spark"].get("group", "default"), w["name"]))
+    return {e: sorted(ws) for e, ws in out.items()}
+
+
+def _per_group(client) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for ws in _placed(client).values():
+        for group, _ in ws:
+            out[group] = out.get(group, 0) + 1
     return out
 
 
-def test_two_groups_a_decommission_drains_both_a_kill_relaunches_each_its_own(spark, two_executors):
-    """A default group and an ``io`` group, a worker of each on each executor (one core
-    each). Decommissioning one executor drains both its workers (each group owes its
-    own, started on the executor Spark's master brings back); killing the other fails
-    both groups' barrier stages there, and each group relaunches its own gang."""
+def test_two_groups_a_decommission_drains_both_a_kill_relaunches_only_the_groups_there(spark, two_executors):
+    """A default group and an ``io`` group of two workers each (a core each) on two
+    executors of two cores, placed as Spark places the barrier tasks. Decommissioning
+    the executor of an ``io`` worker drains every worker there, whatever its group (each
+    group owes its own, started on the executor Spark's master brings back); killing
+    the executor of a default worker fails the barrier stages of the groups with a task
+    there, and only those groups relaunch."""
     groups = {"io": {"worker": "cpu", "n_workers": 2, "threads_per_worker": 1}}
     with spark_dask.start(spark, task_profile=False, worker_groups=groups, progress=False) as client:
         cluster = client.cluster
         pools = parts_of(cluster).pools
-        placed = _groups_by_executor(client)
-        assert sorted(placed) == sorted(_executor_ids(spark)) and all(len(g) == 2 for g in placed.values()), placed
-        first, second = sorted(placed)
-        held = client.scatter([b"x" * 1000 + bytes([i]) for i in range(6)], workers=[placed[first]["io"]])
+        assert _per_group(client) == {"default": 2, "io": 2}
+        placed = _placed(client)
+        first = next(e for e, ws in placed.items() if any(g == "io" for g, _ in ws))
+        on_io = next(n for g, n in placed[first] if g == "io")
+        held = client.scatter([b"x" * 1000 + bytes([i]) for i in range(6)], workers=[on_io])
         _decommission_from_driver(spark, first)
         assert wait_until(lambda: parts_of(cluster).drains, 30), cluster.get_logs()["Cluster"]
         (drained,) = parts_of(cluster).drains
-        assert sorted(drained["workers"]) == sorted(placed[first].values()) and drained["moved"] == 6, drained
-        assert all(pools[g].relaunches == 0 for g in pools)
+        assert sorted(drained["workers"]) == sorted(n for _, n in placed[first]) and drained["moved"] == 6, drained
+        assert all(pool.relaunches == 0 for pool in pools.values())
         client.wait_for_workers(4, timeout=90)  # each group's replacement on the new executor
-        assert wait_until(lambda: all(len(g) == 2 for g in _groups_by_executor(client).values()), 30)
+        assert wait_until(lambda: _per_group(client) == {"default": 2, "io": 2}, 30), _placed(client)
         assert client.gather(held)[0].startswith(b"x")
-        # now a kill: each group's gang with a task on the killed executor fails
-        _kill_executor(spark, second)
-        assert wait_until(lambda: all(pools[g].relaunches == 1 for g in pools), 60), cluster.get_logs()["Cluster"]
+        # now a kill: the groups with a worker on the killed executor relaunch, no other
+        placed = _placed(client)
+        victim = next(e for e, ws in placed.items() if any(g == "default" for g, _ in ws))
+        hit = {g for g, _ in placed[victim]}
+        _kill_executor(spark, victim)
+        assert wait_until(lambda: all(pools[g].relaunches == 1 for g in hit), 60), cluster.get_logs()["Cluster"]
         client.wait_for_workers(4, timeout=90)
-        assert wait_until(lambda: all(len(g) == 2 for g in _groups_by_executor(client).values()), 30)
+        assert wait_until(lambda: _per_group(client) == {"default": 2, "io": 2}, 30), _placed(client)
+        assert {g: pool.relaunches for g, pool in pools.items()} == {g: int(g in hit) for g in pools}
         io = [w for w in client.scheduler_info()["workers"].values() if w["resources"].get("group-io")]
         assert len(io) == 2 and all(w["spark"].get("group") == "io" for w in io), io
         assert parts_of(cluster).drains == [drained]
