@@ -13,6 +13,7 @@ group's :class:`~spark_dask.pool.GangPool`.
 
 from __future__ import annotations
 
+import inspect
 import math
 from itertools import chain, islice
 
@@ -23,6 +24,16 @@ from distributed.deploy.adaptive import Adaptive
 from spark_dask.scheduler import task_group
 
 MEMORY_SHARE = 0.6  # as distributed's adaptive_target: more workers above this share of memory used
+STOP_TAKES_REASON = "reason" in inspect.signature(Adaptive.stop).parameters  # distributed >= 2024.11
+
+
+def stop_adaptive(adaptive, reason: str) -> None:
+    """Stop ``adaptive`` (distributed's ``Adaptive``) saying why, where its ``stop``
+    takes a reason (the lowest distributed this package supports does not)."""
+    if STOP_TAKES_REASON:
+        adaptive.stop(reason=reason)
+    else:
+        adaptive.stop()
 
 
 def wanted(ts, resource: str | None) -> bool:
@@ -142,4 +153,4 @@ class GroupAdaptive(Adaptive):
         await self.pool.scale_down(list(workers))
 
 
-__all__ = ["GroupAdaptive", "group_target", "idle_to_close", "wanted"]
+__all__ = ["GroupAdaptive", "group_target", "idle_to_close", "stop_adaptive", "wanted"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from spark_dask.aio import blocking
 from spark_dask.errors import PlanError
-from spark_dask.group_adapt import GroupAdaptive
+from spark_dask.group_adapt import GroupAdaptive, stop_adaptive
 from spark_dask.groups import DEFAULT, WorkerGroup, group_resource, plan_groups, task_cpus
 from spark_dask.plan import gang_steps
 from spark_dask.pool import GangPool
@@ -88,7 +88,7 @@ class GroupPools:
     def stop_adaptive(self, name: str | None = None, reason: str = "spark-dask cluster closed") -> None:
         """Stop the adaptive scaling of group ``name`` (None: of every group)."""
         for key in [k for k in self.adaptives if name is None or k == name]:
-            self.adaptives.pop(key).stop(reason=reason)
+            stop_adaptive(self.adaptives.pop(key), reason)
 
     def adaptive(self, name: str):
         """The running adaptive scaling of group ``name``, or None."""

@@ -35,6 +35,7 @@ from spark_dask.faults import (
     worker_lost_message,
 )
 from spark_dask.gang import Gang, end_gangs, gang_of_placeholder
+from spark_dask.group_adapt import stop_adaptive
 from spark_dask.groups import DEFAULT, task_cpus
 from spark_dask.launcher import session_closed
 from spark_dask.options import ClusterOptions
@@ -291,7 +292,7 @@ class GangPool:
         )
         adaptive = self.adaptive()
         if self.recovery.start_failures >= 3 and adaptive is not None:
-            adaptive.stop(reason="spark-dask: gangs fail to start")
+            stop_adaptive(adaptive, "spark-dask: gangs fail to start")
             msg += (
                 f"\n{self.recovery.start_failures} gangs in a row could not start their workers: adaptive "
                 "scaling is stopped. Fix the cause and call cluster.adapt(...) again."

@@ -248,7 +248,7 @@ def test_relaunches_used_up_shrink_the_cluster_and_say_so():
 
 
 def test_gangs_that_keep_failing_to_start_stop_adaptive():
-    adaptive = SimpleNamespace(stopped=[], stop=lambda reason: adaptive.stopped.append(reason))
+    adaptive = SimpleNamespace(stopped=[], stop=lambda reason="": adaptive.stopped.append(reason))
 
     async def main():
         pool, side, events, first, _ = running_pool(1, adaptive=adaptive)
