@@ -91,6 +91,7 @@ class Gang:
         self.seen: set[str] = set()  # every name that ever connected
         self.hosts: dict[str, str] = {}  # every worker that connected: name -> "host (executor id)"
         self.retiring: set[str] = set()  # asked to leave (scale-down)
+        self.drained: set[str] = set()  # of those, the workers of an executor Spark decommissioned
         self.closed: set[str] = set()  # left on purpose without a scale-down (client.retire_workers)
         self.status = "created"
         self.cancelled = False

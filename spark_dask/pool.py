@@ -210,7 +210,7 @@ class GangPool:
             whole = not starting and not self.recovery.owed
             if whole:  # back to full size
                 self.status = "running"
-            self.events.log(relaunched_message(gang.wanted, self.connected(), self.target, whole, gang.tag))
+            self.events.log(relaunched_message(gang.wanted, self.connected(), self.target, whole, gang.tag, self.group))
         elif gang.reason == "scale":
             self.events.note(f"spark-dask: {gang.tag}: {plural(gang.wanted, 'more Dask worker')} connected")
 
@@ -520,6 +520,8 @@ class GangPool:
                 real.update((n, gang) for n in gang.retire([name]))
         if not real:
             return []
+        for n, gang in real.items():
+            gang.drained.add(n)
         self.recovery.owed += len(real)
         self.recovery.owed_said = True  # the drain's own line says what comes next
         late = await self.close_workers(real, timeout=window, say=False, before_end=before_end)
@@ -665,8 +667,9 @@ class TaskNumbers:
         return first
 
 
-def relaunched_message(started: int, connected: int, target: int, whole: bool, tag: str) -> str:
-    """What a user reads when a relaunched gang's workers all connected.
+def relaunched_message(started: int, connected: int, target: int, whole: bool, tag: str, group: str = DEFAULT) -> str:
+    """What a user reads when a relaunched gang's workers all connected (``group``: the
+    worker group whose gang it is; a group other than the default says so).
 
     >>> relaunched_message(2, 2, 2, True, "g1")
     'spark-dask: the cluster is back to full size: all 2 Dask workers are connected (relaunched: g1)'
@@ -674,13 +677,19 @@ def relaunched_message(started: int, connected: int, target: int, whole: bool, t
     'spark-dask: the cluster is back to full size: its 1 Dask worker is connected (relaunched: g1)'
     >>> relaunched_message(1, 1, 2, False, "g1")
     'spark-dask: 1 relaunched Dask worker connected (g1); the cluster has 1 of 2'
+    >>> relaunched_message(2, 2, 2, True, "t-io-g1", "io")
+    'spark-dask: worker group io is back to full size: all 2 of its Dask workers are connected (relaunched: t-io-g1)'
     """
+    whose = "the cluster" if group == DEFAULT else f"worker group {group}"
     if whole:
-        connected_all = "its 1 Dask worker is" if target == 1 else f"all {plural(target, 'Dask worker')} are"
-        return f"spark-dask: the cluster is back to full size: {connected_all} connected (relaunched: {tag})"
+        if group == DEFAULT:
+            connected_all = "its 1 Dask worker is" if target == 1 else f"all {plural(target, 'Dask worker')} are"
+        else:
+            connected_all = "its 1 Dask worker is" if target == 1 else f"all {target} of its Dask workers are"
+        return f"spark-dask: {whose} is back to full size: {connected_all} connected (relaunched: {tag})"
     return (
         f"spark-dask: {plural(started, 'relaunched Dask worker')} connected ({tag}); "
-        f"the cluster has {connected} of {target}"
+        f"{whose} has {connected} of {target}"
     )
 
 

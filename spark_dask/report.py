@@ -48,7 +48,9 @@ def gang_tasks(gangs: list[Gang], scheduler_info, scheduler) -> list[tuple[Gang,
         if not g.done and not closed:
             tasks = widget.live_tasks(g.plan.n_tasks, workers, status, gang=g.index, base=g.first, group=g.group)
             for t in tasks:
-                if not t["workers"] and any(task_number(n) == t["partition"] for n in g.retiring):
+                if not t["workers"] and any(task_number(n) == t["partition"] for n in g.drained):
+                    t["status"] = "ended: its Dask workers were retired (Spark decommissioned its executor)"
+                elif not t["workers"] and any(task_number(n) == t["partition"] for n in g.retiring):
                     t["status"] = "ended: its Dask workers were retired (scale-down)"
                 elif not t["workers"] and g.pending:
                     t["status"] = "waiting for a task slot"
