@@ -597,7 +597,8 @@ def owner_handlers(cluster, entry: Entry) -> dict:
     ``scale``, ``adapt`` and ``close`` on its own cluster."""
 
     async def scale(n=0, memory=None, cores=None, group=None):
-        return await carry_out(cluster, cluster.scale, n, memory=memory, cores=cores, group=group)
+        by_group = {"group": group} if group else {}  # a handle named a worker group
+        return await carry_out(cluster, cluster.scale, n, memory=memory, cores=cores, **by_group)
 
     async def adapt(**kwargs):
         return await carry_out(cluster, cluster.adapt, **kwargs)
@@ -807,7 +808,8 @@ class NamedCluster(Cluster):
         ``SparkCluster.scale`` does; its warnings (more than the free Spark task slots
         allow, ...) are issued here. Returns once the owner has taken the request;
         ``wait_for_workers(n)`` waits for the workers."""
-        out = self._carry_out(SCALE, n=n, memory=memory, cores=cores, group=group)
+        # ``group`` only when given: an owner of an older spark-dask takes no such argument
+        out = self._carry_out(SCALE, n=n, memory=memory, cores=cores, **({"group": group} if group else {}))
         return out if self.asynchronous else None
 
     def adapt(self, Adaptive=None, **kwargs):

@@ -328,7 +328,7 @@ def test_cli_list(state):
     with named.Entry("etl", "spark-dask-6666666666", state) as entry:
         entry.update(status="running", workers=3, address="tls://10.0.0.1:4000")
         text = CliRunner().invoke(cli.main, ["list"]).output.splitlines()
-        assert text[1].split()[:4] == ["etl", "running", "3", str(os.getpid())], text
+        assert text[1].split()[:5] == ["etl", "running", "3", "-", str(os.getpid())], text  # no worker groups
         rows = json.loads(CliRunner().invoke(cli.main, ["list", "--json"]).output)
         assert [(r["name"], r["workers"], r["scheduler"]) for r in rows] == [("etl", 3, "tls://10.0.0.1:4000")]
 
