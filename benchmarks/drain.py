@@ -34,6 +34,7 @@ from dask.utils import format_bytes, parse_bytes
 
 from spark_dask.parts import parts_of
 from tests.support.processes import executor_jvm
+from tests.support.spark import decommission_executor
 
 BLOCK = 16 << 20
 
@@ -45,12 +46,6 @@ def _wait(predicate, timeout: float = 120.0, interval: float = 0.02) -> float | 
             return None
         time.sleep(interval)
     return time.monotonic() - t0
-
-
-def _decommission(spark, executor: str) -> None:
-    jvm = spark.sparkContext._jvm
-    info = jvm.org.apache.spark.scheduler.ExecutorDecommissionInfo("benchmark", jvm.scala.Option.apply(None))
-    spark.sparkContext._jsc.sc().schedulerBackend().decommissionExecutor(executor, info, False, False)
 
 
 def one(spark, size: int, way: str) -> dict:
@@ -72,7 +67,7 @@ def one(spark, size: int, way: str) -> dict:
         executor = client.scheduler_info()["workers"][victim]["spark"]["executor_id"]
         pid = client.run(os.getpid, workers=[survivor])[survivor]
         if way == "drained":
-            _decommission(spark, executor)
+            decommission_executor(spark, executor, "benchmark")
             settled = _wait(lambda: parts_of(cluster).drains, 60)
         else:
             os.kill(executor_jvm(spark.sparkContext.applicationId, executor), signal.SIGKILL)

@@ -736,12 +736,7 @@ class SparkCluster(Cluster):
         their Spark tasks return and their slots serve Spark jobs again. Returns at
         once; ``cluster.wait_for_workers(n)`` waits for the workers.
         """
-        pool = self._groups.pool_of(group) if group is not None else None
-        if pool is None or pool is self._parts.pool:
-            size = self._parts.side.worker_size() or self._parts.maker.worker_size
-            threads, per_memory = size_per_worker(self._parts.options, size)
-        else:
-            threads, per_memory = size_per_worker(pool.options, None)
+        threads, per_memory = self._size_per_worker(self._groups.pool_of(group))
         if isinstance(memory, str):
             memory = parse_bytes(memory)
         n = workers_for(n, cores, memory, threads, per_memory)
@@ -785,10 +780,7 @@ class SparkCluster(Cluster):
         """
         per_group = self._groups.per_group(group)
         pool = self._groups.pool_of(group)
-        size = self._parts.side.worker_size(pool.holds if per_group else None)
-        if pool is self._parts.pool:
-            size = size or self._parts.maker.worker_size
-        threads, per_memory = size_per_worker(pool.options, size)
+        threads, per_memory = self._size_per_worker(pool)
         minimum, maximum, note = adapt_bounds(minimum, maximum, minimum_cores, maximum_cores, minimum_memory,
                                               maximum_memory, threads, per_memory, max_workers(self._parts.facts, pool.shape))  # fmt: skip
         if note:
@@ -797,6 +789,17 @@ class SparkCluster(Cluster):
             return self._groups.adapt(self, group, minimum=minimum, maximum=maximum, **kwargs)
         kwargs.setdefault("worker_key", task_group)
         return super().adapt(Adaptive=Adaptive, minimum=minimum, maximum=maximum, **kwargs)
+
+    def _size_per_worker(self, pool) -> tuple[int | None, int | None]:
+        """(threads, memory) of one worker of ``pool``'s group, for ``scale(cores=,
+        memory=)`` and ``adapt``: its options where set, else its workers' own (with
+        several groups, only its own workers; the default group falls back on the size
+        its first workers had)."""
+        p = self._parts
+        size = p.side.worker_size(pool.holds if len(p.pools) > 1 else None)
+        if pool is p.pool:
+            size = size or p.maker.worker_size
+        return size_per_worker(pool.options, size)
 
     # ------------------------------------------------------------------ worker groups
     def add_worker_group(

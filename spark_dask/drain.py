@@ -70,10 +70,15 @@ def drain_window(drain_timeout: float, force_kill: float | None, kill_interval: 
     return min(bounds)
 
 
+def decommissions(spark) -> bool:
+    """Whether Spark decommissions executors (``spark.decommission.enabled``; blocking)."""
+    return str(spark_conf(spark, ENABLED) or "").lower() == "true"
+
+
 def spark_window(spark, drain_timeout: float) -> float | None:
     """The drain window for ``spark`` (blocking: reads its conf), or None where Spark
     does not decommission (``spark.decommission.enabled`` off)."""
-    if str(spark_conf(spark, ENABLED) or "false").lower() != "true":
+    if not decommissions(spark):
         return None
     kills = [spark_conf(spark, key) for key in (FORCE_KILL, KILL_INTERVAL)]
     force_kill, kill_interval = (None if k in (None, "") else parse_timedelta(k, default="ms") for k in kills)
@@ -185,7 +190,7 @@ async def watch_decommission(spark, tag: str, scheduler, pools, drain_timeout: f
     where Spark does not decommission or the driver cannot be read (Spark Connect).
     ``pools()``: the cluster's gang pools; ``drained(figures)``: called after each drain."""
     if is_connect(spark):
-        if str(await blocking(spark_conf, spark, ENABLED) or "").lower() == "true":
+        if await blocking(decommissions, spark):
             events.log(
                 "spark-dask: Spark decommissions executors here, but a Spark Connect session cannot see it: "
                 "the Dask workers of a decommissioned executor are lost with it (their Spark tasks relaunched)"

@@ -10,11 +10,13 @@ from __future__ import annotations
 from spark_dask.aio import blocking
 from spark_dask.errors import PlanError
 from spark_dask.group_adapt import GroupAdaptive, stop_adaptive
-from spark_dask.groups import DEFAULT, WorkerGroup, group_resource, plan_groups, task_cpus
+from spark_dask.groups import DEFAULT, WorkerGroup, group_resource, plan_groups
+from spark_dask.named import extra_groups
 from spark_dask.plan import gang_steps
 from spark_dask.pool import GangPool
 from spark_dask.sizes import plural
-from spark_dask.waits import gangs_connected
+from spark_dask.slots import pools_held
+from spark_dask.waits import StartWait
 
 
 class GroupPools:
@@ -94,29 +96,27 @@ class GroupPools:
         """The running adaptive scaling of group ``name``, or None."""
         return self.adaptives.get(name)
 
-    def held(self, but: str = "") -> tuple[tuple[int, int], ...]:
-        """``(tasks, CPUs per task)`` of every group's gangs but ``but``'s."""
-        facts = self.parts.facts
-        return tuple((p.held(), task_cpus(p.shape, facts)) for name, p in self.parts.pools.items() if name != but)
-
     # ------------------------------------------------------------------ add and remove
     async def add(self, group: WorkerGroup, spark) -> GangPool:
         """Start ``group`` beside the running groups; return its pool once its workers
         connected. On a failure nothing of the group is left running."""
         p = self.parts
         facts = await blocking(p.maker.fresh_facts)
-        plan = plan_groups(facts, {group.name: group}, p.options, self.held())[group.name]
+        held = tuple((n, c) for _, n, c in pools_held(p.pools, p.facts, but=""))  # every group's
+        plan = plan_groups(facts, {group.name: group}, p.options, held)[group.name]
         pool = self.new_pool(group, plan)
         p.pools[group.name] = pool
         pool.running = True
         gangs = [pool.submit(step, "start") for step in gang_steps(plan, plan.n_workers)]
+        wait = StartWait(spark, p.side, facts, p.options.slot_wait, p.connect, progress=False,
+                         count=lambda: sum(g.connected for g in gangs))  # fmt: skip
         try:
-            await gangs_connected(p.side, gangs, p.options.timeout, facts)
+            await wait.wait(gangs, p.options.timeout, gangs[0].tag)
         except BaseException:
             await self.end(group.name, 0, spark)
             raise
         pool.status = "running"
-        p.entry.update(groups=list(p.pools)[1:])  # spark-dask list
+        p.entry.update(groups=extra_groups(p.pools))  # spark-dask list
         p.events.log(
             f"spark-dask: worker group {group.name}: {plural(plan.n_workers, plan.kind + ' worker')} connected "
             f"(Dask resource {group_resource(group.name)})"
@@ -132,7 +132,7 @@ class GroupPools:
         pool.stop()
         await pool.end(grace, spark)
         self.parts.pools.pop(name, None)
-        self.parts.entry.update(groups=list(self.parts.pools)[1:])
+        self.parts.entry.update(groups=extra_groups(self.parts.pools))
 
 
 __all__ = ["GroupPools"]

@@ -478,7 +478,8 @@ class GangPool:
         self, gangs: dict[str, Gang], timeout: float | None = None, say: bool = True, before_end=None
     ) -> list[str]:
         """Retire the workers ``gangs`` names in Dask (their data moves to the others,
-        for at most ``timeout`` seconds), then terminate their nannies: each worker's CLI
+        for at most ``timeout`` seconds), then terminate their nannies, once each (a
+        nanny ended twice is waited for: a connection attempt to it): each worker's CLI
         exits at once and its Spark task returns its slot. Returns the names closed
         before Dask could move all their data (the ``timeout`` ran out); ``before_end()``
         is called then, before their nannies end them."""
@@ -487,21 +488,12 @@ class GangPool:
             g.retiring.add(n)
         scheduler = self.side.scheduler
         present = [n for n in names if any(str(ws.name) == n for ws in scheduler.workers.values())]
-
-        ended: list[bool] = []  # a nanny ended twice would be waited for (a connection attempt to it)
-
-        async def end_workers(late: bool = False) -> None:
-            if ended:
-                return
-            ended.append(True)
-            if late and before_end is not None:
-                before_end()
-            await asyncio.gather(
-                *(self.side.terminate_nanny(gangs[n].nannies[n]) for n in names if n in gangs[n].nannies)
-            )
-
-        late = await self._retire_in_dask(scheduler, present, timeout, end_workers) if present else []
-        await end_workers()
+        late, retiring = await self._retire_in_dask(scheduler, present, timeout) if present else ([], None)
+        if late and before_end is not None:
+            before_end()
+        await asyncio.gather(*(self.side.terminate_nanny(gangs[n].nannies[n]) for n in names if n in gangs[n].nannies))
+        if retiring is not None:  # given up: it ends by itself once the workers are gone (RetireWorker.done)
+            await self._retirement_ended(retiring, late)
         if say:
             self.events.note(f"spark-dask: retired Dask workers {', '.join(names)}")
         return late
@@ -528,16 +520,18 @@ class GangPool:
         self.kick()
         return late
 
-    async def _retire_in_dask(self, scheduler, names: list[str], timeout: float | None = None, end=None) -> list[str]:
+    async def _retire_in_dask(
+        self, scheduler, names: list[str], timeout: float | None = None
+    ) -> tuple[list[str], asyncio.Task | None]:
         """Move the data of the workers ``names`` to the others and let each close
         itself; return once they left (at most close-timeout), so that their nannies are
         ended after the workers stopped their heartbeats: ended before, a worker killed
         mid-close left a heartbeat on its way, which the scheduler reports as "Received
-        heartbeat from unregistered worker" (a WARNING a user sees). After ``timeout``
-        seconds of moving data, ``await end(late=True)`` ends the workers (what only
-        they held is recomputed), the retirement then ends by itself, and the names are
-        returned. Not cancelled: distributed logs a cancelled ``retire_workers`` as an
-        ERROR with its traceback."""
+        heartbeat from unregistered worker" (a WARNING a user sees). Returns ``([],
+        None)``; after ``timeout`` seconds of moving data, the names and the retirement
+        still under way: the caller ends the workers (what only they held is
+        recomputed), then awaits it (:meth:`_retirement_ended`). Not cancelled:
+        distributed logs a cancelled ``retire_workers`` as an ERROR with its traceback."""
         addresses = [a for a, ws in scheduler.workers.items() if str(ws.name) in names]
         loop = asyncio.get_running_loop()
         gone = [self._gone.setdefault(a, loop.create_future()) for a in addresses]
@@ -546,16 +540,9 @@ class GangPool:
         retiring = asyncio.ensure_future(scheduler.retire_workers(names=names, close_workers=True, remove=False))
         done, _ = await asyncio.wait({retiring}, timeout=timeout)
         if not done:
-            await end(late=True)
-            # the retirement is over once the workers are gone (RetireWorker.done)
-            done, _ = await asyncio.wait({retiring}, timeout=self.options.close_timeout)
-            if done and not retiring.cancelled() and retiring.exception() is not None:
-                logger.debug("spark-dask: the retirement of %s ended with %r", names, retiring.exception())
-            elif not done:  # pragma: no cover - the nannies did not end them
-                retiring.cancel()
             for a in addresses:
                 self._gone.pop(a, None)
-            return list(names)
+            return list(names), retiring
         retired = retiring.result()
         kept = sorted(set(names) - {str(info.get("name")) for info in retired.values()})
         if kept:
@@ -570,7 +557,16 @@ class GangPool:
             await asyncio.wait(closing, timeout=self.options.close_timeout)
         for a in addresses:
             self._gone.pop(a, None)
-        return []
+        return [], None
+
+    async def _retirement_ended(self, retiring: asyncio.Task, names: list[str]) -> None:
+        """A retirement given up, its workers ended: it returns once they are gone (at
+        most close-timeout)."""
+        done, _ = await asyncio.wait({retiring}, timeout=self.options.close_timeout)
+        if done and not retiring.cancelled() and retiring.exception() is not None:
+            logger.debug("spark-dask: the retirement of %s ended with %r", names, retiring.exception())
+        elif not done:  # pragma: no cover - the nannies did not end them
+            retiring.cancel()
 
     def bound_reason(self) -> str:
         """Why the cluster cannot have more workers than its bound (for the scale note)."""

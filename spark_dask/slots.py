@@ -28,16 +28,22 @@ def held_by(cluster) -> tuple[int, int]:
     plan = getattr(cluster, "gang_plan", None)
     if pool is None or plan is None or facts is None:
         return 0, 0
-    return pool.held(), plan.task_cpus if plan.task_cpus is not None else facts.task_cpus
+    return pool.held(), task_cpus(plan, facts)
+
+
+def pools_held(pools: dict, facts, but: str = DEFAULT) -> list[tuple[str, int, int]]:
+    """``(worker group, tasks, CPUs per task)`` the gangs of a cluster's worker groups
+    (``pools``: its ``ClusterParts.pools``) hold (or wait for), all but the group ``but``."""
+    return [(name, pool.held(), task_cpus(pool.shape, facts)) for name, pool in pools.items() if name != but]
 
 
 def groups_held(cluster, but: str = DEFAULT) -> list[tuple[str, int, int]]:
-    """``(worker group, tasks, CPUs per task)`` the gangs of a cluster's worker groups
-    hold (or wait for), all but the group ``but``."""
+    """:func:`pools_held` of ``cluster`` (``[]`` for a cluster not of this process or
+    not started)."""
     made = parts_if_any(cluster)
     if made is None or made.facts is None:
         return []
-    return [(name, pool.held(), task_cpus(pool.shape, made.facts)) for name, pool in made.pools.items() if name != but]
+    return pools_held(made.pools, made.facts, but)
 
 
 def other_clusters(cluster) -> tuple[tuple[str, int, int], ...]:

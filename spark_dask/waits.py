@@ -94,15 +94,20 @@ class StartWait:
         A Spark Connect session (no stage information).
     progress : bool
         Show "n/N Dask workers connected".
+    count : callable, optional
+        ``count()``: the connected workers of the gangs waited for; default the
+        scheduler's running workers (at start they are all the gangs'). A worker group
+        added to a running cluster counts its own gangs' workers.
     """
 
-    def __init__(self, spark, side, facts, slot_wait: float, connect: bool, progress: bool):
+    def __init__(self, spark, side, facts, slot_wait: float, connect: bool, progress: bool, count=None):
         self.spark = spark
         self.side = side
         self.facts = facts
         self.slot_wait = slot_wait
         self.connect = connect
         self.progress = progress
+        self.count = count or side.running_workers
 
     async def wait(self, gangs: list[Gang], timeout: float, tag: str) -> None:
         """Return once every worker of ``gangs`` is connected; fail fast when a gang fails."""
@@ -119,7 +124,7 @@ class StartWait:
             if ended:
                 what = "barrier stage" if ended[0].barrier else "job"
                 raise gang_error(ended[0], f"the Spark {what} ended before the workers connected")
-            n = self.side.running_workers()
+            n = self.count()
             progress.update(n)
             if n >= want:
                 return
@@ -146,39 +151,13 @@ class StartWait:
             stages, ours = await blocking(stage_snapshot, self.spark, [g.tag for g in gangs])
         except Exception:  # noqa: BLE001 - no snapshot: nothing to say yet
             return True
-        if any(st["stageId"] in ours and st["numActiveTasks"] > 0 for st in stages) or self.side.running_workers():
+        if any(st["stageId"] in ours and st["numActiveTasks"] > 0 for st in stages) or self.count():
             return True
         if not ours:  # the job is not submitted yet
             return False
         n_tasks = sum(g.plan.n_tasks for g in gangs)
         others = busy_stages(stages, ours)
         raise ClusterError(no_slots_message(n_tasks, self.slot_wait, self.facts.slots, others))
-
-
-async def gangs_connected(side, gangs: list[Gang], timeout: float, facts) -> None:
-    """Return once every worker of ``gangs`` is connected (a worker group added to a
-    running cluster: other workers are connected already, so the gangs' own count);
-    fail when a gang ends first, or after ``timeout`` seconds."""
-    want = sum(g.wanted for g in gangs)
-    deadline = time.monotonic() + timeout
-    while True:
-        side.changed.clear()
-        ended = [g for g in gangs if g.done]
-        if ended:
-            what = "barrier stage" if ended[0].barrier else "job"
-            raise gang_error(ended[0], f"the Spark {what} {ended[0].tag} ended before its workers connected")
-        n = sum(g.connected for g in gangs)
-        if n >= want:
-            return
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            barrier = all(g.barrier for g in gangs)
-            raise ClusterTimeoutError(start_timeout_message(
-                n, want, side.scheduler.address, timeout, gangs[0].tag, barrier, facts.dynamic_allocation,
-                facts.max_executors,
-            ))  # fmt: skip
-        with suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(side.changed.wait(), min(remaining, 1.0))
 
 
 async def watch_starved_stages(

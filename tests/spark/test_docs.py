@@ -59,10 +59,6 @@ UNREAD_OK = {
     ),
     ("spark_dask/options.py", "unknown_keyword_message(function, key, names)"),  # a *_message function, read there
     ("spark_dask/options.py", "str(e)"),  # --worker-group: the PlanError of groups.parse_flag, listed where raised
-    (
-        "spark_dask/waits.py",
-        "start_timeout_message(n, want, side.scheduler.address, timeout, gangs[0].tag, barrier, facts.dynamic_allocation, facts.max_executors)",
-    ),  # a worker group's start (gangs_connected): the *_message function's text is read
     ("spark_dask/options.py", "'spark-dask: ' + problem"),  # executor.sizing.small_memory_problem()'s text
     ("spark_dask/scheduler.py", "msg"),  # err_waiting_tasks(msg): faults.no_workers_message()'s text, read there
     ("spark_dask/gpu_check.py", "discovered"),  # caught on the next line, never shown

@@ -26,7 +26,7 @@ import pytest
 import spark_dask
 from spark_dask.parts import parts_of
 from tests.support.processes import executor_jvm, wait_until
-from tests.support.spark import active_jobs, assert_no_leftovers, make_spark, stop_spark
+from tests.support.spark import active_jobs, assert_no_leftovers, decommission_executor, make_spark, stop_spark
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(180)]
 
@@ -50,10 +50,7 @@ def two_executors(spark):
 
 
 def _decommission_from_driver(spark, executor: str) -> None:
-    jvm = spark.sparkContext._jvm
-    info = jvm.org.apache.spark.scheduler.ExecutorDecommissionInfo("test", jvm.scala.Option.apply(None))
-    backend = spark.sparkContext._jsc.sc().schedulerBackend()
-    assert backend.decommissionExecutor(executor, info, False, False)
+    assert decommission_executor(spark, executor)
 
 
 def _decommission_by_signal(spark, executor: str) -> None:

@@ -251,3 +251,13 @@ def without_module(name: str) -> str:
         sys.meta_path.insert(0, Without())
         """
     )
+
+
+def decommission_executor(spark, executor_id: str, message: str = "test") -> bool:
+    """Spark decommissions executor ``executor_id`` from the driver, as its own
+    WorkerDecommissionSuite does (``CoarseGrainedSchedulerBackend.decommissionExecutor``,
+    where a standalone Worker's SIGPWR and the allocation manager end too); True when
+    Spark took it."""
+    jvm = spark.sparkContext._jvm
+    info = jvm.org.apache.spark.scheduler.ExecutorDecommissionInfo(message, jvm.scala.Option.apply(None))
+    return bool(spark.sparkContext._jsc.sc().schedulerBackend().decommissionExecutor(executor_id, info, False, False))
