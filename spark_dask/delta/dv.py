@@ -24,6 +24,7 @@ from __future__ import annotations
 import struct
 import uuid
 import zlib
+from urllib.parse import unquote, urlparse
 
 import numpy as np
 
@@ -74,10 +75,24 @@ def relative_dv_path(path_or_inline: str) -> str:
     return f"{prefix}/{name}" if prefix else name
 
 
+def absolute_path(uri: str) -> str:
+    """What to open for an absolute URI of the log (a data file's ``path`` or a ``p``
+    deletion vector's): its path percent-decoded, as Delta opens ``new Path(new
+    URI(path))`` (DeltaFileOperations.absolutePath); a ``file:`` URI as a local path.
+
+    >>> absolute_path("s3://b/t/d%3D1/x%20y.parquet"), absolute_path("file:/t/dv%25.bin")
+    ('s3://b/t/d=1/x y.parquet', '/t/dv%.bin')
+    """
+    parsed = urlparse(uri)
+    if parsed.scheme == "file":
+        return unquote(parsed.path)
+    return f"{parsed.scheme}://{parsed.netloc}{unquote(parsed.path)}"
+
+
 def dv_file(dv: dict, table_root: str) -> str:
     """Where an on-disk (``u`` or ``p``) deletion vector lives: a URI or path."""
     if dv["storageType"] == "p":
-        return dv["pathOrInlineDv"]
+        return absolute_path(dv["pathOrInlineDv"])
     return table_root.rstrip("/") + "/" + relative_dv_path(dv["pathOrInlineDv"])
 
 
@@ -178,4 +193,13 @@ def keep_mask(num_rows: int, deleted: np.ndarray) -> np.ndarray | None:
     return mask
 
 
-__all__ = ["bitmap_rows", "deleted_rows", "dv_file", "dv_unique_id", "keep_mask", "relative_dv_path", "z85_decode"]
+__all__ = [
+    "absolute_path",
+    "bitmap_rows",
+    "deleted_rows",
+    "dv_file",
+    "dv_unique_id",
+    "keep_mask",
+    "relative_dv_path",
+    "z85_decode",
+]

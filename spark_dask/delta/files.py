@@ -10,11 +10,13 @@ A task is one file's record from the log (``path``, ``partitionValues``,
 
 from __future__ import annotations
 
+import functools
+import operator
 from urllib.parse import unquote, urlparse
 
 from spark_dask import arrow_types
+from spark_dask.delta import compare
 from spark_dask.delta import dv as dvs
-from spark_dask.delta import prune
 from spark_dask.delta import schema as schemas
 
 
@@ -26,6 +28,7 @@ def plan(root: str, table_schema: dict, mode: str, tz: str, columns, filters, st
         "fields": table_schema["fields"],
         "schema": arrow.serialize().to_pybytes(),
         "mode": mode,
+        "tz": tz,
         "columns": list(columns) if columns is not None else None,
         "filters": filters,
         "storage_options": storage_options or {},
@@ -42,20 +45,18 @@ def target_schema(plan: dict):
 
 def file_uri(root: str, path: str) -> str:
     """A data file's location: ``path`` in the log is a URI-encoded path relative to
-    the table's root, or an absolute URI.
+    the table's root, or an absolute URI, whose path is encoded too (Delta opens
+    ``new Path(new URI(path))``: DeltaFileOperations.absolutePath).
 
     >>> file_uri("/t", "k=1/part%20one.parquet")
     '/t/k=1/part one.parquet'
-    >>> file_uri("s3://b/t", "s3://other/x.parquet")
-    's3://other/x.parquet'
-    >>> file_uri("/t", "file:/data/x.parquet")
-    '/data/x.parquet'
+    >>> file_uri("s3://b/t", "s3://other/d%3D1/x%20y.parquet")
+    's3://other/d=1/x y.parquet'
+    >>> file_uri("/t", "file:/data/x%25.parquet")
+    '/data/x%.parquet'
     """
-    parsed = urlparse(path)
-    if parsed.scheme == "file":
-        return unquote(parsed.path)
-    if parsed.scheme:
-        return path
+    if urlparse(path).scheme:
+        return dvs.absolute_path(path)
     return root.rstrip("/") + "/" + unquote(path)
 
 
@@ -111,7 +112,7 @@ def logical_table(data, partition_values: dict, plan: dict, target):
             continue
         key = schemas.physical_name(field, plan["mode"])
         if key in partition_values:
-            value = schemas.partition_value(partition_values[key], field["type"], field["name"])
+            value = schemas.partition_value(partition_values[key], field["type"], field["name"], plan["tz"])
             arrays.append(schemas.partition_column(value, arrow_field, data.num_rows))
         else:
             arrays.append(schemas.logical_column(data, field, arrow_field, plan["mode"]))
@@ -125,24 +126,64 @@ def logical_table(data, partition_values: dict, plan: dict, target):
 
 
 def row_filter(dnf, schema):
-    """The Arrow expression of filters in disjunctive normal form, each value a scalar of
-    its column's type (pyarrow's own ``filters_to_expression`` leaves a Decimal of
-    another scale or a string beside a date to the kernels, which get them wrong or fail).
+    """The Arrow expression of filters in disjunctive normal form whose terms are
+    ``(column, op, Match)`` (:func:`spark_dask.delta.prune.normalize`): each term holds
+    where the column's value is one of the Match's (Spark's comparison, decided in
+    :mod:`spark_dask.delta.compare`), compared as the column's own type.
 
     >>> import pyarrow as pa
-    >>> str(row_filter([[("x", ">", 3), ("x", "!=", 5)], [("x", "==", 0)]], pa.schema([("x", pa.int64())])))
-    '(((x > 3) and (x != 5)) or (x == 0))'
+    >>> from spark_dask.delta import prune
+    >>> dnf = prune.normalize([[("x", ">", 3), ("x", "!=", 5)], [("x", "==", 0)]], [{"name": "x", "type": "long"}], "UTC")
+    >>> pa.table({"x": [0, 3, 4, 5, 6, None]}).filter(row_filter(dnf, pa.schema([("x", pa.int64())])))["x"].to_pylist()
+    [0, 4, 6]
     """
+    groups = [
+        functools.reduce(operator.and_, [match_expression(c, m, schema.field(c).type) for c, _, m in g]) for g in dnf
+    ]
+    return functools.reduce(operator.or_, groups)
+
+
+def match_expression(name: str, match, arrow_type):
+    """The Arrow expression of one term: where column ``name`` holds one of the values
+    ``match`` holds for (NaN above every number and equal to itself; a null never)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    def literal(name, value):
-        return pa.scalar(value, type=schema.field(name).type)
+    column = pc.field(name)
+    floating = pa.types.is_floating(arrow_type)
+    parts = []
+    plain = [p for p in match.points if compare.key(p) != compare.NAN]
+    if plain:
+        if floating and any(p == 0 for p in plain):
+            plain += [0.0, -0.0]  # Spark: -0.0 = 0.0
+        parts.append(column.isin(pa.array(plain, type=arrow_type)))
+    if compare.NAN in match.keys:
+        parts.append(pc.is_nan(column))
+    parts += [_range_expression(column, r, arrow_type, floating) for r in match.ranges]
+    inner = functools.reduce(operator.or_, parts) if parts else pc.scalar(False)
+    return (~inner & column.is_valid()) if match.negate else inner
 
-    def isin(column, name, values):
-        return column.isin(pa.array(list(values), type=schema.field(name).type))
 
-    return prune.fold(dnf, pc.field, literal, isin)
+def _range_expression(column, bounds, arrow_type, floating: bool):
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    low, low_in, high, high_in = bounds
+    out = column.is_valid()  # the range (None, None): every non-null value
+    if low is not None:
+        if floating and compare.key(low) == compare.NAN:
+            side = pc.is_nan(column) if low_in else pc.scalar(False)
+        else:
+            side = (column >= pa.scalar(low, arrow_type)) if low_in else (column > pa.scalar(low, arrow_type))
+            side = (side | pc.is_nan(column)) if floating else side  # NaN is above every number
+        out = out & side
+    if high is not None:
+        if floating and compare.key(high) == compare.NAN:
+            side = column.is_valid() if high_in else ~pc.is_nan(column)
+        else:
+            side = (column <= pa.scalar(high, arrow_type)) if high_in else (column < pa.scalar(high, arrow_type))
+        out = out & side
+    return out
 
 
 def to_frame(table, plan: dict):

@@ -4,21 +4,24 @@ partition values, and each file's min/max/null-count statistics.
 ``filters`` take the form of ``dask.dataframe.read_parquet``'s (and pyarrow's): a list
 of ``(column, op, value)`` tuples ANDed together, or a list of such lists ORed
 together; ops ``==``/``=``, ``!=``, ``<``, ``<=``, ``>``, ``>=``, ``in``, ``not in``.
-Every kept file is also filtered row by row on its worker, so a skip only saves
-reading: it is made only when no row of the file can match. Statistics are used for
-numbers, dates and strings (Delta truncates long string statistics, so a string max
-of 32 characters or more is not used), never for timestamps (kept to milliseconds).
+Each term becomes the values of its column that Spark's comparison keeps
+(:mod:`spark_dask.delta.compare`), the same for this skipping and for the row filter
+every kept file gets on its worker: a skip only saves reading, made only when no row of
+the file can match. Statistics are used for numbers, decimals, dates and strings (Delta
+truncates long string statistics, so a string max of 32 characters or more is not
+used), never for timestamps (kept to milliseconds), and on a float column not for a
+term that NaN could match (writers differ on whether NaN is in the max).
 """
 
 from __future__ import annotations
 
 import json
 import operator
-from datetime import date, datetime
 from decimal import Decimal
 
+from spark_dask.delta import compare
 from spark_dask.delta import schema as schemas
-from spark_dask.errors import DeltaError, PlanError
+from spark_dask.errors import PlanError
 
 COMPARE = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
            ">=": operator.ge}  # fmt: skip
@@ -28,10 +31,13 @@ STATS_TYPES = {"byte", "short", "integer", "long", "float", "double", "date", "s
 
 def normalize(filters, fields: list[dict], tz: str | None = None) -> list[list[tuple]] | None:
     """Filters in disjunctive normal form, checked against the table's columns; with
-    ``tz`` (the file reader), each value converted to its column's type (:func:`coerce`).
+    ``tz`` (the file reader), each term ``(column, op, Match)``: the values of the
+    column it holds for, as Spark compares them (:func:`spark_dask.delta.compare.term`).
 
     >>> normalize([("k", "=", 1)], [{"name": "k", "type": "long"}])
     [[('k', '==', 1)]]
+    >>> normalize([("k", "in", [1, 2.5])], [{"name": "k", "type": "long"}], "UTC")
+    [[('k', 'in', Match(points=(1,), ranges=(), negate=False))]]
     >>> normalize([("z", ">", 1)], [{"name": "k", "type": "long"}])
     Traceback (most recent call last):
     ...
@@ -56,65 +62,34 @@ def normalize(filters, fields: list[dict], tz: str | None = None) -> list[list[t
                 )
             if op not in OPS:
                 raise PlanError(f"spark-dask: filter op {op!r} is not one of {', '.join(sorted(set(OPS)))}")
-            field = fields[names.index(column)]
-            if OPS[op] in ("in", "not in"):
-                value = [coerce(v, field, tz) for v in value] if tz else list(value)
-            elif tz:
-                value = coerce(value, field, tz)
+            if OPS[op] in ("in", "not in") and not isinstance(value, (list, tuple, set, frozenset)):
+                raise PlanError(f"spark-dask: filter {op!r} on {column!r} needs a list of values, got {value!r}")
+            if tz:
+                value = compare.term(fields[names.index(column)], OPS[op], value, tz)
+            elif OPS[op] in ("in", "not in"):
+                value = list(value)
             conjunction.append((column, OPS[op], value))
         out.append(conjunction)
     return out
 
 
-def coerce(value, field: dict, tz: str):
-    """A filter's value as its column's Python type, as Spark would cast the literal: a
-    string for a number, date, timestamp or decimal column is parsed; a time without a
-    zone on a ``timestamp`` column is in ``tz``; numbers for decimals become Decimals.
-
-    >>> coerce("2026-11-01", {"name": "d", "type": "date"}, "UTC")
-    datetime.date(2026, 11, 1)
-    >>> coerce("2026-11-01 10:00", {"name": "t", "type": "timestamp"}, "Europe/Paris").isoformat()
-    '2026-11-01T10:00:00+01:00'
-    >>> coerce(3, {"name": "x", "type": "decimal(10,2)"}, "UTC"), coerce("7", {"name": "k", "type": "integer"}, "UTC")
-    (Decimal('3'), 7)
-    >>> coerce("x", {"name": "k", "type": "integer"}, "UTC")
-    Traceback (most recent call last):
-    ...
-    spark_dask.errors.PlanError: spark-dask: filter value 'x' of column 'k' is not a integer
-    """
-    kind = field.get("type")
-    if value is None or not isinstance(kind, str) or kind == "string":
-        return value
-    try:
-        if kind == "timestamp" and isinstance(value, (str, datetime)):
-            return schemas.local_time(value, tz).astimezone(schemas.zone(tz))
-        if isinstance(value, str):
-            value = schemas.partition_value(value, kind, field["name"])
-    except (ValueError, DeltaError):
-        raise PlanError(f"spark-dask: filter value {value!r} of column {field['name']!r} is not a {kind}") from None
-    if kind == "timestamp_ntz" and isinstance(value, datetime) and value.tzinfo:
-        value = value.replace(tzinfo=None)
-    elif kind == "date" and isinstance(value, datetime):
-        value = value.date()
-    elif kind.startswith("decimal") and isinstance(value, (int, float)) and not isinstance(value, bool):
-        value = Decimal(str(value))
-    return value
-
-
-def keep(record: dict, dnf, fields: dict[str, dict], mode: str) -> bool:
-    """Whether a file (its log record) may hold a row that matches ``dnf``.
+def keep(record: dict, dnf, fields: dict[str, dict], mode: str, tz: str = "UTC") -> bool:
+    """Whether a file (its log record) may hold a row that matches ``dnf`` (terms of
+    :func:`normalize` with a time zone); ``tz`` reads timestamp partition values
+    written without a zone.
 
     >>> fields = {"k": {"name": "k", "type": "integer"}, "x": {"name": "x", "type": "long"}}
     >>> rec = {"partitionValues": {"k": "1"}, "stats": '{"numRecords": 3, "minValues": {"x": 5}, "maxValues": {"x": 9}}'}
-    >>> keep(rec, [[("k", "==", 2)]], fields, "none"), keep(rec, [[("x", ">", 9)]], fields, "none")
+    >>> dnf = lambda filters: normalize(filters, list(fields.values()), "UTC")
+    >>> keep(rec, dnf([("k", "==", 2)]), fields, "none"), keep(rec, dnf([("x", ">", 9)]), fields, "none")
     (False, False)
-    >>> keep(rec, [[("x", ">", 8)]], fields, "none"), keep(rec, [[("k", "==", 2)], [("x", "<=", 5)]], fields, "none")
+    >>> keep(rec, dnf([("x", ">", 8.5)]), fields, "none"), keep(rec, dnf([[("k", "==", 2)], [("x", "<=", 5)]]), fields, "none")
     (True, True)
     """
     if not dnf:
         return True
     stats = _stats(record)
-    return any(all(_may_match(record, stats, fields[c], op, v, mode) for c, op, v in group) for group in dnf)
+    return any(all(_may_match(record, stats, fields[c], match, mode, tz) for c, _, match in group) for group in dnf)
 
 
 def _stats(record: dict) -> dict:
@@ -122,46 +97,49 @@ def _stats(record: dict) -> dict:
     if not text:
         return {}
     try:
-        return json.loads(text)
+        return json.loads(text, parse_float=Decimal)  # decimals exactly; doubles as printed
     except ValueError:
         return {}
 
 
-def _may_match(record: dict, stats: dict, field: dict, op: str, value, mode: str) -> bool:
+def _may_match(record: dict, stats: dict, field: dict, match, mode: str, tz: str) -> bool:
     key = schemas.physical_name(field, mode)
+    kind = field["type"]
     partitions = record.get("partitionValues") or {}
     if key in partitions:
-        actual = schemas.partition_value(partitions[key], field["type"], field["name"])
-        if actual is None:
-            return False  # a null matches no comparison (the row filter drops it too)
-        return _compare(actual, op, value)
-    if field["type"] not in STATS_TYPES or not stats:
+        actual = schemas.partition_value(partitions[key], kind, field["name"], tz)
+        return compare.holds(match, compare.column_value(actual, kind))
+    if not stats:
         return True
     rows, nulls = stats.get("numRecords"), (stats.get("nullCount") or {}).get(key)
     if rows is not None and nulls is not None and nulls >= rows:
-        return False
+        return False  # every row null: a null matches no term
+    if kind not in STATS_TYPES and not kind.startswith("decimal"):
+        return True
     low, high = (stats.get("minValues") or {}).get(key), (stats.get("maxValues") or {}).get(key)
+    if low is None or high is None or (kind == "string" and isinstance(high, str) and len(high) >= 32):
+        return True
+    low, high = _stat_value(low, kind), _stat_value(high, kind)
     if low is None or high is None:
         return True
-    if field["type"] == "date":
-        low, high = date.fromisoformat(low), date.fromisoformat(high)
-    if field["type"] == "string" and len(high) >= 32:
-        return True
-    try:
-        return _overlaps(low, high, op, value)
-    except TypeError:  # a value of another type than the column: let the row filter decide
-        return True
+    return compare.overlaps(match, low, high, floating=kind in ("float", "double"))
 
 
-def _compare(actual, op: str, value) -> bool:
-    try:
-        if op == "in":
-            return actual in value
-        if op == "not in":
-            return actual not in value
-        return COMPARE[op](actual, value)
-    except TypeError:
-        return True
+def _stat_value(value, kind: str):
+    """A min or max statistic as :mod:`.compare` holds the column's values; None when
+    it is not of the column's type."""
+    if kind == "date":
+        return schemas.parse_date(value) if isinstance(value, str) else None
+    if kind == "string":
+        return value if isinstance(value, str) else None
+    if kind in ("float", "double"):
+        try:
+            return compare.column_value(float(value), kind)  # "NaN", "Infinity" too
+        except (TypeError, ValueError):
+            return None
+    if isinstance(value, (str, bool)) or not isinstance(value, (int, Decimal)):
+        return None
+    return compare.column_value(int(value) if kind in compare.INTEGRAL else value, kind)
 
 
 def fold(dnf, column, literal, isin):
@@ -188,20 +166,4 @@ def fold(dnf, column, literal, isin):
     return reduce(operator.or_, [reduce(operator.and_, [term(*t) for t in group]) for group in dnf])
 
 
-def _overlaps(low, high, op: str, value) -> bool:
-    if op == "==":
-        return low <= value <= high
-    if op == "in":
-        return any(low <= v <= high for v in value)
-    if op == "<":
-        return low < value
-    if op == "<=":
-        return low <= value
-    if op == ">":
-        return high > value
-    if op == ">=":
-        return high >= value
-    return True  # != and not in: a file of one repeated value could still be skipped; not worth it
-
-
-__all__ = ["COMPARE", "OPS", "STATS_TYPES", "coerce", "fold", "keep", "normalize"]
+__all__ = ["COMPARE", "OPS", "STATS_TYPES", "fold", "keep", "normalize"]

@@ -291,8 +291,7 @@ def z85_encode(data: bytes) -> str:
 
 def dv_file(table_path: str, dv: dict) -> str:
     """The ``.bin`` file of an on-disk deletion vector (storage type ``u`` or ``p``)."""
-    where = dvs.dv_file(dv, table_path)
-    return urllib.parse.unquote(urllib.parse.urlparse(where).path) if dv["storageType"] == "p" else where
+    return dvs.dv_file(dv, table_path)  # a "p" one's URI decoded to a local path there
 
 
 def dv_bitmap(table_path: str, dv: dict) -> bytes:
