@@ -4,7 +4,9 @@ latter (with ``--master hosts:WxC``: only the hand-off across the hosts). ``--qu
 ``--master hosts:2x4`` (the multi-host cluster, ``benchmarks/multihost.py``) measures
 its own hand-off across the hosts; the local hand-off runs only beside a local master.
 python -m benchmarks delta [options]: reading a Delta table with deletion vectors
-(``benchmarks/delta.py``), not part of the full run. python -m benchmarks soak
+(``benchmarks/delta.py``; ``--store s3``: on an S3 API server), not part of the full run;
+python -m benchmarks delta-log [options]: replaying a 10,000-commit Delta log against
+Spark's snapshot (``benchmarks/delta_log.py``). python -m benchmarks soak
 [--minutes N --seed S]: a chaos soak on the multi-host cluster (``benchmarks/soak.py``)."""
 
 import sys
@@ -18,6 +20,10 @@ elif args[:1] == ["handoff"]:
     handoff.main(args[1:])
 elif args[:1] == ["delta"]:
     delta.main(args[1:])
+elif args[:1] == ["delta-log"]:
+    from benchmarks import delta_log
+
+    delta_log.main(args[1:])
 elif args[:1] == ["soak"]:
     from benchmarks import soak
 

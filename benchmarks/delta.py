@@ -2,7 +2,7 @@
 against the alternatives.
 
     python -m benchmarks delta [--size-gb 1] [--dv-fraction 0.05] [--reps 3] [--path DIR] [--json PATH]
-                               [--master local-cluster[2,3,2048]] [--workers 2]
+                               [--master local-cluster[2,3,2048]] [--workers 2] [--store local|s3]
 
 The tables: Spark's Delta writer (Delta 3.3.2, ``tests/support/jars.py``'s ``delta-3.5``) writes
 about ``--size-gb`` of Parquet (``id`` long, ``k`` int, ``x`` double, ``s`` a 32-character
@@ -35,6 +35,12 @@ RSS of the Dask worker processes, and how much the Spark JVMs (driver and execut
 grew. The ratios compare each method's median with ``via="files"``'s in the same run
 (memory: driver Python + Dask workers, deltalake's one process).
 
+``--store s3``: the table with deletion vectors is copied to an S3 API server (moto's,
+``tests/support/s3.py``, on this machine) and read from there: ``via="files"`` through s3fs
+on the Dask workers (``s3://``), ``via="spark"`` and Spark's own summary through
+``s3a://`` (hadoop-aws, ``tests/support/jars.py``'s ``s3a-3.5``); deltalake and
+dask-deltatable are not run then.
+
 The cluster: ``local-cluster[2,3,2048]`` and a spark-dask cluster of 2 workers of 1
 thread. Its gang's task profile takes 2 of each executor's 3 slots (one Dask worker per
 executor), so each executor keeps a slot for Spark's reads and ``to_dask``: 2 Dask
@@ -64,6 +70,7 @@ import psutil
 
 from benchmarks.machine import machine_facts
 from spark_dask.delta import log
+from spark_dask.delta.stores import redacted
 
 MASTER = "local-cluster[2,3,2048]"
 WORKERS = 2
@@ -91,11 +98,11 @@ def delta_jars() -> list[str]:
     return jars
 
 
-def new_session(master: str):
-    """A classic SparkSession on ``master`` with Delta Lake's connector."""
+def new_session(master: str, **confs):
+    """A classic SparkSession on ``master`` with Delta Lake's connector (and ``confs``)."""
     from pyspark.sql import SparkSession
 
-    spark = (
+    builder = (
         SparkSession.builder.master(master)
         .appName("spark-dask-bench-delta")
         .config("spark.jars", ",".join(delta_jars()))
@@ -107,8 +114,10 @@ def new_session(master: str):
         .config("spark.driver.memory", "2g")
         .config("spark.executor.memory", "2g")
         .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
-        .getOrCreate()
     )
+    for key, value in confs.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -407,11 +416,15 @@ def methods(spark, client, info: dict) -> dict:
 
     import spark_dask
 
+    source, options = info.get("files_source", info["dv"]), info.get("storage_options")
+
     def files():
-        return in_workers(client, spark_dask.read_delta(info["dv"], via="files", spark=spark, client=client))
+        ddf = spark_dask.read_delta(source, via="files", storage_options=options, spark=spark, client=client)
+        return in_workers(client, ddf)
 
     def via_spark():
-        return in_workers(client, spark_dask.read_delta(info["dv"], via="spark", spark=spark, client=client))
+        ddf = spark_dask.read_delta(info.get("spark_source", info["dv"]), via="spark", spark=spark, client=client)
+        return in_workers(client, ddf)
 
     def deltalake():
         out = run_deltalake(info["dv"])
@@ -421,6 +434,8 @@ def methods(spark, client, info: dict) -> dict:
     def dask_deltatable():
         return in_workers(client, read_deltalake(info["nodv"]))
 
+    if "files_source" in info:  # on the S3 server: the two read_delta paths only
+        return {"files": files, "spark": via_spark}
     return {"files": files, "spark": via_spark, "deltalake": deltalake, "dask_deltatable": dask_deltatable}
 
 
@@ -432,8 +447,11 @@ def warm_up(spark, client, info: dict) -> None:
     import spark_dask
 
     spark_dask.to_dask(spark.range(0, 1000, 1, 2), client=client).id.sum().compute()
-    spark_dask.read_delta(info["dv"], via="files", columns=["k"], spark=spark, client=client).k.sum().compute()
-    read_deltalake(info["nodv"], columns=["k"]).k.sum().compute()
+    source, options = info.get("files_source", info["dv"]), info.get("storage_options")
+    ddf = spark_dask.read_delta(source, via="files", columns=["k"], storage_options=options, spark=spark, client=client)
+    ddf.k.sum().compute()
+    if "files_source" not in info:
+        read_deltalake(info["nodv"], columns=["k"]).k.sum().compute()
 
 
 def measure(fn, groups: dict[str, list[int]]) -> dict:
@@ -523,7 +541,7 @@ def render(R: dict) -> str:
             f"{runs[0]['summary']['rows']:,} | {'ok' if not check else '**MISMATCH** ' + check} |"
         )
     before = [r["before_mb"] for runs in R["runs"].values() for r in runs]
-    dl = R["runs"]["deltalake"]
+    dl = R["runs"].get("deltalake")
 
     def step(key: str) -> float:
         return statistics.median(r["steps"][key] for r in dl)
@@ -535,12 +553,20 @@ def render(R: dict) -> str:
             f"{statistics.median(b['driver'] for b in before):.0f} MB, Dask workers "
             f"{statistics.median(b['workers'] for b in before):.0f} MB)"
         ),
-        "",
-        (
-            f"deltalake, in its own process, without its start-up: {spread([r['own_seconds'] for r in dl])} s; "
-            f"medians: to Arrow {step('arrow_s'):.2f} s (peak RSS then {step('arrow_peak_mb'):.0f} MB), "
-            f"to_pandas {step('to_pandas_s'):.2f} s, the summary {step('summary_s'):.2f} s"
-        ),
+    ]
+    if dl:
+        lines += [
+            "",
+            (
+                f"deltalake, in its own process, without its start-up: {spread([r['own_seconds'] for r in dl])} s; "
+                f"medians: to Arrow {step('arrow_s'):.2f} s (peak RSS then {step('arrow_peak_mb'):.0f} MB), "
+                f"to_pandas {step('to_pandas_s'):.2f} s, the summary {step('summary_s'):.2f} s"
+            ),
+        ]
+    if R.get("store") == "s3":
+        lines += ["", f"read from {t['files_source']} (files) and {t['spark_source']} (Spark), an S3 API server "
+                      f"on this machine (moto), copied there in {t['copy_seconds']:.0f} s"]  # fmt: skip
+    lines += [
         "",
         f"left running afterwards: {', '.join(R['left_running']) or 'nothing'}",
         "",
@@ -577,15 +603,18 @@ def bench(args, base: str, t_all: float) -> dict:
     from spark_dask.shipping import ship_by_value
 
     ship_by_value(sys.modules[__name__])  # trim_memory runs on the workers
-    R: dict = {"master": args.master, "workers": args.workers, "reps": args.reps}
-    spark = new_session(args.master)
+    R: dict = {"master": args.master, "workers": args.workers, "reps": args.reps, "store": args.store}
+    server = s3_server() if args.store == "s3" else None
+    spark = new_session(args.master, **(s3a_confs(server) if server else {}))
     pids: list[int] = []
     try:
         R["tables"] = tables(spark, base, args.size_gb, args.dv_fraction)
         d = R["tables"]["dv_table"]
         print(f"tables {'reused' if R['tables']['reused'] else 'written'} in {base}: {d['files']} files, "
               f"{d['dv_files']} with a deletion vector {d['dv_types']} ({time.perf_counter() - t_all:.0f}s)", file=sys.stderr)  # fmt: skip
-        R["expected"] = spark_summary(spark, R["tables"]["dv"])
+        if server is not None:
+            R["tables"].update(copy_to_store(server, R["tables"]["dv"]))
+        R["expected"] = spark_summary(spark, R["tables"].get("spark_source", R["tables"]["dv"]))
         R["expected_nodv"] = spark_summary(spark, R["tables"]["nodv"])
         with spark_dask.start(
             spark, n_workers=args.workers, threads_per_worker=1, memory_limit="6GiB", progress=False
@@ -596,8 +625,40 @@ def bench(args, base: str, t_all: float) -> dict:
             pids = [p for group in got["pids"].values() for p in group if p != os.getpid()]
     finally:
         stop_session(spark)
+        if server is not None:
+            server.stop()
     R["left_running"] = leftovers(pids)
     return R
+
+
+def s3_server():
+    """moto's S3 API server on this machine (``tests/support/s3.py``)."""
+    from tests.support.s3 import S3Server
+
+    os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")  # no instance-metadata lookups
+    return S3Server.start()
+
+
+def s3a_confs(server) -> dict:
+    """Spark's s3a:// on ``server``: hadoop-aws on the class paths, the server's confs."""
+    from tests.support.jars import paths
+
+    jars = paths("s3a-3.5")
+    missing = [j for j in jars if not os.path.exists(j)]
+    if missing:
+        raise SystemExit(f"missing {', '.join(missing)}: python -m tests.support.jars fetch s3a-3.5")
+    classpath = ":".join(jars)
+    return {"spark.driver.extraClassPath": classpath, "spark.executor.extraClassPath": classpath,
+            "spark.executorEnv.AWS_EC2_METADATA_DISABLED": "true", **server.spark_conf()}  # fmt: skip
+
+
+def copy_to_store(server, path: str) -> dict:
+    """The table at ``path`` copied to the server; where each reader finds it."""
+    t0 = time.perf_counter()
+    server.filesystem().put(path, f"{server.bucket}/dv", recursive=True)
+    print(f"copied to {server.url('dv')} in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    return {"files_source": server.url("dv"), "spark_source": server.url("dv").replace("s3://", "s3a://"),
+            "storage_options": server.storage_options, "copy_seconds": time.perf_counter() - t0}  # fmt: skip
 
 
 def main(argv=None) -> dict:
@@ -616,6 +677,9 @@ def main(argv=None) -> dict:
     ap.add_argument("--json", default=os.path.join(os.path.dirname(__file__), "results", "delta.json"))
     ap.add_argument("--master", default=MASTER, help=f"Spark master (default {MASTER})")
     ap.add_argument("--workers", type=int, default=WORKERS, help=f"Dask workers (default {WORKERS}, 1 thread each)")
+    ap.add_argument(
+        "--store", choices=("local", "s3"), default="local", help="read the table from here (default local)"
+    )
     args = ap.parse_args(argv)
     base = os.path.abspath(args.path) if args.path else tempfile.mkdtemp(prefix="spark-dask-bench-delta-")
     t_all = time.perf_counter()
@@ -629,9 +693,11 @@ def main(argv=None) -> dict:
              total_seconds=time.perf_counter() - t_all)  # fmt: skip
     R["checks"] = checks(R)
     copy = mismatch(R["expected_nodv"], R["expected"])
-    if copy:
+    if copy and "dask_deltatable" in R["checks"]:
         R["checks"]["dask_deltatable"] += f" (the copy without DVs: {copy})"
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+    if "storage_options" in R["tables"]:  # the server's throwaway key, still not written out
+        R["tables"]["storage_options"] = redacted(R["tables"]["storage_options"])
     with open(args.json, "w") as f:
         json.dump(R, f, indent=2)
     print(render(R))

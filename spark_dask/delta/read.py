@@ -18,12 +18,12 @@ import warnings
 from datetime import date, datetime
 
 from spark_dask import arrow_types, errors
-from spark_dask.delta import dv, features, files, log, prune
+from spark_dask.delta import compare, dv, features, files, log, prune, stores
 from spark_dask.delta import schema as schemas
 from spark_dask.errors import DeltaError, PlanError
 from spark_dask.events import outside_package
 from spark_dask.handoff import driver as handoff
-from spark_dask.session import active_session
+from spark_dask.session import active_session, spark_version
 from spark_dask.shipping import by_value, ship_by_value
 from spark_dask.sparkconf import conf
 
@@ -31,7 +31,7 @@ logger = logging.getLogger("spark_dask")
 
 # What the file reader runs on the Dask workers (any Dask cluster: they need not have
 # spark_dask), pickled by value; numpy is every Dask DataFrame worker's.
-SHIPPED = (errors, arrow_types, dv, schemas, prune, files)
+SHIPPED = (errors, arrow_types, dv, schemas, compare, prune, files, stores)
 SHIPPED_NEEDS = ("numpy",)
 
 VIAS = ("auto", "files", "spark")
@@ -122,10 +122,12 @@ def read_delta(
     import fsspec
 
     files_at = file_source(source)
-    fs, root = fsspec.core.url_to_fs(files_at, **(storage_options or {}))
+    storage_options = stores.StorageOptions(storage_options or {})  # its repr hides the credentials
+    fs, root = fsspec.core.url_to_fs(files_at, **storage_options)
     root = root.rstrip("/")
     tz = _time_zone(spark)
-    snapshot = _snapshot(fs, root, version, timestamp, tz)
+    with stores.access(source, "the driver"):
+        snapshot = _snapshot(fs, root, version, timestamp, tz)
     why = features.refusal(snapshot.protocol, snapshot.metadata)
     if why and via == "auto":
         warnings.warn(f"spark-dask: reading {source} through Spark: {why}", UserWarning, **outside_package())
@@ -201,7 +203,7 @@ def read_files(snapshot: log.Snapshot, root: str, columns, filters, storage_opti
     mode = features.column_mapping_mode(snapshot.metadata)
     dnf = prune.normalize(filters, fields, tz)
     by_name = {f["name"]: f for f in fields}
-    tasks = [r for r in snapshot.files if prune.keep(r, dnf, by_name, mode)]
+    tasks = [r for r in snapshot.files if prune.keep(r, dnf, by_name, mode, tz)]
     backend = handoff.read_backend(backend, client)
     plan = files.plan(root, table_schema, mode, tz, columns, dnf, storage_options, backend)
     meta = files.to_frame(files.logical_table(_empty(), {}, plan, files.target_schema(plan)), plan)
@@ -210,10 +212,27 @@ def read_files(snapshot: log.Snapshot, root: str, columns, filters, storage_opti
     )
     if not tasks:
         return dd.from_pandas(meta, npartitions=1)
+    check_pyroaring(root, tasks)
     ship_by_value(*SHIPPED)
     return dd.from_map(
-        by_value(files.read_file), tasks, plan=plan, meta=meta, label="read-delta", enforce_metadata=False
+        by_value(stores.read_file), tasks, plan=plan, meta=meta, label="read-delta", enforce_metadata=False
     )
+
+
+def check_pyroaring(root: str, tasks: list[dict]) -> None:
+    """Refuse, before the graph is built, a read of files with deletion vectors where
+    pyroaring, which decodes them on the workers, does not import (it failed there, when
+    computed, with ``ModuleNotFoundError``); the workers' Python is the doctor's to check."""
+    if not any(t.get("deletionVector") for t in tasks):
+        return
+    try:
+        import pyroaring  # noqa: F401
+    except ImportError:
+        raise DeltaError(
+            f"spark-dask: the Delta table {root} has deletion vectors, which the file reader decodes with pyroaring, "
+            "and pyroaring does not import here: pip install 'spark-dask[delta]' (here and on every Dask worker: "
+            "spark-dask doctor checks the executors), or read it with via='spark'"
+        ) from None
 
 
 def _empty():
@@ -223,39 +242,109 @@ def _empty():
     return pa.table({})
 
 
+# Delta Lake's Spark connector per Spark line (Maven Central; examples/delta_lake.py
+# keeps the same table for its Spark writer)
+DELTA_CONNECTORS = {
+    (3, 5): "io.delta:delta-spark_2.12:3.3.2",
+    (4, 0): "io.delta:delta-spark_2.13:4.0.1",
+    (4, 1): "io.delta:delta-spark_4.1_2.13:4.4.0",
+    (4, 2): "io.delta:delta-spark_4.2_2.13:4.4.0",
+}
+NOT_FOUND = ("TABLE_OR_VIEW_NOT_FOUND", "REQUIRES_SINGLE_PART_NAMESPACE", "SCHEMA_NOT_FOUND", "CATALOG_NOT_FOUND")
+
+
+def spark_read_problem(error: BaseException, source: str, version: tuple, catalog: str) -> str | None:
+    """One line for Spark's failure to read ``source`` through its Delta connector
+    (None: another failure, raised as Spark gave it): no connector in this Spark
+    (``DATA_SOURCE_NOT_FOUND``), or no such table in the catalog asked.
+
+    >>> spark_read_problem(Exception("[DATA_SOURCE_NOT_FOUND] Failed to find the data source: delta."), "/t", (3, 5, 5), "x")[:70]
+    "spark-dask: this Spark 3.5 has no Delta Lake connector, so via='spark'"
+    >>> spark_read_problem(Exception("[TABLE_OR_VIEW_NOT_FOUND] ..."), "db.t", (4, 1, 0), "spark_catalog")[:60]
+    'spark-dask: no table db.t in the Spark catalog spark_catalog'
+    """
+    text = str(error)
+    line = ".".join(map(str, version[:2]))
+    if "DATA_SOURCE_NOT_FOUND" in text or "Failed to find data source: delta" in text:
+        coordinate = DELTA_CONNECTORS.get(tuple(version[:2]))
+        package = f"--packages {coordinate}" if coordinate else f"the Delta Lake connector released for Spark {line}"
+        return (
+            f"spark-dask: this Spark {line} has no Delta Lake connector, so via='spark' cannot read {source}: start "
+            f"the Spark application with {package}, spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension "
+            "and spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog (Databricks has "
+            "it built in), or read a table path with via='files'"
+        )
+    found = next((c for c in NOT_FOUND if c in text), None)
+    if found is None:
+        return None
+    return (
+        f"spark-dask: no table {source} in the Spark catalog {catalog} (Spark: {found}): check the name "
+        "(catalog.schema.table, where the catalog is configured as spark.sql.catalog.<name>), or pass the "
+        "table's path"
+    )
+
+
+def _catalog_asked(spark, source: str) -> str:
+    parts = [p.strip("`") for p in re.findall(r"`[^`]+`|[^.]+", source)]
+    if len(parts) == 3:
+        return parts[0]
+    try:
+        return spark.catalog.currentCatalog()
+    except Exception:  # noqa: BLE001 - Spark < 3.4
+        return "spark_catalog"
+
+
 def read_with_spark(source: str, version, timestamp, columns, filters, spark, client, backend):
-    """The ``via="spark"`` read: Spark's Delta reader, then ``to_dask``."""
+    """The ``via="spark"`` read: Spark's Delta reader, then ``to_dask``; a Spark without
+    the connector, or a table name Spark does not find, in one line
+    (:func:`spark_read_problem`)."""
     spark = active_session(spark)
+    try:
+        df = _spark_frame(spark, source, version, timestamp)
+    except Exception as e:
+        problem = spark_read_problem(e, source, spark_version(spark), _catalog_asked(spark, source))
+        if problem is None:
+            raise
+        raise DeltaError(problem) from None
+    dnf = prune.normalize(filters, [{"name": n} for n in df.columns])
+    if dnf:
+        df = df.where(spark_condition(dnf, _time_zone(spark)))
+    if columns is not None:
+        df = df.select(*columns)
+    return handoff.to_dask(df, client=client, backend=backend)
+
+
+def _spark_frame(spark, source: str, version, timestamp):
+    """Spark's DataFrame of the table (a name through the catalog, a path through the
+    Delta data source), as of ``version`` or ``timestamp``."""
     if is_table_name(source):
         clause = f" VERSION AS OF {int(version)}" if version is not None else ""
         if timestamp is not None:
             clause = f" TIMESTAMP AS OF '{_sql_timestamp(timestamp)}'"
-        df = spark.sql(f"SELECT * FROM {source}{clause}")
-    else:
-        reader = spark.read.format("delta")
-        if version is not None:
-            reader = reader.option("versionAsOf", int(version))
-        if timestamp is not None:
-            reader = reader.option("timestampAsOf", _sql_timestamp(timestamp))
-        df = reader.load(source)
-    dnf = prune.normalize(filters, [{"name": n} for n in df.columns])
-    if dnf:
-        df = df.where(spark_condition(dnf))
-    if columns is not None:
-        df = df.select(*columns)
-    return handoff.to_dask(df, client=client, backend=backend)
+        return spark.sql(f"SELECT * FROM {source}{clause}")
+    reader = spark.read.format("delta")
+    if version is not None:
+        reader = reader.option("versionAsOf", int(version))
+    if timestamp is not None:
+        reader = reader.option("timestampAsOf", _sql_timestamp(timestamp))
+    return reader.load(source)
 
 
 def _sql_timestamp(value) -> str:
     return value.isoformat(sep=" ") if isinstance(value, (datetime, date)) else str(value)
 
 
-def spark_condition(dnf):
-    """The Spark Column of filters in disjunctive normal form."""
+def spark_condition(dnf, tz: str = "UTC"):
+    """The Spark Column of filters in disjunctive normal form; a datetime without a zone
+    in ``tz``, the session's, as the file reader takes it (py4j would take it in this
+    process's zone: :func:`spark_dask.delta.compare.spark_value`)."""
     from pyspark.sql import functions as F
 
-    return prune.fold(dnf, lambda name: F.col(f"`{name}`"), lambda name, value: value,
-                      lambda column, name, values: column.isin(list(values)))  # fmt: skip
+    def value(v):
+        return compare.spark_value(v, tz)
+
+    return prune.fold(dnf, lambda name: F.col(f"`{name}`"), lambda name, v: value(v),
+                      lambda column, name, values: column.isin([value(v) for v in values]))  # fmt: skip
 
 
 __all__ = ["VIAS", "is_table_name", "read_delta", "read_files", "read_with_spark", "spark_condition", "timestamp_ms"]

@@ -8,10 +8,13 @@ and Unity Catalog's governance applies to a table name.
 
 from __future__ import annotations
 
+import os
+
 from spark_dask.delta.read import file_source, is_table_name
 from spark_dask.errors import DeltaError, PlanError
 from spark_dask.handoff import driver as handoff
 from spark_dask.session import active_session
+from spark_dask.sparkconf import is_connect
 
 MODES = {"error": "errorifexists", "append": "append", "overwrite": "overwrite"}
 
@@ -71,16 +74,31 @@ def write_delta(ddf, target: str, *, mode: str = "error", partition_by=None, spa
 
 
 def exists(target: str, spark=None) -> bool:
-    """Whether the table exists (checked before the Dask side is computed)."""
+    """Whether the table exists (checked before the Dask side is computed): a name in
+    Spark's catalog; a path where Spark would write it, through Spark's own Hadoop
+    filesystem (a cloud URI's credentials are often Spark's only: its ``spark.hadoop.*``
+    confs, the cluster's instance profile), a local path here. Where neither can tell
+    (Spark Connect, a scheme Spark has no filesystem for), False: Spark's writer then
+    refuses an existing table itself (``errorifexists``)."""
     if is_table_name(target):
         return bool(active_session(spark).catalog.tableExists(target))
-    import fsspec
+    location = file_source(target)
+    if "://" not in location and not location.startswith("file:"):
+        return os.path.isdir(os.path.join(location, "_delta_log"))
+    return bool(hadoop_exists(active_session(spark), location.rstrip("/") + "/_delta_log"))
 
+
+def hadoop_exists(spark, path: str) -> bool | None:
+    """Whether ``path`` exists for Spark's Hadoop filesystem (classic sessions), or None
+    where it cannot tell (Spark Connect, no filesystem for the scheme, refused)."""
+    if is_connect(spark):
+        return None
     try:
-        fs, path = fsspec.core.url_to_fs(file_source(target))
-    except (ImportError, ValueError):  # no fsspec backend for it here: Spark's writer decides
-        return False
-    return fs.exists(path.rstrip("/") + "/_delta_log")
+        hadoop_path = spark.sparkContext._jvm.org.apache.hadoop.fs.Path(path)
+        fs = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+        return bool(fs.exists(hadoop_path))
+    except Exception:  # noqa: BLE001 - a Py4J error of any kind: Spark's writer decides
+        return None
 
 
-__all__ = ["MODES", "exists", "write_delta"]
+__all__ = ["MODES", "exists", "hadoop_exists", "write_delta"]

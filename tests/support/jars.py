@@ -1,12 +1,12 @@
 """Spark's own artifacts from Maven Central that some tests load, pinned and checked.
 
 pyspark's pip package carries Spark's jars but not these: the Spark Connect server for
-Spark 3.5 (pyspark 4 ships its own), Delta Lake's Spark connector and the RAPIDS
-Accelerator. ``tests/run-all.sh`` fetches them once into a cache outside the
+Spark 3.5 (pyspark 4 ships its own), Delta Lake's Spark connector, Hadoop's S3A
+filesystem (``s3a://``) and the RAPIDS Accelerator. ``tests/run-all.sh`` fetches them once into a cache outside the
 repository; the tests that need one ask :func:`require` for its path (a skip locally
 when it is absent, a failure under CI)::
 
-    python -m tests.support.jars fetch            # all of them (about 620 MB, once)
+    python -m tests.support.jars fetch            # all of them (about 900 MB, once)
     python -m tests.support.jars fetch delta-3.5  # one group
     python -m tests.support.jars path rapids-3.5  # where a group's jars are
 
@@ -36,6 +36,13 @@ JARS = {
     "delta-3.5": [
         ("io.delta", "delta-spark_2.12", "3.3.2", "07fff11b74e7284eec27fe106f31c95b3acc8018"),
         ("io.delta", "delta-storage", "3.3.2", "e24b01486ee7a26df8a2735eb186f4ee1821fc9e"),
+    ],
+    # Spark's s3a:// (tests/spark/test_delta_stores.py writes Delta to an S3 API server): the
+    # hadoop-aws of pyspark 3.5.5's Hadoop (its jars/hadoop-client-api-3.3.4.jar) and the AWS SDK
+    # bundle that hadoop-aws 3.3.4's POM names (1.12.262, 268 MiB)
+    "s3a-3.5": [
+        ("org.apache.hadoop", "hadoop-aws", "3.3.4", "a65839fbf1869f81a1632e09f415e586922e4f80"),
+        ("com.amazonaws", "aws-java-sdk-bundle", "1.12.262", "02deec3a0ad83d13d032b1812421b23d7a961eea"),
     ],
     "rapids-3.5": [
         ("com.nvidia", "rapids-4-spark_2.12", "25.04.0", "8441bfcb8211ca12b2ed0f0bb853b1c3986ea6e2"),

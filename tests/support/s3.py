@@ -1,0 +1,184 @@
+"""A real S3 API server for the tests: moto's server mode (``python -m moto.server``) in a
+process of its own on a free port of 127.0.0.1, AWS's authentication enforced on demand.
+
+moto accepts any request until ``/moto-api/reset-auth`` sets how many more it lets
+through unauthenticated (``0``: none); after that each request must be signed (SigV4)
+with an access key of moto's IAM whose policy allows the action, as AWS does: an unknown
+key gets ``InvalidAccessKeyId``, a wrong secret ``SignatureDoesNotMatch`` (both 403).
+:meth:`S3Server.start` makes a user with an access key allowed ``s3:*`` and a bucket;
+:meth:`S3Server.authenticated` turns the checks on for a block.
+
+    with S3Server.start() as server:
+        fs = server.filesystem()          # s3fs, with the user's key
+        server.storage_options            # for read_delta(..., storage_options=...)
+        server.spark_conf()               # s3a:// for Spark (hadoop-aws, tests/support/jars.py)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+from dataclasses import dataclass, field
+
+from distributed.utils import open_port
+
+from tests.support.processes import port_open, wait_until
+
+BUCKET = "spark-dask"
+REGION = "us-east-1"
+USER = "spark-dask-test"
+START_TIMEOUT = 30  # seconds for the server to answer
+
+
+@dataclass
+class S3Server:
+    """A running moto S3 server: its endpoint, the test user's key, the process."""
+
+    endpoint: str
+    key: str
+    secret: str
+    proc: subprocess.Popen
+    bucket: str = BUCKET
+    log: str = ""
+    keys: dict = field(default_factory=dict)
+
+    @classmethod
+    def start(cls, log_dir: str | None = None) -> S3Server:
+        """Start the server, make the user, its key and the bucket, enforce auth."""
+        port = open_port("127.0.0.1")
+        log = os.path.join(log_dir or "/tmp", f"moto-{port}.log")
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+        endpoint = f"http://127.0.0.1:{port}"
+        if not wait_until(lambda: proc.poll() is not None or port_open(endpoint), timeout=START_TIMEOUT):
+            proc.kill()
+            raise RuntimeError(f"moto's S3 server did not answer on {endpoint} in {START_TIMEOUT} s (log {log})")
+        if proc.poll() is not None:
+            raise RuntimeError(f"moto's S3 server exited ({proc.returncode}): log {log}")
+        try:
+            key, secret = _user_with_key(endpoint)
+            server = cls(endpoint, key, secret, proc, log=log)
+        except BaseException:
+            proc.kill()
+            proc.wait(10)
+            raise
+        return server
+
+    @contextlib.contextmanager
+    def authenticated(self):
+        """Within: every request must be signed with a key of moto's IAM (an unknown key,
+        a wrong secret or none is refused with 403, as by AWS). Not around Spark's
+        ``s3a://``: Hadoop 3.3's AWS SDK v1 signs the ``User-Agent`` header, which moto's
+        verifier (botocore's SigV4, which never signs it) leaves out, so moto refuses
+        every s3a request then."""
+        _post(f"{self.endpoint}/moto-api/reset-auth", b"0")
+        try:
+            yield self
+        finally:
+            _post(f"{self.endpoint}/moto-api/reset-auth", b"inf")
+
+    def new_key(self) -> tuple[str, str]:
+        """Another access key of the test user (made while authentication is off)."""
+        key = _iam(self.endpoint).create_access_key(UserName=USER)["AccessKey"]
+        return key["AccessKeyId"], key["SecretAccessKey"]
+
+    def revoke(self, key: str) -> None:
+        """Delete an access key (while authentication is off): requests signed with it are
+        refused from then on (``InvalidAccessKeyId``)."""
+        _iam(self.endpoint).delete_access_key(UserName=USER, AccessKeyId=key)
+
+    def stop(self, timeout: float = 10) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    @property
+    def storage_options(self) -> dict:
+        """fsspec (s3fs) options with the user's key and this endpoint."""
+        return {"key": self.key, "secret": self.secret, **self.endpoint_options}
+
+    @property
+    def endpoint_options(self) -> dict:
+        """The endpoint and region only: credentials from the environment."""
+        return {"endpoint_url": self.endpoint, "client_kwargs": {"region_name": REGION}}
+
+    def environment(self) -> dict:
+        """The user's key as AWS's variables (what an instance profile gives a process)."""
+        return {"AWS_ACCESS_KEY_ID": self.key, "AWS_SECRET_ACCESS_KEY": self.secret, "AWS_DEFAULT_REGION": REGION}
+
+    def filesystem(self, **options):
+        """A fresh s3fs filesystem on the server (not fsspec's cached instance)."""
+        import s3fs
+
+        return s3fs.S3FileSystem(skip_instance_cache=True, **{**self.storage_options, **options})
+
+    def url(self, *parts: str) -> str:
+        return "s3://" + "/".join([self.bucket, *parts])
+
+    def spark_conf(self) -> dict:
+        """Confs for Spark's ``s3a://`` (hadoop-aws) on this server, with the user's key."""
+        return {
+            "spark.hadoop.fs.s3a.endpoint": self.endpoint,
+            "spark.hadoop.fs.s3a.endpoint.region": REGION,
+            "spark.hadoop.fs.s3a.signing-algorithm": "AWSS3V4SignerType",
+            "spark.hadoop.fs.s3a.path.style.access": "true",
+            "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
+            "spark.hadoop.fs.s3a.access.key": self.key,
+            "spark.hadoop.fs.s3a.secret.key": self.secret,
+            "spark.hadoop.fs.s3a.aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+            # a wrong key fails the first call instead of after Hadoop's retries
+            "spark.hadoop.fs.s3a.attempts.maximum": "1",
+            "spark.hadoop.fs.s3a.retry.limit": "1",
+        }
+
+
+def _post(url: str, body: bytes, timeout: float = 10) -> bytes:
+    with urllib.request.urlopen(
+        urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "text/plain"}), timeout=timeout
+    ) as r:
+        return r.read()
+
+
+def _client(service: str, endpoint: str):
+    """A boto3 client for moto's setup calls (made while moto lets every request through)."""
+    import boto3
+
+    return boto3.client(
+        service, endpoint_url=endpoint, region_name=REGION, aws_access_key_id="setup", aws_secret_access_key="setup"
+    )
+
+
+def _iam(endpoint: str):
+    return _client("iam", endpoint)
+
+
+def _user_with_key(endpoint: str) -> tuple[str, str]:
+    """An IAM user allowed ``s3:*`` and its access key, and the bucket."""
+    iam = _iam(endpoint)
+    iam.create_user(UserName=USER)
+    policy = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}
+    iam.put_user_policy(UserName=USER, PolicyName="s3", PolicyDocument=json.dumps(policy))
+    key = iam.create_access_key(UserName=USER)["AccessKey"]
+    _client("s3", endpoint).create_bucket(Bucket=BUCKET)
+    return key["AccessKeyId"], key["SecretAccessKey"]
+
+
+__all__ = ["BUCKET", "REGION", "USER", "S3Server"]
