@@ -2,7 +2,8 @@
 :func:`list_clusters`, ``spark-dask list`` and ``spark-dask serve``.
 
 Every running cluster has an **entry** in the per-user state directory of the driver host
-(``spark-dask.state-dir``; :func:`state_root`): a directory ``<state-dir>/<name>/`` of
+(``spark-dask.state-dir``; :func:`state_root`, or :func:`fallback_root` where another user
+made the default one first: :func:`configured_root`): a directory ``<state-dir>/<name>/`` of
 mode 0700 holding ``cluster.json`` (the record: name, Spark job tag, scheduler address,
 dashboard link, worker count, owner pid and host, start time, status) and the connection
 files of :mod:`spark_dask.connection` (``scheduler.json``, the client TLS credentials, a
@@ -61,8 +62,9 @@ RECORD_FILE = "cluster.json"
 # A directory without a record younger than this is a claim in progress (os.mkdir done,
 # the record not written yet); older, its owner died in between: stale.
 CLAIM_GRACE = 10.0
-# How long a take-over of a stale entry waits for the state directory's lock (held by
-# another process judging an entry: milliseconds, unless that process is stopped).
+# How long a start taking over its name's stale entry waits for the state directory's lock
+# (held by another process judging an entry: milliseconds, unless that process is stopped
+# or hangs: then the start fails, saying so, rather than go on without the lock).
 LOCK_WAIT = 5.0
 # How long a handle waits for the owner to carry out scale() / adapt(), and for a
 # cluster it asked to close to be gone (the owner's close-timeout is 10 s by default).
@@ -105,6 +107,29 @@ def state_root(setting, environ=None, uid=None, tempdir: str | None = None) -> s
         uid = os.getuid() if uid is None and hasattr(os, "getuid") else (uid if uid is not None else "user")
         return os.path.join(tempdir or tempfile.gettempdir(), f"spark-dask-{uid}")
     return os.path.abspath(os.path.expanduser(os.fspath(text)))
+
+
+def fallback_root(home: str | None = None, host: str | None = None) -> str:
+    """The state directory of the ``auto`` setting where the temporary directory's
+    ``spark-dask-<uid>`` is not this user's (another user made it first):
+    ``~/.cache/spark-dask/state-<host>``, in the user's home, where no other user makes
+    it first (one per host: a home shared by several hosts holds each one's).
+
+    >>> fallback_root("/home/ann", "node-1")
+    '/home/ann/.cache/spark-dask/state-node-1'
+    """
+    home = home or os.path.expanduser("~")
+    return os.path.join(home, ".cache", "spark-dask", f"state-{host or socket.gethostname()}")
+
+
+def taken_root_message(root: str, owner: int, fallback: str) -> str:
+    """The line said when the ``auto`` state directory is another user's (or a link or a
+    file): where the entries go instead."""
+    return (
+        f"spark-dask: the state directory {root} is not this user's (owner uid {owner}; another user made it first, "
+        f"or it is a link or a file): this user's clusters are listed in {fallback} instead; set "
+        "spark-dask.state-dir to choose the directory"
+    )
 
 
 def entry_state(record, age: float, host: str, identity_of) -> str:
@@ -209,6 +234,16 @@ def name_taken_message(name: str, record) -> str:
     )
 
 
+def locked_message(root: str, wait: float) -> str:
+    """The error of a start whose name's stale entry cannot be taken over: the state
+    directory's lock is still held after ``wait`` seconds."""
+    return (
+        f"spark-dask: the state directory {root} is still locked by another process after {wait:g}s (a process that "
+        f"is stopped or hangs while it removes a stale entry; 'fuser -v {root}' names it): resume or end that "
+        "process, or set spark-dask.state-dir to another directory"
+    )
+
+
 def not_running_message(name: str, record: dict) -> str:
     """The error of :func:`from_name` for a cluster still starting, or closing."""
     return (
@@ -286,22 +321,28 @@ def scan(root: str, remove_stale: bool = True) -> dict[str, tuple[str, dict]]:
         if state == "alive":
             found[name] = (directory, {**record, "directory": directory})
         elif state == "stale" and remove_stale:
-            take_over(directory, host)
+            with suppress(ClusterError):  # the lock is held: left for its holder, or for later
+                take_over(directory, host, wait=0.0)
     return found
 
 
 @contextmanager
 def root_lock(root: str, wait: float = LOCK_WAIT):
-    """Hold the state directory's lock (``flock`` of the directory itself) inside; where
-    it is not had within ``wait`` seconds (its holder stopped), or the file system has no
-    such locks, inside without it (logged at DEBUG)."""
-    fd, problem = None, None
+    """Hold the state directory's lock (``flock`` of the directory itself) inside.
+
+    Not had within ``wait`` seconds (its holder is stopped or hangs): a
+    :class:`~spark_dask.errors.ClusterError` (:func:`locked_message`), never inside
+    without it. Only where the file system has no such locks (or the directory cannot
+    be opened) inside without it, logged at DEBUG."""
+    fd, had, problem = None, None, None
     try:
         fd = os.open(root, os.O_RDONLY)
-        if not flock_within(fd, wait):
-            problem = f"still locked by another process after {wait:g}s"
-    except OSError as e:
+        had = flock_within(fd, wait)
+    except OSError as e:  # not opened, or no flock on this file system
         problem = str(e)
+    if had is False:
+        os.close(fd)
+        raise ClusterError(locked_message(root, wait))
     if problem:
         logger.debug(
             "spark-dask: the state directory %s is not locked (%s): a stale entry is taken over without", root, problem
@@ -326,16 +367,17 @@ def flock_within(fd: int, wait: float) -> bool:
             time.sleep(0.01)
 
 
-def take_over(directory: str, host: str) -> tuple[bool, dict | None]:
+def take_over(directory: str, host: str, wait: float = LOCK_WAIT) -> tuple[bool, dict | None]:
     """Remove the entry ``directory`` if it is stale: ``(True, None)``, its name is free;
     else ``(False, its record)`` (None: a claim in progress).
 
     Judged and moved aside (``os.rename`` to a hidden name, removed after) under the state
-    directory's lock (:func:`root_lock`): of two processes that both found the entry
+    directory's lock (:func:`root_lock`, had within ``wait`` seconds or a
+    :class:`~spark_dask.errors.ClusterError`): of two processes that both found the entry
     stale, the second judges what the first put in its place, instead of removing it."""
     root = os.path.dirname(directory)
     aside = os.path.join(root, f".{os.path.basename(directory)}.stale-{uuid.uuid4().hex[:12]}")
-    with root_lock(root):
+    with root_lock(root, wait):
         record = read_record(directory)
         try:
             age = time.time() - os.stat(directory).st_mtime
@@ -355,8 +397,25 @@ def take_over(directory: str, host: str) -> tuple[bool, dict | None]:
 
 
 def configured_root() -> str | None:
-    """The state directory ``spark-dask.state-dir`` names (None: listing is off)."""
-    return state_root(config.get("state-dir"))
+    """The state directory ``spark-dask.state-dir`` names (None: listing is off).
+
+    For ``auto`` in the temporary directory, ``spark-dask-<uid>`` may have been made by
+    another user first (anyone can make it in ``/tmp``): then :func:`fallback_root`,
+    said once in a warning. The fallback is kept while it exists (until its last entry
+    goes), so that every process of the user finds the clusters started there."""
+    root = state_root(config.get("state-dir"))
+    if root is None or root != state_root("auto"):
+        return root
+    fallback = fallback_root()
+    if os.path.isdir(fallback):  # in use: clusters started while the other one was not this user's
+        return fallback
+    if not os.path.lexists(root):
+        return root
+    info = os.lstat(root)
+    if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid():
+        return root
+    warnings.warn(taken_root_message(root, info.st_uid, fallback), UserWarning, **outside_package())
+    return fallback
 
 
 def list_clusters() -> list[dict]:
@@ -412,10 +471,14 @@ class Entry:
     warn : callable, optional
         ``warn(text)``: how to say that the cluster could not be listed (a state
         directory that cannot be written, or is not the user's); default a Python warning.
+    lock_wait : float
+        Seconds to wait for the state directory's lock when the name's entry is stale
+        (:func:`take_over`); then the claim fails, saying so.
     """
 
-    def __init__(self, name: str, tag: str, root: str | None, warn=None):
+    def __init__(self, name: str, tag: str, root: str | None, warn=None, lock_wait: float = LOCK_WAIT):
         self.name = check_name(name)
+        self.lock_wait = lock_wait  # for the state directory's lock, when taking over a stale entry
         self.tag = tag
         self.root = root
         self.warn = warn or (lambda text: warnings.warn(text, UserWarning, **outside_package()))
@@ -449,7 +512,7 @@ class Entry:
             try:
                 os.mkdir(self.directory, 0o700)
             except FileExistsError:
-                free, other = take_over(self.directory, record["host"])
+                free, other = take_over(self.directory, record["host"], self.lock_wait)
                 if not free:
                     raise ClusterError(name_taken_message(self.name, other)) from None
                 continue
@@ -506,7 +569,7 @@ class Entry:
         scheduler.add_plugin(EntryWatch(self))
         try:
             connection.write_connection(cluster, self.directory)
-        except OSError as e:
+        except (OSError, SparkDaskError) as e:
             self.remove()
             return self.unlisted(e)
         self.update(status="running", address=scheduler.address, dashboard=cluster.dashboard_link or None,
@@ -529,7 +592,7 @@ class Entry:
         found = read_record(self.directory)
         if found is None or found.get("token") == self.record["token"]:
             shutil.rmtree(self.directory, ignore_errors=True)
-        if self.root == state_root("auto"):  # the default one (not a directory a user named)
+        if self.root in (state_root("auto"), fallback_root()):  # the default one (not a directory a user named)
             with suppress(OSError):  # removed too when no other entry is left: nothing stays in /tmp
                 os.rmdir(self.root)
         self.record = None

@@ -14,6 +14,7 @@ and Spark Connect sessions (``mapInArrow(..., barrier=True)``).
 
 from __future__ import annotations
 
+import asyncio
 import importlib.metadata
 import importlib.util
 import json
@@ -63,6 +64,9 @@ PR_SET_PDEATHSIG = 1
 # Seconds the task waits for a worker to end after its SIGKILL: one in uninterruptible
 # sleep (D state, e.g. a hung NFS or GPU driver call) may never end; the task ends anyway.
 KILL_WAIT = 5.0
+# The scheduler handler each task opens its line with (TaskLine; the driver's side:
+# spark_dask.scheduler.DriverScheduler.cut_line).
+TASK_LINE = "spark_dask_task_line"
 # The module name under which each task writes the workers' preload (the text of
 # spark_dask.executor.preload, carried in TaskSpec.preload) into its workers' directory.
 PRELOAD_MODULE = "spark_dask_preload"
@@ -265,33 +269,30 @@ def _can_fork() -> bool:
     return hasattr(os, "fork") and threading.active_count() == 1
 
 
-def write_private(path: str, text: str, *, replace: bool = False) -> str:
-    """Write ``text`` (UTF-8) to a file only its owner can read; its path.
+def write_private(path: str, text: str) -> str:
+    """Write ``text`` (UTF-8) to a new file only its owner can read; its path.
 
     Parameters
     ----------
     path : str
-        The file.
+        The file: it must not exist yet (``O_CREAT | O_EXCL | O_NOFOLLOW``: nothing
+        planted in the directory beforehand, a link least of all, is followed or
+        reused), and is made with mode 0600 whatever the umask.
     text : str
         Its content.
-    replace : bool
-        False: the file must not exist yet (``O_EXCL``: nothing planted in the directory
-        beforehand is followed or reused; a new file's mode is 0600 less the umask).
-        True: an existing file is truncated and set to mode 0600.
 
     Returns
     -------
     str
         ``path``.
 
-    Used on executors (this module is shipped by value) and on the driver
-    (:mod:`spark_dask.connection`).
+    Used on executors (this module is shipped by value), in the task's own new
+    directory (``tempfile.mkdtemp``: mode 0700). The driver's connection files are
+    :func:`spark_dask.connection.write_file`'s.
     """
-    flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if replace else os.O_EXCL)
-    fd = os.open(path, flags, 0o600)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "wb") as f:
-        if replace:
-            os.fchmod(fd, 0o600)  # the file may have existed with another mode
+        os.fchmod(fd, 0o600)
         f.write(text.encode())
     return path
 
@@ -650,17 +651,40 @@ def run_task(spec: TaskSpec) -> dict:
     workdir = tempfile.mkdtemp(prefix=f"{spec.cluster_id}-", dir=local_dirs or None)
     procs: list[subprocess.Popen] = []
     logs: list[str] = []
+    line = None
     try:
         fields = _worker_fields(spec, workdir, nthreads, memory)
         for w in mine:
             _spawn(spec, me, w, fields, workdir, where, row, task_warnings, has_rmm, procs, logs)
         row["t"]["spawned"] = time.time()
         row["forked"] = [isinstance(p, ForkedNanny) for p in procs]
+        # opened after the nannies are forked: a thread of this process makes a fork unsafe
+        line = TaskLine(spec, [w["name"] for w in mine], lambda: _line_cut(spec, procs, row))
         _supervise(spec, procs, logs, mine, where)
         row["t"]["exited"] = time.time()
     finally:
+        if line is not None:
+            line.hang_up(float(spec.kill_grace) + KILL_WAIT)
+            if line.error:
+                row.setdefault("notes", []).append(f"spark-dask: no line to the driver ({line.error})")
         _finish(spec, procs, claims, mine, logs, row, workdir)
     return row
+
+
+def _line_cut(spec: TaskSpec, procs: list, row: dict) -> None:
+    """The driver cut this task's line (a worker's nanny did not answer), or the
+    scheduler closed: the workers get kill-grace to exit by themselves (at a close their
+    nannies are ending them), then what is left of their process groups is killed,
+    frozen processes too."""
+    deadline = time.monotonic() + float(spec.kill_grace)
+    for p in procs:
+        try:
+            p.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+    if any(p.poll() is None for p in procs):
+        row.setdefault("notes", []).append("spark-dask: the driver cut this task's line: its Dask workers were ended")
+        _stop(procs, 0.0)
 
 
 def _meet(ctx, spec: TaskSpec, started: float) -> tuple[dict, list[dict], dict]:
@@ -966,6 +990,82 @@ def _supervise(spec: TaskSpec, procs: list, logs: list[str], mine: list[dict], w
                 f"{spec.scheduler_address}.\ncommand: {' '.join(procs[i].args)}\n"
                 f"--- worker log (last lines) ---\n{tail(text)}"
             )
+
+
+class TaskLine:
+    """This task's line to the scheduler (the :data:`TASK_LINE` handler): one connection
+    held open while the task's workers run.
+
+    The driver cuts it when a worker's nanny does not answer (frozen: SIGSTOP, a hang
+    holding the GIL; it keeps its own connections open), and it closes with the
+    scheduler: the task then ends its workers' process groups (``on_cut``), what a frozen
+    process cannot do itself (a signal other than SIGKILL waits until it runs again).
+    Where no line opens (no ``distributed`` in a custom ``worker_command``'s Python, a
+    refused connection) the task goes on without; ``error`` says why.
+
+    Parameters
+    ----------
+    spec : TaskSpec
+        The scheduler's address and TLS credentials, the connect timeout.
+    workers : list of str
+        The names of this task's workers (what the driver cuts the line for).
+    on_cut : callable
+        Called from the line's thread once the scheduler side closed the line.
+    """
+
+    def __init__(self, spec: TaskSpec, workers: list[str], on_cut):
+        self.error: str | None = None
+        self._loop = asyncio.new_event_loop()
+        self._hung_up = asyncio.Event()  # bound to the line's loop when first awaited there
+        self._thread = threading.Thread(target=self._run, args=(spec, workers, on_cut), name="spark-dask-line",
+                                        daemon=True)  # fmt: skip
+        self._thread.start()
+
+    def _run(self, spec: TaskSpec, workers: list[str], on_cut) -> None:
+        try:
+            cut = self._loop.run_until_complete(self._hold(spec, workers))
+        except Exception as e:  # noqa: BLE001 - no line: the task runs on without one
+            self.error, cut = f"{type(e).__name__}: {e}", False
+        finally:  # the resolver's threads too: a Python worker Spark reuses forks nannies only without threads
+            self._loop.run_until_complete(self._loop.shutdown_default_executor())
+            self._loop.close()
+        if cut:
+            on_cut()
+
+    async def _hold(self, spec: TaskSpec, workers: list[str]) -> bool:
+        """Open the line and hold it; True when the scheduler side closed it."""
+        from distributed.comm import connect
+        from distributed.security import Security
+
+        tls = spec.tls
+        security = (
+            Security(tls_ca_file=tls["ca"], tls_worker_cert=tls["cert"], tls_worker_key=tls["key"],
+                     require_encryption=True) if tls else Security()
+        )  # fmt: skip
+        comm = await connect(spec.scheduler_address, timeout=float(spec.connect_timeout),
+                             **security.get_connection_args("worker"))  # fmt: skip
+        try:
+            await comm.write({"op": TASK_LINE, "workers": workers, "reply": False})
+            read = asyncio.ensure_future(comm.read())
+            hung_up = asyncio.ensure_future(self._hung_up.wait())
+            await asyncio.wait({read, hung_up}, return_when=asyncio.FIRST_COMPLETED)
+            for waiting in (read, hung_up):
+                waiting.cancel()
+            await asyncio.gather(read, hung_up, return_exceptions=True)  # the closed comm's error retrieved
+            return not self._hung_up.is_set()
+        finally:
+            comm.abort()
+
+    def hang_up(self, wait: float) -> bool:
+        """The task ends: close the line without ``on_cut`` and wait at most ``wait``
+        seconds for its thread (a Python worker Spark reuses keeps no thread of it);
+        True once the thread has ended."""
+        try:
+            self._loop.call_soon_threadsafe(self._hung_up.set)
+        except RuntimeError:  # its loop ended already (the line was cut, or never opened)
+            pass
+        self._thread.join(wait)
+        return not self._thread.is_alive()
 
 
 def _finish(spec: TaskSpec, procs: list, claims: list, mine: list[dict], logs: list[str], row: dict,

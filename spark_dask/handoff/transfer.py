@@ -11,6 +11,11 @@
   cudf partition; :func:`write_partition` writes one Dask partition; the worker plugin
   made by :func:`worker_plugin` serves and removes the files.
 
+Each transfer's directory is made with mode 0700 and its files 0600 (:func:`private_dir`,
+:func:`private_file`), whoever writes them (a Spark task or a Dask worker; Spark's JVM
+writes none): Spark's local directories, where they go, can be open to every local user
+(in local mode ``/tmp/blockmgr-<uuid>``, made with the umask's mode).
+
 Standard library at import; pyarrow and ``distributed`` only inside the functions that
 use them (every executor has them: the workers need them). Shipped by value
 (:data:`spark_dask.handoff.SHIPPED`), so executors and workers need not have spark_dask.
@@ -23,10 +28,12 @@ import json
 import os
 import shutil
 import socket
+import stat
 import time
 from collections.abc import Iterator
+from contextlib import suppress
 
-from spark_dask.arrow_types import frame_to_arrow, table_to_pandas
+from spark_dask.arrow_types import frame_to_arrow, infer_object_column, table_to_pandas, with_inferred_types
 from spark_dask.errors import HandoffError
 from spark_dask.handoff.files import (
     in_transfer_dir,
@@ -211,10 +218,41 @@ def pulled_batches(links: Links, part: dict):
     )
 
 
+def private_dir(path: str) -> str:
+    """Make the transfer directory ``path`` (mode 0700: no other local user lists or
+    reads its files; its parent too where missing), or check the one there: this user's
+    directory, no link, set to mode 0700; ``path``. Another user's is a
+    :class:`~spark_dask.errors.HandoffError`."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with suppress(FileExistsError):
+        os.mkdir(path, 0o700)
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+        raise HandoffError(
+            f"spark-dask: the transfer directory {path} is not a directory of this user (another user's, a link or a "
+            "file): another local user made it, to read or replace the transfer's data; nothing was written there. "
+            "Call to_dask or to_spark again: a new transfer has a directory of a new random name"
+        )
+    if stat.S_IMODE(info.st_mode) != 0o700:
+        os.chmod(path, 0o700)
+    return path
+
+
+def private_file(path: str) -> str:
+    """Make ``path`` a new empty file of mode 0600 (``O_EXCL | O_NOFOLLOW``; a leftover
+    of an earlier attempt is removed first); ``path``."""
+    with suppress(FileNotFoundError):
+        os.unlink(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    os.fchmod(fd, 0o600)  # whatever the umask
+    os.close(fd)
+    return path
+
+
 def _write_ipc(path: str, batches, schema) -> int:
     import pyarrow as pa
 
-    tmp = f"{path}.{os.getpid()}.tmp"
+    tmp = private_file(f"{path}.{os.getpid()}.tmp")  # opened again by Arrow: its mode stays
     rows = 0
     with pa.OSFile(tmp, "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
         for batch in batches:
@@ -254,8 +292,7 @@ def _write_spark_partition(spec: dict, schema, partition: int, attempt: int, bat
     row = {"partition": partition, "attempt": attempt, "hostname": me, "path": None, "rows": 0, "bytes": 0,
            "ip": None}  # fmt: skip
     if me in hosts:
-        directory = os.path.join(hosts[me]["root"], spec["dir"])
-        os.makedirs(directory, exist_ok=True)
+        directory = private_dir(os.path.join(hosts[me]["root"], spec["dir"]))
         path = os.path.join(directory, name)
         row["rows"] = _write_ipc(path, batches, schema)
         if row["rows"]:
@@ -408,9 +445,13 @@ def load_partition(part: dict, backend: str = "pandas"):
 
 
 # ------------------------------------------------------------------------ Dask -> Spark
-def write_partition(frame, index: int, dirname: str, schema_bytes: bytes, batch_rows: int | None = None) -> dict:
+def write_partition(
+    frame, index: int, dirname: str, schema_bytes: bytes, batch_rows: int | None = None, infer: tuple = ()
+) -> dict:
     """Dask task: one partition as an Arrow IPC file (Spark's Arrow types) on this
     machine, in record batches of at most ``batch_rows`` rows (None: as the data is).
+    The ``object`` columns ``infer`` (indices) get the Spark type of their values
+    (:func:`~spark_dask.arrow_types.infer_object_column`), reported as ``types``.
 
     Batches of a few MB rather than one per partition: a partition written as one 64 MB
     batch took several times longer (the figures: docs/benchmarks.md, "Moving data between Spark and Dask", "Dask → Spark")."""
@@ -418,11 +459,12 @@ def write_partition(frame, index: int, dirname: str, schema_bytes: bytes, batch_
 
     schema = pa.ipc.read_schema(pa.py_buffer(schema_bytes))
     out = {"partition": index, "hostname": hostname(), "path": None, "rows": int(len(frame)), "bytes": 0, "ip": None}
+    out["types"] = {str(i): infer_object_column(frame.iloc[:, i], schema.field(i).name) for i in infer if len(frame)}
     if not len(frame):
         return out
+    schema = with_inferred_types(schema, {int(i): t for i, t in out["types"].items()})
     table = frame_to_arrow(frame, schema)
-    directory = os.path.join(local_root(), dirname)
-    os.makedirs(directory, exist_ok=True)
+    directory = private_dir(os.path.join(local_root(), dirname))
     path = os.path.join(directory, part_file_name(index))
     _write_ipc(path, table.to_batches(max_chunksize=batch_rows), schema)
     try:
@@ -454,16 +496,25 @@ def spark_reader(spec: dict):
                     else:
                         read = (reader.get_batch(j) for j in range(reader.num_record_batches))
                     for record_batch in read:
-                        if not record_batch.schema.equals(schema):
-                            raise HandoffError(
-                                f"spark-dask: partition file {part['path']} has schema {record_batch.schema}, "
-                                f"not {schema}"
-                            )
-                        yield record_batch
+                        yield conformed(record_batch, schema, part["path"])
         finally:
             links.close()
 
     return fn
+
+
+def conformed(batch, schema, path: str):
+    """A record batch of a Dask → Spark file as ``schema``: a partition whose ``object``
+    column held no value of a part of its type (a null, an empty list) wrote that part
+    as Arrow ``null``, cast here to the type the other partitions gave it."""
+    import pyarrow as pa
+
+    if batch.schema.equals(schema):
+        return batch
+    try:
+        return pa.Table.from_batches([batch]).cast(schema).combine_chunks().to_batches()[0]
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, IndexError):
+        raise HandoffError(f"spark-dask: partition file {path} has schema {batch.schema}, not {schema}") from None
 
 
 # ------------------------------------------------------------------------ worker side
@@ -499,10 +550,8 @@ def worker_plugin():
             def put(dirname: str, name: str, data):
                 if not is_transfer_dir(dirname) or os.sep in dirname or os.sep in name or name.startswith("."):
                     raise ValueError(f"not a transfer file: {dirname}/{name}")
-                directory = os.path.join(local_root(), dirname)
-                os.makedirs(directory, exist_ok=True)
-                path = os.path.join(directory, name)
-                tmp = f"{path}.{os.getpid()}.tmp"
+                path = os.path.join(private_dir(os.path.join(local_root(), dirname)), name)
+                tmp = private_file(f"{path}.{os.getpid()}.tmp")
                 with open(tmp, "wb") as f:
                     f.write(data)
                 os.replace(tmp, path)

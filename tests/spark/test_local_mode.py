@@ -5,14 +5,19 @@ The driver JVM runs the tasks; there are no executors to wait for.
 
 from __future__ import annotations
 
+import glob
 import os
+import stat
 
 import dask.dataframe as dd
 import pandas as pd
 import pytest
 
 import spark_dask
+from spark_dask.handoff import transfer
+from spark_dask.handoff.files import DIR_PREFIX
 from spark_dask.parts import parts_of
+from tests.support import users
 from tests.support.spark import assert_no_leftovers, make_spark, stop_spark
 
 pytestmark = [pytest.mark.spark, pytest.mark.core, pytest.mark.timeout(180)]
@@ -53,3 +58,25 @@ def test_local_one_slot_is_said_at_start(spark):
     cluster = client.cluster
     client.close()
     assert_no_leftovers(spark, cluster)
+
+
+@pytest.mark.newest  # the files are written by the same code on pyspark 3.5 (test_handoff.py's core tests)
+def test_another_local_user_reads_nothing_of_a_hand_off(spark):
+    """Issue 54. In local mode the hand-off's files sit in the driver's block manager
+    directory, right in /tmp (``blockmgr-<uuid>``, which Spark makes with the umask's
+    mode: 0755): the transfer directories of to_dask and to_spark must be mode 0700 and
+    their Arrow files 0600, so that a second Unix user (made by the test) can neither
+    list nor read them while the data is handed over. (On local-cluster and standalone
+    the executors' directories are 0700 already; the connection files, the state
+    directory and its lock: tests/unit/test_local_users.py.)"""
+    with users.other_user() as other, spark_dask.start(spark, progress=False) as client:
+        ddf = spark_dask.to_dask(spark.range(0, 3000, 1, 3).selectExpr("id", "id * 2 as y"))  # Spark wrote its files
+        spark_dask.to_spark(ddf[ddf.y % 3 == 0])  # the Dask worker writes its files now; Spark reads them lazily
+        roots = {w["root"] for w in client.run(transfer.host_info).values()}
+        dirs = sorted(d for r in roots for d in glob.glob(os.path.join(r, f"{DIR_PREFIX}{client.cluster.tag}-*")))
+        files = sorted(f for d in dirs for f in glob.glob(os.path.join(d, "*")))
+        assert len(dirs) == 2 and len(files) >= 4, (dirs, files)  # to_dask's 3 partitions, to_spark's
+        assert other.reaches(roots) == [f"listed {r}" for r in sorted(roots)]  # Spark's own directory is open
+        assert other.reaches(dirs + files) == []
+        modes = {p: stat.S_IMODE(os.stat(p).st_mode) for p in dirs + files}
+        assert modes == {**dict.fromkeys(dirs, 0o700), **dict.fromkeys(files, 0o600)}
