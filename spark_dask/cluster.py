@@ -23,6 +23,7 @@ import warnings
 import weakref
 from contextlib import ExitStack, suppress
 from dataclasses import replace
+from functools import partial
 
 from dask.utils import parse_bytes
 from distributed import Client, Scheduler
@@ -86,7 +87,7 @@ from spark_dask.session import (
 from spark_dask.session import conf as spark_conf
 from spark_dask.sizes import plural
 from spark_dask.slots import groups_held, other_clusters
-from spark_dask.waits import StartWait, watch_session_stop, watch_starved_stages
+from spark_dask.waits import StartWait, logs_within, watch_session_stop, watch_starved_stages
 from spark_dask.worker_flags import TaskWarnings, check_worker_options
 
 _atexit_registered = False
@@ -466,7 +467,7 @@ class SparkCluster(Cluster):
     def _init_state(self) -> None:
         self._parts.events = Events(self._cluster_manager_logs, self.quiet)
         self._changed = asyncio.Event()
-        self._parts.side = DriverScheduler(self._changed)
+        self._parts.side = DriverScheduler(self._changed, self._parts.events)
         self.gang_plan: GangPlan | None = None  # the starting gang's plan: the shape of every gang
         self._start_task: asyncio.Task | None = None
         self._watchers: list[asyncio.Task] = []  # faults; stage starvation or session stop
@@ -957,8 +958,9 @@ class SparkCluster(Cluster):
 
     # ------------------------------------------------------------------ logs and widget
     async def _get_logs(self, cluster=True, scheduler=True, workers=True):
+        get = partial(Cluster._get_logs, self, cluster=cluster, scheduler=scheduler)
         try:
-            logs = await super()._get_logs(cluster=cluster, scheduler=scheduler, workers=workers)
+            logs = await logs_within(get, workers, self._parts.options.close_timeout, self._parts.events)
         except Exception:  # noqa: BLE001 - scheduler already closed: what the cluster manager kept
             return report.kept_logs(self._parts.log_keeper.read(cluster, scheduler, workers))
         if cluster:

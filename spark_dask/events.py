@@ -119,10 +119,13 @@ class Events:
     def _held(self, msg: str) -> bool:
         """Give ``msg`` to the open holds of the calling context (each collecting one, the
         innermost issuing one); given where no hold's context reaches (a thread of its
-        own), to the oldest issuing hold. False where no hold issues it."""
+        own), to the oldest issuing hold. A context with only collecting holds (a named
+        handle's call, :func:`spark_dask.named.carry_out`) keeps its warnings: none goes
+        to another caller's hold (a user's ``scale()`` at the same time). False where no
+        hold issues it."""
         with self.lock:
             mine = [h for h in _holds.get() if h.events is self and h.open]
-            issuing = [h for h in mine if h.issue] or [h for h in self.holds if h.issue][:1]
+            issuing = [h for h in mine if h.issue] if mine else [h for h in self.holds if h.issue][:1]
             for h in [h for h in mine if not h.issue] + issuing[-1:]:
                 h.said.append(msg)
             return bool(issuing)

@@ -388,7 +388,11 @@ OPTIONS: tuple[Option, ...] = (
         "str",
         "How long `close()` lets the gangs' Spark jobs end by themselves (all in the same window) "
         "before cancelling them.",
-        "Also how long `close()` waits for the nannies to terminate their workers.",
+        "Also how long `close()` waits for the nannies to terminate their workers, and the bound of "
+        "every wait on a worker while the cluster runs: a nanny asked to end its worker (scale-down, "
+        "drain), a retiring worker's heartbeat, the workers' logs (`get_logs()`), the removal of "
+        "transfer files. A worker that does not answer within it (frozen: SIGSTOP, a hang holding "
+        "the GIL) is said and ended through its Spark task; the scaling, drain or close goes on.",
         group="startup",
         time=True,
     ),
@@ -406,6 +410,8 @@ OPTIONS: tuple[Option, ...] = (
         "5s",
         "str",
         "Seconds a worker process gets to exit after SIGTERM before SIGKILL (inside the Spark task).",
+        "Also how long a worker whose nanny did not answer (its Spark task's line cut by the driver) "
+        "gets to exit before its processes are killed.",
         group="startup",
         time=True,
     ),
@@ -522,7 +528,9 @@ OPTIONS: tuple[Option, ...] = (
         "client TLS credentials) and removes it when it closes; entries whose owner process is "
         "gone are ignored and removed. `auto`: `$XDG_RUNTIME_DIR/spark-dask` where that is set, "
         "else `spark-dask-<uid>` in the temporary directory (both private to the user, mode "
-        "0700, and per host). `false`: clusters are not listed (nor found by name).",
+        "0700, and per host; where another user made `spark-dask-<uid>` first, "
+        "`~/.cache/spark-dask/state-<host>` instead, with a warning). `false`: clusters are not "
+        "listed (nor found by name).",
         group="security",
     ),
     Option(
@@ -800,36 +808,42 @@ def resolve(**given) -> ClusterOptions:
     try:
         opts["timeout"] = parse_timedelta(opts["timeout"])
     except (ValueError, KeyError, TypeError) as e:
-        raise PlanError(f"timeout must be seconds or a time string like '3m', got {given['timeout']!r}") from e
+        raise PlanError(
+            f"spark-dask: timeout must be seconds or a time string like '3m', got {given['timeout']!r}"
+        ) from e
     tpw = opts["threads_per_worker"]
     if tpw is not None and (isinstance(tpw, bool) or not isinstance(tpw, int) or tpw < 1):
-        raise PlanError(f"threads_per_worker must be a positive integer, got {tpw!r}")
+        raise PlanError(f"spark-dask: threads_per_worker must be a positive integer, got {tpw!r}")
     mem = opts["memory_limit"]
     if mem != "auto":
         try:
             opts["memory_limit"] = parse_bytes(mem) if isinstance(mem, str) else int(mem)
         except (ValueError, TypeError) as e:
-            raise PlanError(f"memory_limit must be 'auto', a number of bytes or a size like '8GiB', got {mem!r}") from e
+            raise PlanError(
+                f"spark-dask: memory_limit must be 'auto', a number of bytes or a size like '8GiB', got {mem!r}"
+            ) from e
         if opts["memory_limit"] <= 0:
-            raise PlanError(f"memory_limit must be positive, got {mem!r}")
+            raise PlanError(f"spark-dask: memory_limit must be positive, got {mem!r}")
         problem = small_memory_problem(mem, opts["memory_limit"])
         if problem:
             raise PlanError("spark-dask: " + problem)
     opts["worker_groups"] = check_groups(opts["worker_groups"])
     if opts["worker_options"] is not None and not isinstance(opts["worker_options"], dict):
-        raise PlanError(f"worker_options must be a dict, got {type(opts['worker_options']).__name__}")
+        raise PlanError(f"spark-dask: worker_options must be a dict, got {type(opts['worker_options']).__name__}")
     ra = opts["relaunch_attempts"]
     if isinstance(ra, bool) or not isinstance(ra, int) or ra < 0:
-        raise PlanError(f"relaunch_attempts must be an integer >= 0, got {ra!r}")
+        raise PlanError(f"spark-dask: relaunch_attempts must be an integer >= 0, got {ra!r}")
     if opts["task_profile"] not in ("auto", True, False):
-        raise PlanError(f"task_profile must be 'auto', True or False, got {opts['task_profile']!r}")
+        raise PlanError(f"spark-dask: task_profile must be 'auto', True or False, got {opts['task_profile']!r}")
     if opts["name"] is not None:
         check_name(opts["name"])
     opts["idle_timeout"] = check_idle_timeout(opts["idle_timeout"])
     if opts["log_directory"] is not None and not isinstance(opts["log_directory"], (str, os.PathLike)):
-        raise PlanError(f"log_directory must be a path, got {type(opts['log_directory']).__name__}")
+        raise PlanError(f"spark-dask: log_directory must be a path, got {type(opts['log_directory']).__name__}")
     if not isinstance(opts["databricks_credentials"], bool):
-        raise PlanError(f"databricks_credentials must be True or False, got {opts['databricks_credentials']!r}")
+        raise PlanError(
+            f"spark-dask: databricks_credentials must be True or False, got {opts['databricks_credentials']!r}"
+        )
     check_gpu_mode(opts["gpu_mode"])
     check_barrier(opts["barrier"], False)
     return ClusterOptions(**opts)
@@ -846,9 +860,11 @@ def check_idle_timeout(value) -> float | None:
     try:
         seconds = parse_timedelta(value)
     except (ValueError, KeyError, TypeError, AttributeError) as e:
-        raise PlanError(f"idle_timeout must be seconds or a time string like '30m', got {value!r}") from e
+        raise PlanError(f"spark-dask: idle_timeout must be seconds or a time string like '30m', got {value!r}") from e
     if isinstance(value, bool) or seconds is None or seconds <= 0:
-        raise PlanError(f"idle_timeout must be a positive duration such as '30m' (or None: off), got {value!r}")
+        raise PlanError(
+            f"spark-dask: idle_timeout must be a positive duration such as '30m' (or None: off), got {value!r}"
+        )
     return seconds
 
 

@@ -19,6 +19,7 @@ import time
 from dataclasses import replace
 
 from dask.utils import parse_bytes
+from distributed.metrics import time as metrics_time
 
 from spark_dask.aio import background, blocking
 from spark_dask.errors import PlanError
@@ -55,8 +56,11 @@ from spark_dask.plan import tasks_for as tasks_for_workers
 from spark_dask.scheduler import DriverScheduler, task_group
 from spark_dask.session import is_stopped
 from spark_dask.sizes import plural
+from spark_dask.waits import bounded, gave_up_message
 
 logger = logging.getLogger("spark_dask")
+
+SILENCE_POLL = 0.5  # seconds between the checks of a retirement for workers gone silent
 
 
 class GangPool:
@@ -491,12 +495,24 @@ class GangPool:
         late, retiring = await self._retire_in_dask(scheduler, present, timeout) if present else ([], None)
         if late and before_end is not None:
             before_end()
-        await asyncio.gather(*(self.side.terminate_nanny(gangs[n].nannies[n]) for n in names if n in gangs[n].nannies))
+        await asyncio.gather(*(self._end_worker(n, gangs[n].nannies[n]) for n in names if n in gangs[n].nannies))
         if retiring is not None:  # given up: it ends by itself once the workers are gone (RetireWorker.done)
             await self._retirement_ended(retiring, late)
         if say:
             self.events.note(f"spark-dask: retired Dask workers {', '.join(names)}")
         return late
+
+    async def _end_worker(self, name: str, nanny: str) -> None:
+        """Terminate worker ``name`` through its nanny, waiting at most close-timeout for
+        the answer: a frozen nanny (alive, its connection open) is said, and the worker
+        ended through its Spark task instead (the scale, drain or relaunch goes on)."""
+        await bounded(self.side.terminate_nanny(nanny), self.options.close_timeout,
+                      f"the nanny of Dask worker {name} ({nanny}) to end it", lambda: self.side.end_frozen(name),
+                      self.say)  # fmt: skip
+
+    def say(self, line: str) -> None:
+        """One WARNING line, kept in the cluster's events."""
+        self.events.warn(line, python_warning=False)
 
     async def drain(self, names: list[str], window: float | None, before_end=None) -> list[str]:
         """Spark is decommissioning the executor of the workers ``names``: retire them
@@ -538,8 +554,7 @@ class GangPool:
         # remove=False: the scheduler forgets each worker when its connection closes,
         # after the worker's own close has stopped its heartbeats
         retiring = asyncio.ensure_future(scheduler.retire_workers(names=names, close_workers=True, remove=False))
-        done, _ = await asyncio.wait({retiring}, timeout=timeout)
-        if not done:
+        if not await self._moved(scheduler, retiring, addresses, timeout):
             for a in addresses:
                 self._gone.pop(a, None)
             return list(names), retiring
@@ -558,6 +573,32 @@ class GangPool:
         for a in addresses:
             self._gone.pop(a, None)
         return [], None
+
+    async def _moved(self, scheduler, retiring: asyncio.Task, addresses: list[str], timeout: float | None) -> bool:
+        """Wait for a retirement (``retire_workers``) for at most ``timeout`` seconds
+        (None: no bound while its workers answer); True when it ended. A retiring worker
+        that sends no heartbeat for close-timeout is frozen (its connection stays open,
+        its data cannot be fetched): it is said and removed from the scheduler (what only
+        it held is recomputed), so that the retirement of the others goes on."""
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        silence = self.options.close_timeout
+        while True:
+            left = None if deadline is None else max(deadline - loop.time(), 0.0)
+            done, _ = await asyncio.wait({retiring}, timeout=SILENCE_POLL if left is None else min(SILENCE_POLL, left))
+            if done:
+                return True
+            if left is not None and left <= SILENCE_POLL:
+                return False
+            now = metrics_time()
+            for a in addresses:
+                ws = scheduler.workers.get(a)
+                if ws is not None and now - ws.last_seen > silence:
+                    self.say(gave_up_message(
+                        f"Dask worker {ws.name} ({a}) to hand its data to the other workers",
+                        silence, "it is removed from the scheduler: what only it held is recomputed",
+                    ))  # fmt: skip
+                    await scheduler.remove_worker(a, stimulus_id=f"spark-dask-frozen-{now}", close=False)
 
     async def _retirement_ended(self, retiring: asyncio.Task, names: list[str]) -> None:
         """A retirement given up, its workers ended: it returns once they are gone (at
@@ -707,15 +748,15 @@ def adapt_bounds(
         minimum = max(minimum, workers_for(0, None, parse_bytes(minimum_memory), None, per_memory))
     if maximum_cores is not None:
         if not threads:
-            raise PlanError("adapt(maximum_cores=...) needs a worker's threads: none is known yet")
+            raise PlanError("spark-dask: adapt(maximum_cores=...) needs a worker's threads: none is known yet")
         maximum = min(maximum, math.floor(maximum_cores / threads))
     if maximum_memory is not None:
         if not per_memory:
-            raise PlanError("adapt(maximum_memory=...) needs a worker's memory limit: none is known yet")
+            raise PlanError("spark-dask: adapt(maximum_memory=...) needs a worker's memory limit: none is known yet")
         maximum = min(maximum, math.floor(parse_bytes(maximum_memory) / per_memory))
     maximum, note = adapt_maximum(maximum, bound)
     if minimum > maximum:
-        raise PlanError(f"adapt(): minimum={minimum} is above the maximum {maximum:g}")
+        raise PlanError(f"spark-dask: adapt(): minimum={minimum} is above the maximum {maximum:g}")
     return minimum, maximum, note
 
 

@@ -1,6 +1,8 @@
 """The scheduler side of a cluster, on the Spark driver: the TLS credentials, the Dask
 scheduler (with its dashboard), the watch on workers joining and leaving, and the
-connections to the workers' nannies that end them.
+connections to the workers' nannies that end them; where a nanny does not answer
+(frozen), the line of its Spark task (:data:`TASK_LINE`), which the driver cuts to have
+the task end the worker's processes.
 
 :class:`DriverScheduler` is what :class:`spark_dask.SparkCluster` holds of it; the
 gangs (which Spark task a worker belongs to) are :mod:`spark_dask.pool`'s part.
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 import threading
 import time
 from contextlib import suppress
@@ -24,11 +27,15 @@ from spark_dask import databricks
 from spark_dask.aio import blocking
 from spark_dask.databricks import DashboardSettings
 from spark_dask.errors import ClusterError, PlanError
+from spark_dask.executor.gang_task import TASK_LINE
 from spark_dask.faults import LEAVING
 from spark_dask.options import ClusterOptions
 from spark_dask.plan import encryption_problem
 from spark_dask.session import driver_host, spark_encrypted
+from spark_dask.waits import bounded
 from spark_dask.xlang import scheduler as xlang_scheduler
+
+logger = logging.getLogger("spark_dask")
 
 
 class Credentials:
@@ -127,12 +134,14 @@ class DriverScheduler:
     joins, leaves, or is leaving on purpose (its removal is no loss, :mod:`spark_dask.faults`).
     """
 
-    def __init__(self, changed: asyncio.Event):
+    def __init__(self, changed: asyncio.Event, events=None):
         self.changed = changed
+        self.events = events  # where a bound that passed is said (Events), else the log
         self.scheduler: Scheduler | None = None
         self.security: Security | None = None
         self.dashboard_settings: DashboardSettings | None = None
         self._nanny_comms: dict[str, asyncio.Future] = {}  # open_nanny_comms: a call per nanny
+        self.lines: dict = {}  # worker name -> the comm of its Spark task's line
 
     async def start(self, spark, opts: ClusterOptions) -> Scheduler:
         """The refusal of unencrypted Spark RPC, the credentials and the scheduler (with
@@ -160,7 +169,44 @@ class DriverScheduler:
         )
         await self.scheduler
         xlang_scheduler.install(self.scheduler)
+        self.scheduler.handlers[TASK_LINE] = self.task_line
         return self.scheduler
+
+    def say(self, line: str) -> None:
+        """One WARNING line, kept in the cluster's events (``get_logs()["Cluster"]``)."""
+        if self.events is not None:
+            self.events.warn(line, python_warning=False)
+        else:
+            logger.warning(line)
+
+    def task_line(self, comm, workers=()) -> None:
+        """The :data:`TASK_LINE` handler: a Spark task's line, kept for its ``workers``
+        (names) until :meth:`cut_line` (or the scheduler's close) ends it; the lines of
+        tasks that ended are forgotten."""
+        self.lines = {n: c for n, c in self.lines.items() if not c.closed()}
+        for name in workers:
+            self.lines[str(name)] = comm
+
+    def cut_line(self, name: str) -> bool:
+        """Cut the line of the Spark task of worker ``name``: what is left of its workers'
+        process groups after kill-grace is killed (SIGKILL), frozen ones too. False where
+        the task has no line open (it could not open one: no ``distributed`` in a custom
+        ``worker_command``'s Python, or it ended)."""
+        comm = self.lines.pop(name, None)
+        if comm is None or comm.closed():
+            return False
+        comm.abort()
+        return True
+
+    def end_frozen(self, name: str) -> str:
+        """What :func:`~spark_dask.waits.bounded` says happens to a worker whose nanny did
+        not answer: its Spark task's line is cut (:meth:`cut_line`)."""
+        if self.cut_line(name):
+            return f"its Spark task ends the processes of {name} (SIGKILL after kill-grace)"
+        return (
+            f"its Spark task has no line to the driver: the processes of {name} stay until the task ends "
+            "(a worker_command whose Python lacks distributed?)"
+        )
 
     def watch_workers(self, on_add, on_remove, on_leaving) -> None:
         """Tell ``on_add(scheduler, address)`` and ``on_remove(address)`` of every worker
@@ -231,18 +277,38 @@ class DriverScheduler:
 
     async def close(self, timeout: float) -> None:
         """Nannies first (each stops its worker process and exits, so its Spark task
-        returns), then the scheduler, which also closes any worker without a nanny."""
+        returns), then the scheduler, which also closes any worker without a nanny.
+
+        Each nanny gets ``timeout`` seconds to answer (all at once); one that does not
+        (frozen) is said and its worker ended through its Spark task's line. The
+        scheduler's own close gets ``timeout`` seconds too (a comm to a frozen worker
+        whose buffers are full never flushes); past that its comms are aborted."""
         if self.scheduler is None:
             return
         nannies = [
-            (ws.nanny, bool((ws.extra.get("spark") or {}).get("fast_close")))
+            (str(ws.name), ws.nanny, bool((ws.extra.get("spark") or {}).get("fast_close")))
             for ws in self.scheduler.workers.values()
             if ws.nanny
         ]
+
+        async def end(name: str, nanny: str, fast: bool) -> None:
+            await bounded(self.terminate_nanny(nanny, fast), timeout, f"the nanny of Dask worker {name} ({nanny}) "
+                          "to end it as the cluster closes", lambda: self.end_frozen(name), self.say)  # fmt: skip
+
+        await asyncio.gather(*(end(*n) for n in nannies), return_exceptions=True)
+        scheduler = self.scheduler
         with suppress(Exception):
-            await asyncio.wait_for(
-                asyncio.gather(*(self.terminate_nanny(a, fast) for a, fast in nannies)),
-                timeout,
-            )
+            if not await bounded(scheduler.close(reason="spark-dask cluster closed"), timeout,
+                                 "the Dask scheduler to close", "its connections are dropped", self.say):  # fmt: skip
+                self._drop(scheduler)
+
+    def _drop(self, scheduler) -> None:
+        """The scheduler's close did not finish: drop its connections (workers, clients,
+        the tasks' lines) and stop its listeners."""
+        for name in list(self.lines):
+            self.cut_line(name)
+        for bcomm in list(scheduler.stream_comms.values()) + list(scheduler.client_comms.values()):
+            with suppress(Exception):
+                bcomm.abort()
         with suppress(Exception):
-            await self.scheduler.close(reason="spark-dask cluster closed")
+            scheduler.stop()

@@ -3,6 +3,12 @@ workers (failing fast when a gang ends or gets no task slot) and, while the clus
 runs, the watch on stages starved of slots. What they say is worded in
 :mod:`spark_dask.slots`; they read Spark's status tracker through
 :func:`spark_dask.launcher.stage_snapshot`.
+
+Also the named, bounded wait (:func:`bounded`) of what answers over the network while
+the cluster runs (a nanny, a worker, the scheduler's close): a process that is alive but
+frozen (SIGSTOP, a hang holding the GIL) keeps its connections open, so only a bound
+ends such a wait; when it passes, one line says what was waited for and what happens
+instead.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import logging
 import sys
 import time
 from contextlib import suppress
+from functools import partial
 
 from spark_dask.aio import background, blocking
 from spark_dask.errors import ClusterError, ClusterTimeoutError
@@ -75,6 +82,70 @@ def gang_error(gang: Gang, what: str) -> ClusterError:
     else:
         detail = summarize_spark_error(err)
     return ClusterError(f"spark-dask: {what}.\n{detail}")
+
+
+def gave_up_message(what: str, timeout: float, then: str) -> str:
+    """What a named wait (:func:`bounded`) says when its bound passed: ``what`` was
+    waited for, ``then`` happens instead.
+
+    >>> gave_up_message("the nanny of Dask worker spark-3 (tcp://h:1) to end it", 10, "its Spark task ends it")
+    'spark-dask: waited 10s for the nanny of Dask worker spark-3 (tcp://h:1) to end it, without an answer (frozen?); its Spark task ends it'
+    """
+    return f"spark-dask: waited {timeout:g}s for {what}, without an answer (frozen?); {then}"
+
+
+async def bounded(aw, timeout: float, what: str, then, say) -> bool:
+    """A named, bounded wait: await ``aw`` for at most ``timeout`` seconds.
+
+    Parameters
+    ----------
+    aw : awaitable
+        What is waited for; its exception, if it ends in time with one, is raised.
+    timeout : float
+        Seconds.
+    what : str
+        What is waited for, as :func:`gave_up_message` words it ("the nanny of ...").
+    then : str or callable
+        What happens instead when the bound passes (a callable is called then, and its
+        text said: it acts, e.g. ends the worker through its Spark task).
+    say : callable
+        ``say(line)``: one WARNING line, kept in the cluster's events
+        (``Events.warn(line, python_warning=False)``).
+
+    Returns
+    -------
+    bool
+        True when ``aw`` ended in time; False when the bound passed (``aw`` is cancelled).
+    """
+    task = asyncio.ensure_future(aw)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if done:
+        task.result()
+        return True
+    task.cancel()
+    say(gave_up_message(what, timeout, then() if callable(then) else then))
+    return False
+
+
+async def logs_within(get, workers: bool, timeout: float, events) -> dict:
+    """distributed's logs of a cluster (``get(workers=...)``: ``Cluster._get_logs``),
+    the workers' waited for at most ``timeout`` seconds: a frozen worker never sends its
+    own; past that, the logs come without the workers' (said on ``events``)."""
+    got = {}
+
+    async def collect(with_workers: bool) -> None:
+        got["logs"] = await get(workers=with_workers)
+
+    say = partial(events.warn, python_warning=False)
+    if not await bounded(
+        collect(workers), timeout, "every Dask worker to send its log", "the logs come without the workers'", say
+    ):
+        await collect(False)
+    return got["logs"]
 
 
 class StartWait:
@@ -157,7 +228,8 @@ class StartWait:
             return False
         n_tasks = sum(g.plan.n_tasks for g in gangs)
         others = busy_stages(stages, ours)
-        raise ClusterError(no_slots_message(n_tasks, self.slot_wait, self.facts.slots, others))
+        own = getattr(gangs[0], "cluster_tag", None)  # a worker group added beside the cluster's own gangs
+        raise ClusterError(no_slots_message(n_tasks, self.slot_wait, self.facts.slots, others, own))
 
 
 async def watch_starved_stages(

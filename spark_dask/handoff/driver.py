@@ -30,6 +30,10 @@ import uuid
 import weakref
 from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import replace
+from functools import partial
+
+import dask.config
+from dask.utils import parse_timedelta
 
 from spark_dask import arrow_types, handoff
 from spark_dask.arrow_types import HandoffTypeError
@@ -49,10 +53,11 @@ from spark_dask.handoff.files import (
     transfer_dir_name,
     transfer_dirs,
     transfer_of_key,
+    unloaded_keys,
 )
 from spark_dask.handoff.transfer import HandoffError
 from spark_dask.jobtags import tagged
-from spark_dask.parts import parts_of
+from spark_dask.parts import parts_if_any, parts_of
 from spark_dask.plan import PlanError
 from spark_dask.pyspark_warnings import pandas3_warning_off
 from spark_dask.session import (
@@ -65,6 +70,7 @@ from spark_dask.session import (
 from spark_dask.shipping import by_value, ship_by_value
 from spark_dask.sizes import human_bytes
 from spark_dask.slots import held_by, other_clusters
+from spark_dask.waits import bounded
 
 logger = logging.getLogger("spark_dask")
 # The Dask tasks' functions, sent by value inside the graphs (spark_dask.shipping)
@@ -132,11 +138,24 @@ class _TransferFiles:
         task.add_done_callback(self.pending.discard)
 
     async def _remove(self, dirs) -> None:
+        """Every worker removes the transfer directories ``dirs`` of its host; a worker
+        that does not answer within close-timeout (frozen) is said, and waited for no more."""
         scheduler = self.cluster.scheduler
         if scheduler is None or not dirs:
             return
+        parts = parts_if_any(self.cluster)
+        if parts is not None:
+            timeout, say = parts.options.close_timeout, partial(parts.events.warn, python_warning=False)
+        else:  # a stand-in cluster
+            timeout, say = parse_timedelta(dask.config.get("spark-dask.close-timeout")), logger.warning
+        where = ", ".join(f"{host}:{path}" for host, path in dirs)
         try:
-            await scheduler.broadcast(msg={"op": handoff_task_op("remove"), "dirs": list(dirs)}, on_error="ignore")
+            removing = scheduler.broadcast(msg={"op": handoff_task_op("remove"), "dirs": list(dirs)}, on_error="ignore")
+            if not await bounded(
+                removing, timeout, f"every Dask worker to remove the transfer files in {where}",
+                "a worker that did not answer leaves those of its host until its executor stops", say,
+            ):  # fmt: skip
+                return
         except Exception as e:  # noqa: BLE001 - said; the transfer itself is done
             files_left(dirs, e)
             return
@@ -161,7 +180,8 @@ class _TransferFiles:
             )  # fmt: skip
 
     def remove_now(self, tid: str) -> None:
-        """Driver thread: remove a transfer's files at once (failed transfer, to_spark done)."""
+        """Driver thread: remove a transfer's files at once (failed transfer, to_spark done);
+        returns within close-timeout even when a worker is frozen (:meth:`_remove`)."""
         with self.lock:
             entry = self.transfers.pop(tid, None)
         if entry and entry["dirs"]:
@@ -200,11 +220,35 @@ def handoff_task_op(what: str) -> str:
 
 
 _setup_lock = threading.Lock()
+_local_check = None  # the dask.callbacks.Callback of refuse_unloaded, registered by the first transfer
+
+
+def refuse_unloaded(graph) -> None:
+    """Before one of Dask's local schedulers runs ``graph``: refuse a graph whose
+    ``to_dask`` partitions are not in it (computed after their cluster closed, or
+    outside its client), which dask would answer with ``Missing dependency
+    spark-to-dask-...`` (dask with ``dask._task_spec``) or a column of Future objects (older dask)."""
+    keys = unloaded_keys(graph)
+    if keys:
+        raise HandoffError(
+            f"spark-dask: a Dask DataFrame of to_dask (transfer {transfer_of_key(keys[0])}) was computed without "
+            "the Dask cluster that holds its partitions: the cluster closed (its partitions went with it), or the "
+            "computation ran on another scheduler (scheduler='threads'). Compute it while the cluster runs "
+            "(inside its with-block, e.g. .compute() or .to_parquet(...)), or call to_dask again on a new cluster"
+        )
+
+
 _transfer_files_of: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # cluster -> _TransferFiles
 
 
 def _transfer_files(cluster, client) -> _TransferFiles:
+    global _local_check
     with _setup_lock:
+        if _local_check is None:
+            from dask.callbacks import Callback
+
+            _local_check = Callback(start=refuse_unloaded)
+            _local_check.register()
         transfers = _transfer_files_of.get(cluster)
         if transfers is None:
             ship_by_value(*handoff.SHIPPED)  # neither executors nor Dask workers need spark_dask installed
@@ -511,14 +555,14 @@ def _backend(backend: str | None, cluster) -> str:
     if backend is None:
         return "cudf" if cluster is not None and cluster.gang_plan.kind == "cuda" else "pandas"
     if backend not in ("pandas", "cudf"):
-        raise PlanError(f"backend must be 'pandas' or 'cudf', got {backend!r}")
+        raise PlanError(f"spark-dask: backend must be 'pandas' or 'cudf', got {backend!r}")
     if backend == "cudf":
         try:
             import cudf  # noqa: F401
             import dask_cudf  # noqa: F401
         except ImportError as e:
             raise PlanError(
-                f"backend='cudf' needs cudf and dask-cudf in this Python process too ({e}): "
+                f"spark-dask: backend='cudf' needs cudf and dask-cudf in this Python process too ({e}): "
                 "pip install 'spark-dask[cuda12]'"
             ) from None
     return backend
@@ -568,13 +612,13 @@ def to_dask(df, *, client=None, npartitions: int | None = None, backend: str | N
     """
     import dask.dataframe as dd
 
+    spark = spark_session_of(df)
     cluster, client = _cluster_and_client(client)
-    spark = df.sparkSession
     _check_session(spark, cluster, "the DataFrame")
     if npartitions is not None and (
         isinstance(npartitions, bool) or not isinstance(npartitions, int) or npartitions < 1
     ):
-        raise PlanError(f"npartitions must be a positive integer, got {npartitions!r}")
+        raise PlanError(f"spark-dask: npartitions must be a positive integer, got {npartitions!r}")
     backend = _backend(backend, cluster)
     tz = conf(spark, "spark.sql.session.timeZone", "UTC", sql=True)
     large = conf(spark, "spark.sql.execution.arrow.useLargeVarTypes", "false", sql=True).lower() == "true"
@@ -613,6 +657,20 @@ def to_dask(df, *, client=None, npartitions: int | None = None, backend: str | N
         transfers.remove_now(tid)
         return dd.from_pandas(meta, npartitions=1)
     return dd.from_delayed(futures, meta=meta, verify_meta=False)
+
+
+def spark_session_of(df):
+    """The SparkSession of ``df``, a Spark DataFrame (classic or Spark Connect); a
+    HandoffTypeError for anything else (a pandas or Dask frame)."""
+    kind = type(df)
+    if kind.__module__.split(".")[0] != "pyspark" or not hasattr(df, "sparkSession"):
+        what = f"{kind.__module__.split('.')[0]}.{kind.__qualname__}"
+        raise HandoffTypeError(
+            f"spark-dask: to_dask moves a Spark DataFrame, got {what}: a pandas frame becomes a Dask one with "
+            "dask.dataframe.from_pandas(pdf, npartitions=...) (no Spark needed), or a Spark one with "
+            "spark.createDataFrame(pdf)"
+        )
+    return df.sparkSession
 
 
 def _load(client, transfers: _TransferFiles, tid: str, parts: list[dict], backend: str) -> list:
@@ -684,8 +742,11 @@ def to_spark(ddf, spark=None, *, client=None, schema=None, checkpoint: bool = Fa
         Default: the cluster's session.
     schema : StructType or DDL string, optional
         The Spark schema to produce (column order as in ``ddf``, a named index
-        first), instead of the one derived from the dtypes (``docs/handoff.md``),
-        e.g. to restore non-nullable fields or to say what an ``object`` column holds.
+        first), instead of the one derived from the dtypes (``docs/handoff.md``; an
+        ``object`` column gets the type Spark's own inference gives its values: bytes
+        ``binary``, dicts maps, lists arrays, ``Decimal`` ``decimal(38,18)``, dates
+        ``date``), e.g. to restore non-nullable fields or to say what an ``object``
+        column holds.
     """
     from dask import delayed
 
@@ -695,8 +756,11 @@ def to_spark(ddf, spark=None, *, client=None, schema=None, checkpoint: bool = Fa
     _check_session(spark, cluster, "the SparkSession")
     from pyspark.sql.types import StructType
 
+    infer = ()
     if schema is None:
         spark_schema = arrow_types.spark_schema_for_frame(ddf._meta)
+        if type(ddf._meta).__module__.split(".")[0] != "cudf":  # cudf's object columns are strings
+            infer = tuple(i for i, t in enumerate(ddf._meta.dtypes) if t == object)  # noqa: E721 - typed by values
     else:
         spark_schema = (schema if isinstance(schema, StructType) else _ddl_schema(spark, schema)).jsonValue()
         if len(spark_schema["fields"]) != len(ddf.columns):
@@ -718,9 +782,13 @@ def to_spark(ddf, spark=None, *, client=None, schema=None, checkpoint: bool = Fa
         parts = ddf.to_delayed(optimize_graph=True)
         write = delayed(_WRITE_PARTITION, pure=False)
         rows = batch_rows(arrow_schema, WRITE_BATCH_BYTES)
-        tasks = [write(part, i, dirname, schema_bytes, rows) for i, part in enumerate(parts)]
+        tasks = [write(part, i, dirname, schema_bytes, rows, infer) for i, part in enumerate(parts)]
         written = client.gather(client.compute(tasks))
         transfers.add(tid, {(w["hostname"], _parent(w["path"])) for w in written if w["path"]})
+        if infer:
+            spark_schema = arrow_types.merged_object_types(spark_schema, written, infer)
+            arrow_schema = arrow_types.spark_to_arrow_schema(spark_schema, tz, large)
+            struct, schema_bytes = StructType.fromJson(spark_schema), arrow_schema.serialize().to_pybytes()
         parts_spec = read_parts(written, hosts)
         if not parts_spec:
             transfers.remove_now(tid)

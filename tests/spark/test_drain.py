@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import os
 import signal
+import time
+from contextlib import suppress
 
 import dask
 import distributed
+import psutil
 import pytest
 
 import spark_dask
@@ -189,3 +192,81 @@ def test_two_groups_a_decommission_drains_both_a_kill_relaunches_only_the_groups
         assert len(io) == 2 and all(w["spark"].get("group") == "io" for w in io), io
         assert parts_of(cluster).drains == [drained]
     assert_no_leftovers(spark, cluster)
+
+
+def _freeze(client, address: str, stopped: list) -> list[psutil.Process]:
+    """SIGSTOP the worker process at ``address`` and its nanny (alive, their connections
+    open, never answering): ``[nanny, worker]``, also added to ``stopped``."""
+    worker = psutil.Process(client.run(os.getpid, workers=[address])[address])
+    nanny = worker.parent()
+    assert nanny.name() == "dask-nanny", nanny
+    for p in (nanny, worker):
+        p.suspend()
+        stopped.append(p)
+    return [nanny, worker]
+
+
+def _gone(procs: list[psutil.Process]) -> bool:
+    def ended(p):
+        with suppress(psutil.NoSuchProcess):
+            return p.status() == psutil.STATUS_ZOMBIE  # ended; its new parent may not reap it
+        return True
+
+    return all(ended(p) for p in procs)
+
+
+@pytest.mark.timeout(150)
+def test_a_frozen_worker_stalls_no_scale_drain_or_close(spark, two_executors):
+    """Issue 54: a worker whose nanny and worker processes are frozen (SIGSTOP: alive,
+    their connections open) held the pool's lock for good, so no later scale, drain or
+    relaunch ran, and ``get_logs()`` waited for its log for good. Now ``get_logs()``, a
+    scale-down that retires it, a drain of its executor and the close each give up on it
+    after close-timeout (one line each saying what was waited for), end its processes
+    through its Spark task's line, and go on."""
+    stopped: list[psutil.Process] = []
+    options = {"spark-dask.close-timeout": "1s", "spark-dask.kill-grace": "1s"}
+    try:
+        with dask.config.set(options), spark_dask.start(spark, progress=False) as client:
+            cluster = client.cluster
+            victim, survivor = sorted(client.ncores())
+            name = client.scheduler_info()["workers"][victim]["name"]
+            kept = client.scatter([os.urandom(1 << 10)], workers=[victim])  # the least data: scaled down first
+            more = client.scatter([os.urandom(1 << 20)], workers=[survivor])
+            frozen = _freeze(client, victim, stopped)
+            logs = cluster.get_logs()  # before: it waited for the frozen worker's log for good
+            assert "spark-dask: waited 1s for every Dask worker to send its log" in logs["Cluster"], logs["Cluster"]
+            cluster.scale(1)
+            assert wait_until(lambda: _gone(frozen), 30), cluster.get_logs()["Cluster"]
+            log = cluster.get_logs()["Cluster"]
+            assert f"spark-dask: waited 1s for Dask worker {name} (" in log, log
+            assert "to hand its data to the other workers, without an answer (frozen?); it is removed" in log, log
+            assert f"waited 1s for the nanny of Dask worker {name} (" in log, log
+            assert f"its Spark task ends the processes of {name} (SIGKILL after kill-grace)" in log, log
+            cluster.scale(2)  # the pool goes on: before, its lock was held for good
+            client.wait_for_workers(2, timeout=60)
+            assert len(client.gather(more)[0]) == 1 << 20 and len(kept) == 1
+
+            # a drain: the worker of the decommissioned executor is frozen
+            (last,) = [a for a in client.ncores() if a != survivor]
+            executor = client.scheduler_info()["workers"][survivor]["spark"]["executor_id"]
+            frozen = _freeze(client, survivor, stopped)
+            drained = client.scheduler_info()["workers"][survivor]["name"]
+            assert decommission_executor(spark, executor)
+            assert wait_until(lambda: parts_of(cluster).drains and _gone(frozen), 30), cluster.get_logs()["Cluster"]
+            assert f"waited 1s for the nanny of Dask worker {drained} (" in cluster.get_logs()["Cluster"]
+
+            # the close: the other worker is frozen
+            last_name = client.scheduler_info()["workers"][last]["name"]
+            frozen = _freeze(client, last, stopped)
+            t0 = time.monotonic()
+        closed_in = time.monotonic() - t0
+        assert closed_in < 30, closed_in  # close-timeout for the nannies, and as long for the gangs
+        assert wait_until(lambda: _gone(frozen), 10)
+        log = "\n".join(text for _, text in parts_of(cluster).events.logs)
+        assert f"waited 1s for the nanny of Dask worker {last_name} (" in log and "as the cluster closes" in log, log
+        assert_no_leftovers(spark, cluster)
+        assert not active_jobs(spark)
+    finally:
+        for p in stopped:  # never left stopped, whatever failed
+            with suppress(psutil.NoSuchProcess):
+                p.kill()
