@@ -163,11 +163,53 @@ def _numpy_dtype(t):
     return np.dtype(t.to_pandas_dtype())
 
 
+# The earliest time (µs since the epoch) pandas < 3 can show in a time zone with rules
+# (pd.Timestamp.min: nanoseconds in an int64); before it, printing a datetime64[us, zone]
+# value or .tolist() ends the process (a segmentation fault: pandas 2.3.3, America/New_York,
+# Europe/Berlin, Asia/Kolkata; UTC and fixed offsets are safe; pandas 3.0 and 3.1 are not affected).
+PANDAS2_ZONE_FLOOR_US = -(2**63) // 1000 + 1
+_SAFE_ZONE = re.compile(r"^(UTC|Etc/UTC|GMT|Etc/GMT|Z|[+-]\d\d:?\d\d)$")
+
+
+def zone_range_problem(column, field, pandas_version: str) -> str | None:
+    """Why a ``timestamp[us, tz]`` column cannot become a pandas column here (None: it
+    can): pandas < 3 crashes on times before 1677-09-21 in a zone with rules.
+
+    >>> import datetime as dt, pyarrow as pa
+    >>> t = pa.field("t", pa.timestamp("us", tz="America/New_York"))
+    >>> far = pa.chunked_array([pa.array([dt.datetime(1, 1, 1, tzinfo=dt.timezone.utc)], t.type)])
+    >>> zone_range_problem(far, t, "2.3.3")[:87]
+    "spark-dask: column 't' holds times before 1677-09-21 (the earliest: 0001-01-01 00:00:00"
+    >>> zone_range_problem(far, t, "3.0.0") is None, zone_range_problem(far, t.with_type(pa.timestamp("us", tz="UTC")), "2.3.3")
+    (True, None)
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    tz = field.type.tz
+    if int(pandas_version.split(".")[0]) >= 3 or _SAFE_ZONE.match(tz or "UTC") or not len(column):
+        return None
+    earliest = pc.min(column.cast(pa.int64())).as_py()
+    if earliest is None or earliest >= PANDAS2_ZONE_FLOOR_US:
+        return None
+    first = pc.min(column.cast(pa.timestamp("us"))).as_py()  # in UTC: the zone's own may be before year 1
+    return (
+        f"spark-dask: column {field.name!r} holds times before 1677-09-21 (the earliest: {first} UTC), which pandas "
+        f"{pandas_version} cannot show in the time zone {tz} (printing them crashes Python). Use pandas >= 3, "
+        "set spark.sql.session.timeZone to 'UTC' for the transfer, or cast the column to a string or timestamp_ntz "
+        "in Spark first"
+    )
+
+
 def column_to_pandas(column, field):
-    """One Arrow column (ChunkedArray) as a pandas Series of :func:`pandas_dtype`."""
+    """One Arrow column (ChunkedArray) as a pandas Series of :func:`pandas_dtype`;
+    a HandoffTypeError, naming the column, for times pandas would crash on
+    (:func:`zone_range_problem`)."""
     import pandas as pd
 
     dtype = pandas_dtype(field)
+    if isinstance(dtype, pd.DatetimeTZDtype) and (problem := zone_range_problem(column, field, pd.__version__)):
+        raise HandoffTypeError(problem)
     if isinstance(dtype, pd.ArrowDtype):
         return pd.Series(pd.arrays.ArrowExtensionArray(column), name=field.name, copy=False)
     if isinstance(dtype, pd.StringDtype):
@@ -213,8 +255,9 @@ def empty_frame(schema, backend: str = "pandas"):
 def arrow_from_pandas_dtype(dtype, column: str = "?"):
     """(Arrow type, nullable) of a pandas dtype, for a Dask → Spark transfer.
 
-    ``object`` columns are taken to hold strings (Dask's own convention); a partition
-    holding anything else fails naming the column (pass ``schema=`` to say what it is).
+    ``object`` columns are strings here (Dask's own convention); ``to_spark`` gives them
+    the Spark type of their values instead, typed where each partition is written
+    (:func:`infer_object_column`, :func:`merged_object_types`).
     """
     import numpy as np
     import pandas as pd
@@ -305,6 +348,138 @@ def arrow_to_spark_type(t, column: str = "?"):
             ],
         }
     raise no("Spark has no matching type")
+
+
+def _refuse_object(column: str, why: str) -> HandoffTypeError:
+    return HandoffTypeError(
+        f"spark-dask: column {column!r} is an object column whose values have no Spark type: {why}; convert it "
+        "first, or pass schema=... to to_spark to say what it holds"
+    )
+
+
+def inferred_spark_type(t, column: str = "?"):
+    """The Spark type (JSON form) that Spark's own inference (``createDataFrame`` of
+    Python objects, ``pyspark.sql.types._infer_type``) gives the values of an object
+    column, from the Arrow type pyarrow infers for them: ``bytes`` binary, ``Decimal``
+    ``decimal(38,18)``, ``date`` date, ``dict`` a map (Spark's default,
+    ``spark.sql.pyspark.inferNestedDictAsStruct.enabled`` off) of string keys, lists
+    arrays; ``void`` where every value is missing.
+
+    >>> import pyarrow as pa
+    >>> inferred_spark_type(pa.array([{"a": [1]}, {"b": None}]).type)
+    {'type': 'map', 'keyType': 'string', 'valueType': {'type': 'array', 'elementType': 'long', 'containsNull': True}, 'valueContainsNull': True}
+    >>> import decimal
+    >>> inferred_spark_type(pa.array([decimal.Decimal("1.5"), b"x"][:1]).type), inferred_spark_type(pa.null())
+    ('decimal(38,18)', 'void')
+    """
+    import pyarrow as pa
+
+    if pa.types.is_decimal(t):
+        return "decimal(38,18)"
+    if pa.types.is_struct(t):  # pyarrow reads dicts as structs; Spark as maps of one value type
+        value = "void"
+        for i in range(t.num_fields):
+            value = merge_spark_types(value, inferred_spark_type(t.field(i).type, column), column)
+        key = "string" if t.num_fields else "void"
+        return {"type": "map", "keyType": key, "valueType": value, "valueContainsNull": True}
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        element = inferred_spark_type(t.value_type, column)
+        return {"type": "array", "elementType": element, "containsNull": True}
+    if pa.types.is_timestamp(t) or pa.types.is_time(t) or pa.types.is_duration(t):
+        raise _refuse_object(column, f"it holds {t} values (datetime objects); make it a datetime column first "
+                             "(pd.to_datetime)")  # fmt: skip
+    if pa.types.is_null(t) or pa.types.is_boolean(t) or pa.types.is_integer(t) or pa.types.is_floating(t):
+        return arrow_to_spark_type(pa.int64() if pa.types.is_integer(t) else t, column)
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return arrow_to_spark_type(t, column)
+    if pa.types.is_date(t):
+        return "date"
+    raise _refuse_object(column, f"pyarrow reads them as {t}")
+
+
+def merge_spark_types(a, b, column: str = "?"):
+    """One Spark type (JSON form) for two partitions' (or values') inferred types:
+    ``void`` (nothing known) gives way to the other; arrays and maps merge their
+    parts; any other difference is refused, naming the column.
+
+    >>> merge_spark_types({"type": "array", "elementType": "void", "containsNull": True},
+    ...                   {"type": "array", "elementType": "long", "containsNull": True})
+    {'type': 'array', 'elementType': 'long', 'containsNull': True}
+    """
+    if a == b or b == "void":
+        return a
+    if a == "void":
+        return b
+    kind = a.get("type") if isinstance(a, dict) else None
+    if kind is not None and isinstance(b, dict) and b.get("type") == kind and kind in ("array", "map"):
+        parts = ("elementType",) if kind == "array" else ("keyType", "valueType")
+        return {**a, **{p: merge_spark_types(a[p], b[p], column) for p in parts}}
+    raise _refuse_object(column, f"its values have different types ({_type_text(a)} and {_type_text(b)})")
+
+
+def _type_text(t) -> str:
+    if not isinstance(t, dict):
+        return t
+    if t.get("type") == "array":
+        return f"array<{_type_text(t['elementType'])}>"
+    return f"map<{_type_text(t['keyType'])},{_type_text(t['valueType'])}>"
+
+
+def infer_object_column(series, column: str):
+    """The Spark type (JSON form) of an ``object`` column's values
+    (:func:`inferred_spark_type`); values of types pyarrow cannot put in one column
+    are refused, naming the column."""
+    import pyarrow as pa
+
+    try:
+        t = pa.array(series.to_numpy(dtype=object), from_pandas=True).type
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
+        raise _refuse_object(column, f"pyarrow cannot make one column of them ({e})") from None
+    return inferred_spark_type(t, column)
+
+
+def has_void(t) -> bool:
+    """Whether a Spark type (JSON form) has a part nothing was inferred for.
+
+    >>> has_void({"type": "map", "keyType": "string", "valueType": "void", "valueContainsNull": True})
+    True
+    """
+    if isinstance(t, dict):
+        return any(has_void(t[p]) for p in ("elementType", "keyType", "valueType") if p in t)
+    return t == "void"
+
+
+def with_inferred_types(schema, types: dict):
+    """The Arrow schema ``schema`` with the columns ``types`` names (index -> Spark type,
+    JSON form, of :func:`infer_object_column`) of those types, as Spark's Arrow form
+    makes them (``void``: Arrow ``null``)."""
+    import pyarrow as pa
+
+    fields = list(schema)
+    for i, t in types.items():
+        large = pa.types.is_large_string(fields[i].type)
+        fields[i] = fields[i].with_type(spark_to_arrow_type(t, "UTC", large, fields[i].name))
+    return pa.schema(fields)
+
+
+def merged_object_types(spark_schema: dict, reports, columns) -> dict:
+    """The Spark schema (JSON) of a ``to_spark`` whose ``object`` columns (indices
+    ``columns``) the write tasks typed, each partition by its values (``reports``' ``types``):
+    the partitions' types merged (:func:`merge_spark_types`). A column without a value
+    stays ``string`` (Dask's convention for ``object``); one with parts no value
+    typed (only empty lists or dicts) is refused, as Spark refuses it."""
+    fields = [dict(f) for f in spark_schema["fields"]]
+    for i in columns:
+        column = fields[i]["name"]
+        t = "void"
+        for report in reports:
+            t = merge_spark_types(t, report["types"].get(str(i), "void"), column)
+        if has_void(t) and t != "void":
+            raise _refuse_object(
+                column, f"the type of some of its parts is unknown: no row holds a value there ({_type_text(t)})"
+            )
+        fields[i]["type"] = "string" if t == "void" else t
+    return {**spark_schema, "fields": fields}
 
 
 def spark_schema_for_frame(meta) -> dict:

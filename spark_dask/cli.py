@@ -352,7 +352,7 @@ def run_script(
                 print(f"spark-dask: the Dask cluster did not start: {e}", file=sys.stderr)
                 return 1
             print(
-                f"spark-dask: {len(cluster.scheduler.workers)} workers at "
+                f"spark-dask: {plural(len(cluster.scheduler.workers), 'worker')} at "
                 f"{cluster.scheduler_address}; dashboard {cluster.dashboard_link or '(off)'}",
                 file=sys.stderr,
                 flush=True,

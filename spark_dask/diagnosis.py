@@ -148,7 +148,26 @@ def version_findings(driver: dict, answer: dict, host: str) -> list[Finding]:
                    ": Dask warns of it when the workers join, and frames may not travel between them"),
                 f"pip install {name}=={mine.get(name)} on every executor", problem=problem, hosts=(host,),
             ))  # fmt: skip
+    out += delta_findings(driver, answer, host)
     return out
+
+
+def delta_findings(driver: dict, answer: dict, host: str) -> list[Finding]:
+    """Where the driver has ``spark-dask[delta]`` (pyroaring) and an executor does not:
+    ``read_delta`` of a table with deletion vectors fails there (issue 55).
+
+    >>> e = {"import_errors": {"pyroaring": "ModuleNotFoundError: No module named 'pyroaring'"}}
+    >>> [f.text[:45] for f in delta_findings({"pyroaring": "1.0.0"}, e, "h")], delta_findings({}, e, "h")
+    (['pyroaring does not import on the executors (M'], [])
+    """
+    error = answer.get("import_errors", {}).get("pyroaring")
+    if not driver.get("pyroaring") or not error:
+        return []
+    return [Finding(
+        f"pyroaring does not import on the executors ({error}): read_delta cannot apply a Delta table's deletion "
+        "vectors on the Dask workers there", "pip install 'spark-dask[delta]' on every executor", problem=False,
+        hosts=(host,),
+    )]  # fmt: skip
 
 
 def host_findings(answer: dict, scheduler: str) -> list[Finding]:
@@ -302,7 +321,8 @@ def findings(driver: dict, answers: list[dict], scheduler: str, unseen: list[str
 
 def driver_side() -> dict:
     return {"python": platform.python_version(), "executable": sys.executable,
-            "versions": {name: checkup.version_of(dist) for name, dist in checkup.CORE.items()}}  # fmt: skip
+            "versions": {name: checkup.version_of(dist) for name, dist in checkup.CORE.items()},
+            "pyroaring": checkup.version_of("pyroaring")}  # fmt: skip
 
 
 class Listener:
@@ -453,7 +473,7 @@ def run_checkup(spark, fn, tasks: int, wait: float) -> list:
         ) from e
     if rows is None:
         raise DoctorError(
-            f"spark-dask: the doctor's check job did not end within {wait:g}s (its {tasks} tasks waited "
+            f"spark-dask: the doctor's check job did not end within {wait:g}s (its {plural(tasks, 'task')} waited "
             "for task slots held by other jobs?): cancelled. Run it again when the application is idle, or "
             "give it longer (--timeout)."
         )

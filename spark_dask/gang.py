@@ -81,6 +81,7 @@ class Gang:
     ):
         self.index = index
         self.group = group
+        self.cluster_tag = cluster_tag
         self.tag = gang_tag(cluster_tag, group, index)
         self.plan = plan
         self.first = first

@@ -114,16 +114,18 @@ def _check_n_workers(n_workers) -> None:
     if n_workers is None:
         return
     if isinstance(n_workers, bool) or not isinstance(n_workers, int):
-        raise PlanError(f"n_workers must be a positive integer or None (one per executor or GPU), got {n_workers!r}")
+        raise PlanError(
+            f"spark-dask: n_workers must be a positive integer or None (one per executor or GPU), got {n_workers!r}"
+        )
     if n_workers < 1:
-        raise PlanError(f"n_workers must be at least 1, got {n_workers}")
+        raise PlanError(f"spark-dask: n_workers must be at least 1, got {n_workers}")
 
 
 def check_gpu_mode(gpu_mode) -> None:
     """Raise :class:`PlanError` unless ``gpu_mode`` is one of :data:`GPU_MODES` (the one
     rule: ``options.resolve()`` checks the option with it, :func:`plan_gang` its argument)."""
     if gpu_mode not in GPU_MODES:
-        raise PlanError(f"gpu_mode must be one of {GPU_MODES}, got {gpu_mode!r}")
+        raise PlanError(f"spark-dask: gpu_mode must be one of {GPU_MODES}, got {gpu_mode!r}")
 
 
 def gpu_sharing(facts: ClusterFacts, gpu_mode: str, profiles_ok: bool) -> tuple[str, str | None]:
@@ -148,7 +150,7 @@ def gpu_sharing(facts: ClusterFacts, gpu_mode: str, profiles_ok: bool) -> tuple[
     )
     if gpu_mode == "shared":
         raise PlanError(
-            f"gpu_mode='shared' cannot work: {why}, so every Dask worker's Spark task would hold "
+            f"spark-dask: gpu_mode='shared' cannot work: {why}, so every Dask worker's Spark task would hold "
             "a whole GPU. Use a fractional spark.task.resource.gpu.amount (e.g. 0.25), or "
             "gpu_mode='exclusive'."
         )
@@ -191,13 +193,13 @@ def plan_gang(
     """
     check_barrier(barrier, facts.dynamic_allocation)
     if worker not in KINDS:
-        raise PlanError(f"worker must be one of {KINDS}, got {worker!r}")
+        raise PlanError(f"spark-dask: worker must be one of {KINDS}, got {worker!r}")
     check_gpu_mode(gpu_mode)
     _check_n_workers(n_workers)
     dyn = facts.dynamic_allocation
     if facts.executors < 1 and not dyn:
         raise PlanError(
-            f"no Spark executors are registered (master {facts.master!r}); "
+            f"spark-dask: no Spark executors are registered (master {facts.master!r}); "
             "start the cluster's workers or wait until executors join"
         )
     profiles_ok = facts.task_profiles and task_profile is not False and not dyn
@@ -208,7 +210,7 @@ def plan_gang(
     executors = max(facts.executors, 1) if dyn else facts.executors
     if worker == "cuda" and not has_gpus:
         raise PlanError(
-            "worker='cuda' but the executors have no GPUs: set "
+            "spark-dask: worker='cuda' but the executors have no GPUs: set "
             "spark.executor.resource.gpu.amount (and a discovery script) on the Spark "
             "application, or use worker='cpu'"
         )
@@ -240,7 +242,7 @@ def _shared_plan(facts: ClusterFacts, kind: str, n_workers: int | None, executor
         total = facts.max_executors * int(facts.executor_gpus) if facts.max_executors else n
     if n > total:
         raise PlanError(
-            f"n_workers={n}, but the executors have {total} GPUs and gpu_mode='shared' "
+            f"spark-dask: n_workers={n}, but the executors have {total} GPUs and gpu_mode='shared' "
             f"starts one Dask worker per GPU: use n_workers<={total}"
         )
     if 0 < facts.task_gpus < 1:
@@ -258,7 +260,7 @@ def _gpu_plan(facts: ClusterFacts, kind: str, n: int, profiles_ok: bool, force_p
         per_task = int(facts.task_gpus)
         if n % per_task:
             raise PlanError(
-                f"each Spark task owns {per_task} GPUs (spark.task.resource.gpu.amount), "
+                f"spark-dask: each Spark task owns {per_task} GPUs (spark.task.resource.gpu.amount), "
                 f"so n_workers must be a multiple of {per_task}, got {n}"
             )
         return GangPlan(kind, True, n, n // per_task, per_task, gpu_mode="exclusive", notes=notes)
@@ -271,7 +273,7 @@ def _cpu_plan(facts: ClusterFacts, kind: str, n: int, profiles_ok: bool, force_p
     """:func:`plan_gang` for ``n`` CPU workers (or ``cuda`` ones asked for where tasks get no GPUs: an error)."""
     if kind == "cuda":
         raise PlanError(
-            "worker='cuda' but Spark tasks get no GPUs: set "
+            "spark-dask: worker='cuda' but Spark tasks get no GPUs: set "
             "spark.task.resource.gpu.amount=1, or run Spark >= 3.4 with stage-level "
             "scheduling (standalone, YARN or Kubernetes, dynamic allocation off)"
         )
@@ -316,14 +318,14 @@ def plan_group(
     >>> plan_group(replace(f, task_profiles=False), "cpu")
     Traceback (most recent call last):
     ...
-    spark_dask.errors.PlanError: a 'cpu' worker group needs Spark tasks of 1 CPU and no GPU (a stage-level task profile: the application's tasks take spark.task.resource.gpu.amount=1 GPU), but stage-level task profiles are not available here (Spark >= 3.4 on standalone, 3.5 on YARN/Kubernetes, dynamic allocation off; Spark Connect needs 4.0)
+    spark_dask.errors.PlanError: spark-dask: a 'cpu' worker group needs Spark tasks of 1 CPU and no GPU (a stage-level task profile: the application's tasks take spark.task.resource.gpu.amount=1 GPU), but stage-level task profiles are not available here (Spark >= 3.4 on standalone, 3.5 on YARN/Kubernetes, dynamic allocation off; Spark Connect needs 4.0)
     >>> plan_group(f, "cpu", n_workers=3, threads_per_worker=8, beside=((4, 1),))
     Traceback (most recent call last):
     ...
-    spark_dask.errors.PlanError: a 'cpu' worker group of 3 workers needs 3 Spark tasks of 8 CPUs, but the cores the cluster's other groups leave on the executors hold 0 (2 executors x 8 cores); use fewer workers or threads_per_worker
+    spark_dask.errors.PlanError: spark-dask: a 'cpu' worker group of 3 workers needs 3 Spark tasks of 8 CPUs, but the cores the cluster's other groups leave on the executors hold 0 (2 executors x 8 cores); use fewer workers or threads_per_worker
     """
     if worker not in ("cpu", "cuda"):
-        raise PlanError(f"a worker group's worker must be 'cpu' or 'cuda', got {worker!r}")
+        raise PlanError(f"spark-dask: a worker group's worker must be 'cpu' or 'cuda', got {worker!r}")
     if worker == "cuda":
         return plan_gang(facts, n_workers, "cuda", task_profile, gpu_mode, barrier)
     check_barrier(barrier, facts.dynamic_allocation)
@@ -331,7 +333,7 @@ def plan_group(
     check_request(facts, threads_per_worker)
     dyn = facts.dynamic_allocation
     if facts.executors < 1 and not dyn:
-        raise PlanError(f"no Spark executors are registered (master {facts.master!r})")
+        raise PlanError(f"spark-dask: no Spark executors are registered (master {facts.master!r})")
     cpus = threads_per_worker or max(facts.task_cpus, 1)
     n = n_workers or max(facts.executors, 1)
     if facts.task_gpus > 0 or cpus != facts.task_cpus:
@@ -342,7 +344,7 @@ def plan_group(
                 else f"spark.task.cpus={facts.task_cpus}"
             )
             raise PlanError(
-                f"a 'cpu' worker group needs Spark tasks of {plural(cpus, 'CPU')} and no GPU (a stage-level "
+                f"spark-dask: a 'cpu' worker group needs Spark tasks of {plural(cpus, 'CPU')} and no GPU (a stage-level "
                 f"task profile: {why}), but stage-level task profiles are not available here (Spark >= 3.4 "
                 "on standalone, 3.5 on YARN/Kubernetes, dynamic allocation off; Spark Connect needs 4.0)"
             )
@@ -354,7 +356,7 @@ def plan_group(
     room = cpu_room(facts, cpus, beside)
     if room is not None and n > room and not dyn:
         raise PlanError(
-            f"a 'cpu' worker group of {plural(n, 'worker')} needs {plural(n, 'Spark task')} of "
+            f"spark-dask: a 'cpu' worker group of {plural(n, 'worker')} needs {plural(n, 'Spark task')} of "
             f"{plural(cpus, 'CPU')}, but the cores the cluster's other groups leave on the executors "
             f"hold {room} ({executor_shape(replace(facts, executor_gpus=0))}); use fewer workers or "
             "threads_per_worker"
@@ -387,13 +389,13 @@ def check_barrier(barrier: bool | str, dynamic_allocation: bool) -> None:
     >>> check_barrier(True, True)
     Traceback (most recent call last):
     ...
-    spark_dask.errors.PlanError: barrier=True, but dynamic allocation is on and Spark runs no barrier stages under it (SPARK-24942): use barrier='auto' or False (each Dask worker a Spark job of its own), or turn off spark.dynamicAllocation.enabled
+    spark_dask.errors.PlanError: spark-dask: barrier=True, but dynamic allocation is on and Spark runs no barrier stages under it (SPARK-24942): use barrier='auto' or False (each Dask worker a Spark job of its own), or turn off spark.dynamicAllocation.enabled
     """
     if barrier not in ("auto", True, False):
-        raise PlanError(f"barrier must be 'auto', True or False, got {barrier!r}")
+        raise PlanError(f"spark-dask: barrier must be 'auto', True or False, got {barrier!r}")
     if barrier is True and dynamic_allocation:
         raise PlanError(
-            "barrier=True, but dynamic allocation is on and Spark runs no barrier stages under it "
+            "spark-dask: barrier=True, but dynamic allocation is on and Spark runs no barrier stages under it "
             "(SPARK-24942): use barrier='auto' or False (each Dask worker a Spark job of its own), "
             "or turn off spark.dynamicAllocation.enabled"
         )
@@ -403,7 +405,7 @@ def check_request(facts: ClusterFacts, threads_per_worker: int | None) -> None:
     """Refuse worker sizes the executors cannot give (before anything starts)."""
     if threads_per_worker is not None and facts.executor_cores and threads_per_worker > facts.executor_cores:
         raise PlanError(
-            f"threads_per_worker={threads_per_worker} exceeds the {facts.executor_cores} cores of "
+            f"spark-dask: threads_per_worker={threads_per_worker} exceeds the {facts.executor_cores} cores of "
             f"each Spark executor (spark.executor.cores); use threads_per_worker<={facts.executor_cores}"
         )
 
@@ -546,7 +548,7 @@ def scale_step(
     ScaleStep(target=1, new_workers=0, new_tasks=0, note=None)
     """
     if isinstance(requested, bool) or not isinstance(requested, int) or requested < 0:
-        raise PlanError(f"scale() needs a number of workers >= 0, got {requested!r}")
+        raise PlanError(f"spark-dask: scale() needs a number of workers >= 0, got {requested!r}")
     per = max(workers_per_task, 1)
     if requested <= current:
         return ScaleStep(target=requested)
@@ -585,11 +587,15 @@ def workers_for(
     """
     if cores is not None:
         if not threads_per_worker:
-            raise PlanError("scale(cores=...) needs the threads of a worker: none is known yet; use scale(n)")
+            raise PlanError(
+                "spark-dask: scale(cores=...) needs the threads of a worker: none is known yet; use scale(n)"
+            )
         n = max(n, math.ceil(cores / threads_per_worker))
     if memory is not None:
         if not memory_per_worker:
-            raise PlanError("scale(memory=...) needs a worker's memory limit: none is known yet; use scale(n)")
+            raise PlanError(
+                "spark-dask: scale(memory=...) needs a worker's memory limit: none is known yet; use scale(n)"
+            )
         n = max(n, math.ceil(memory / memory_per_worker))
     return n
 
@@ -623,13 +629,13 @@ def check_slots(plan: GangPlan, facts: ClusterFacts, slots: int | None = None) -
     what = f"n_workers={plan.n_workers}"
     if facts.dynamic_allocation:
         raise PlanError(
-            f"{what} needs {plan.n_tasks} Spark task slots, but dynamic allocation gives the "
+            f"spark-dask: {what} needs {plan.n_tasks} Spark task slots, but dynamic allocation gives the "
             f"application at most {slots} (spark.dynamicAllocation.maxExecutors={facts.max_executors} "
             f"x {facts.executor_cores} cores, spark.task.cpus={facts.task_cpus}). Use "
             f"n_workers<={max(slots, 1) * plan.workers_per_task} or raise maxExecutors."
         )
     raise PlanError(
-        f"{what} needs {plan.n_tasks} Spark task slots at once (barrier mode), but the "
+        f"spark-dask: {what} needs {plan.n_tasks} Spark task slots at once (barrier mode), but the "
         f"application has {slots} ({facts.executors} executors x {facts.executor_cores} "
         f"cores, spark.task.cpus={plan.task_cpus or facts.task_cpus}"
         + (f", {facts.executor_gpus:g} GPUs per executor" if facts.executor_gpus else "")

@@ -17,6 +17,7 @@ import time
 from spark_dask import databricks, executor, jobtags
 from spark_dask.executor import gang_task
 from spark_dask.plan import ClusterFacts, PlanError
+from spark_dask.pyspark_warnings import pandas3_warning_off
 from spark_dask.rapids import plugin_enabled
 from spark_dask.shipping import ship_by_value
 from spark_dask.sizes import MIB, parse_size
@@ -89,7 +90,7 @@ def active_session(spark=None):
     spark = SparkSession.getActiveSession()
     if spark is None:
         raise PlanError(
-            "no active SparkSession: pass one, e.g. spark_dask.start(spark), or create it "
+            "spark-dask: no active SparkSession: pass one, e.g. spark_dask.start(spark), or create it "
             "first with SparkSession.builder.getOrCreate()"
         )
     return spark
@@ -179,7 +180,7 @@ def _memory(value: str | None, default: str = "1g") -> int:
     try:
         return parse_size(text, MIB, binary=True)
     except ValueError:
-        raise PlanError(f"cannot read the Spark memory setting {text!r}") from None
+        raise PlanError(f"spark-dask: cannot read the Spark memory setting {text!r}") from None
 
 
 def _float(value: str | None) -> float:
@@ -220,7 +221,7 @@ def cluster_facts(spark, executor_wait: float = 30.0, n_workers: int | None = No
         be counted need it.
     """
     if is_stopped(spark):
-        raise PlanError("the SparkSession is stopped; create a new one before starting a Dask cluster")
+        raise PlanError("spark-dask: the SparkSession is stopped; create a new one before starting a Dask cluster")
     if is_connect(spark):
         return connect_facts(spark, executor_wait, n_workers)
     sc = spark.sparkContext
@@ -377,8 +378,10 @@ def collect_within(spark, fn, tasks: int, wait: float, description: str) -> list
 
     def run():
         try:
+            with pandas3_warning_off():  # pyspark readies its pandas conversion for it: Arrow here, not pandas
+                job = spark.range(0, tasks, 1, tasks).mapInArrow(fn, "info string")
             with jobtags.tagged(spark, tag, description):  # thread-local: this thread submits
-                out["rows"] = spark.range(0, tasks, 1, tasks).mapInArrow(fn, "info string").collect()
+                out["rows"] = job.collect()
         except BaseException as e:  # noqa: BLE001 - raised in the caller's thread
             out["error"] = e
 
@@ -425,7 +428,7 @@ def connect_facts(spark, executor_wait: float = 30.0, n_workers: int | None = No
     if want is None:
         if n_workers is None and not dyn:
             raise PlanError(
-                "spark-dask cannot count the executors of this Spark Connect session "
+                "spark-dask: cannot count the executors of this Spark Connect session "
                 f"(spark.master is {master or 'not readable'!r} and spark.executor.instances "
                 "is not set): pass n_workers=<number of Dask workers>, one Spark task slot "
                 "each, at most the free task slots of the cluster"

@@ -113,14 +113,28 @@ def said_stages(app: str | None) -> set[int]:
     return set() if app is None else SAID.setdefault(app, set())
 
 
-def no_slots_message(n_tasks: int, slot_wait: float, slots: int, others: list[str]) -> str:
-    """A barrier stage whose slots exist but are busy: the start fails now, naming them."""
+def no_slots_message(n_tasks: int, slot_wait: float, slots: int, others: list[str], own: str | None = None) -> str:
+    """A barrier stage whose slots exist but are busy: the start fails now, naming them.
+    Where every busy stage is a gang of the cluster ``own`` (its tag: adding a worker
+    group to a cluster whose workers hold every slot), the advice is about that cluster.
+
+    >>> said = no_slots_message(1, 15, 2, ["stage 4 'spark-dask: gang spark-dask-ab (start)' (2 running tasks)"], "spark-dask-ab")
+    >>> said[said.index("tasks)") + 8 :]
+    "this cluster's own Dask workers hold them: scale it down (cluster.scale(n)), add fewer workers, or add executors. Nothing was left running."
+    """
+    mine = bool(others) and own is not None and all(own in stage for stage in others)
+    advice = (
+        ": this cluster's own Dask workers hold them: scale it down (cluster.scale(n)), add fewer workers, or add executors"
+        if mine
+        else ". Close the other spark-dask cluster or wait for those jobs, start with fewer workers (n_workers=...), "
+        "or add executors"
+    )
     return (
         f"spark-dask: the Spark barrier stage of {plural(n_tasks, 'task')} got no free task "
         f"slots within {slot_wait:g}s: the application's {slots} slots are busy"
         + (f" with {', '.join(others)}" if others else "")
-        + ". Close the other spark-dask cluster or wait for those jobs, start with fewer "
-        "workers (n_workers=...), or add executors. Nothing was left running."
+        + advice
+        + ". Nothing was left running."
     )
 
 

@@ -197,6 +197,22 @@ def missing_from(page: str, root: str) -> list[Message]:
     return [m for m in collect(root) if normalize(m.key) not in have]
 
 
+PREFIX = "spark-dask: "
+
+
+def unprefixed(messages: list[Message], classes) -> list[Message]:
+    """The messages raised (or built) with one of ``classes``, the package's own
+    exceptions, that do not start with ``spark-dask:``: one form for every refusal, so a
+    user sees who speaks (issue 55). Texts returned by ``*_problem`` / ``*_message``
+    functions get the prefix where they are raised, doctor findings are rows of a table.
+
+    >>> m = Message("n_workers must be at least 1", "PlanError", "spark_dask/plan.py", 9, "n_workers must be at least 1")
+    >>> [x.line for x in unprefixed([m], {"PlanError"})], unprefixed([m], {"HandoffError"})
+    ([9], [])
+    """
+    return [m for m in messages if m.exception.split(".")[-1] in classes and not m.text.startswith(PREFIX)]
+
+
 # Imperative verbs that cannot follow "use" in advice ("Use close the other cluster").
 VERBS = frozenset(
     "add call close give install lower move pass raise remove restart run scale set start stop wait".split()

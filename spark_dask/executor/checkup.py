@@ -189,7 +189,7 @@ def check(spec: dict, gpus: list[str]) -> dict:
         "python": platform.python_version(),
         "executable": sys.executable,
         "versions": {name: version_of(dist) for name, dist in CORE.items()},
-        "import_errors": imports(("distributed", "pyarrow")),
+        "import_errors": imports(("distributed", "pyarrow", "pyroaring")),  # pyroaring: read_delta's DVs
         "unpickles": unpickles,
         "reach": dial(spec["host"], spec["port"], spec["timeout"]),
         "local_dirs": local_dirs(),

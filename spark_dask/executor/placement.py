@@ -128,7 +128,7 @@ def gang_shortfall(assignment: dict[int, list[dict]], expected: int, pinned: boo
     empty = sorted(p for p, ws in assignment.items() if not ws)
     if shared:
         return (
-            f"the Spark tasks can start {total} Dask workers, not the {expected} requested: Spark "
+            f"the Spark tasks can start {total} Dask worker{'' if total == 1 else 's'}, not the {expected} requested: Spark "
             "placed more of the gang's tasks on some executors than they have GPUs, and fewer "
             "on others (their task slots were busy with Spark jobs)"
             + (f"; tasks without a GPU: {empty}" if empty else "")
@@ -141,7 +141,7 @@ def gang_shortfall(assignment: dict[int, list[dict]], expected: int, pinned: boo
         else "tasks were placed unexpectedly"
     )
     return (
-        f"the Spark tasks can start {total} Dask workers, not the {expected} requested: {why}"
+        f"the Spark tasks can start {total} Dask worker{'' if total == 1 else 's'}, not the {expected} requested: {why}"
         + (f" (tasks without a GPU of their own: {empty})" if empty else "")
         + ". Set spark.task.resource.gpu.amount=1, or pass n_workers="
         + f"{total}."

@@ -53,6 +53,26 @@ def transfer_of_key(key) -> str | None:
     return key[len(LOAD_KEY_PREFIX) :].rsplit("-", 1)[0]
 
 
+def unloaded_keys(graph) -> list[str]:
+    """The loading keys (:func:`load_key`) a Dask task graph refers to but does not
+    hold: a Dask DataFrame of ``to_dask`` computed without the cluster that holds its
+    partitions (a local scheduler after the cluster closed). Its partitions are futures:
+    dask with ``dask._task_spec`` makes them aliases of the futures' keys (``dependencies``), older
+    dask puts the Future objects themselves in the graph.
+
+    >>> from types import SimpleNamespace as Node
+    >>> unloaded_keys({"x": Node(dependencies={"spark-to-dask-ab12-0"}), "y": Node(dependencies={"x"})})
+    ['spark-to-dask-ab12-0']
+    >>> unloaded_keys({"spark-to-dask-ab12-0": 1, "x": Node(dependencies={"spark-to-dask-ab12-0"})})
+    []
+    """
+    out = set()
+    for value in graph.values():
+        refers = [value.key] if type(value).__name__ == "Future" else getattr(value, "dependencies", None) or ()
+        out.update(k for k in refers if transfer_of_key(k) is not None and k not in graph)
+    return sorted(out)
+
+
 def worker_host(address: str) -> str:
     """The host part of a Dask worker address (what Dask's host restrictions match).
 

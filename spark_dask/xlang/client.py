@@ -119,7 +119,7 @@ def _reference(value, futures: dict):
     if isinstance(value, Future):
         if not isinstance(value.key, str):
             raise XLangError(
-                f"a cross-language task refers to results by string keys; this Future's key is {value.key!r}"
+                f"spark-dask: a cross-language task refers to results by string keys; this Future's key is {value.key!r}"
             )
         futures[value.key] = value
         return "@" + value.key

@@ -137,15 +137,15 @@ def task_order(graph) -> list[tuple[str, str, str, list]]:
     referred to but not in the graph are left for the caller to find on the scheduler."""
     if not isinstance(graph, Mapping) or not graph:
         raise XLangError(
-            f"a cross-language graph is a non-empty map {{key: [language, function, arg, ...]}}, not {type(graph).__name__}"
+            f"spark-dask: a cross-language graph is a non-empty map {{key: [language, function, arg, ...]}}, not {type(graph).__name__}"
         )
     tasks = {}
     for key, spec in graph.items():
         if not isinstance(key, str) or not key:
-            raise XLangError(f"task keys are non-empty strings here; got {key!r}")
+            raise XLangError(f"spark-dask: task keys are non-empty strings here; got {key!r}")
         if not isinstance(spec, (list, tuple)) or len(spec) < 2 or not all(isinstance(s, str) and s for s in spec[:2]):
             raise XLangError(
-                f"task {key!r}: expected [language, function, arg, ...] with language and function strings, got {spec!r}"
+                f"spark-dask: task {key!r}: expected [language, function, arg, ...] with language and function strings, got {spec!r}"
             )
         language, function, *args = spec
         problem = carry_problem(args, f"task {key!r}: its arguments")
@@ -153,7 +153,7 @@ def task_order(graph) -> list[tuple[str, str, str, list]]:
             raise XLangError(problem)
         if language == PYTHON and "." not in function:
             raise XLangError(
-                f"task {key!r}: a python function is named by its dotted path (e.g. 'math.factorial'), not {function!r}"
+                f"spark-dask: task {key!r}: a python function is named by its dotted path (e.g. 'math.factorial'), not {function!r}"
             )
         tasks[key] = (language, function, list(args))
     order: list = []
@@ -163,7 +163,7 @@ def task_order(graph) -> list[tuple[str, str, str, list]]:
         if state.get(key) == "done":
             return
         if state.get(key) == "visiting":
-            raise XLangError("the graph has a cycle: " + " -> ".join([*path, key]))
+            raise XLangError("spark-dask: the graph has a cycle: " + " -> ".join([*path, key]))
         state[key] = "visiting"
         for dep in references(tasks[key][2]):
             if dep in tasks:
@@ -201,7 +201,7 @@ def import_function(path: str):
         except AttributeError:
             break
         return obj
-    raise XLangError(f"cannot import the python function {path!r} on this worker")
+    raise XLangError(f"spark-dask: cannot import the python function {path!r} on this worker")
 
 
 def run_elsewhere(language: str, function: str, *args):
@@ -209,5 +209,5 @@ def run_elsewhere(language: str, function: str, *args):
     receive such a task (it is restricted to their resource), and they read the task's
     annotation instead; a Python worker never runs it."""
     raise XLangError(
-        f"a {language} task ({function}) was sent to a Python worker; only workers declaring the resource {resource(language)!r} may run it"
+        f"spark-dask: a {language} task ({function}) was sent to a Python worker; only workers declaring the resource {resource(language)!r} may run it"
     )

@@ -163,7 +163,7 @@ class Placement(SchedulerPlugin):
         function = ((ts.annotations or {}).get("xlang") or {}).get("function", "?") if ts is not None else "?"
         text = msg.get("exception_text") or "(no message)"
         name = ws.name if ws is not None else worker
-        return XLangTaskError(f"{self.foreign[worker]} task {key!r} ({function}) failed on worker {name}: {text}",
+        return XLangTaskError(f"spark-dask: {self.foreign[worker]} task {key!r} ({function}) failed on worker {name}: {text}",
                               str(msg.get("traceback_text") or ""))  # fmt: skip
 
     # ------------------------------------------------------------ SchedulerPlugin hooks
@@ -243,7 +243,7 @@ class Gateway(SchedulerPlugin):
             for dep in references(args):
                 if dep not in inside and dep not in self.scheduler.tasks:
                     raise XLangError(
-                        f"task {key!r} refers to '@{dep}', which is neither in this graph nor on the scheduler"
+                        f"spark-dask: task {key!r} refers to '@{dep}', which is neither in this graph nor on the scheduler"
                     )
         client = await self.own_client()
         holder = holder or f"xlang-{uuid.uuid4().hex}"

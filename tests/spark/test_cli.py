@@ -133,7 +133,7 @@ def test_info_shows_the_worker_command(spark):
     line = next(ln for ln in text.output.splitlines() if ln.startswith("worker command"))
     assert "<python> -m distributed.cli.dask_worker <scheduler-address> --name <name>" in line
     bad = CliRunner().invoke(cli.main, ["info", "--memory-limit", "lots"])
-    assert bad.exit_code == 2 and "Error: memory_limit must be" in bad.output
+    assert bad.exit_code == 2 and "Error: spark-dask: memory_limit must be" in bad.output
 
 
 @pytest.mark.spark
@@ -270,13 +270,13 @@ def test_top_level_help_wording():
          "No such option '--n-worker'. (Did you mean one of: '--n-workers'"),
         (["run", "--master", "local[2]", "no-such-job.py", "--rows", "1"], {}, "Error: no such script: no-such-job.py"),
         (["run", "-m", "no_such_module_xyz"], {}, "Error: no such module: no_such_module_xyz"),
-        (["run", "--memory-limit", "lots", "examples/job_task.py"], {}, "Error: memory_limit must be 'auto'"),
-        (["info", "--memory-limit", "lots"], {}, "Error: memory_limit must be 'auto'"),
-        (["info"], {"DASK_SPARK_DASK__MEMORY_LIMIT": "lots"}, "Error: memory_limit must be 'auto'"),
+        (["run", "--memory-limit", "lots", "examples/job_task.py"], {}, "Error: spark-dask: memory_limit must be 'auto'"),
+        (["info", "--memory-limit", "lots"], {}, "Error: spark-dask: memory_limit must be 'auto'"),
+        (["info"], {"DASK_SPARK_DASK__MEMORY_LIMIT": "lots"}, "Error: spark-dask: memory_limit must be 'auto'"),
         # a bare number is bytes in Dask, MiB in Spark: refused below what a worker needs, the intent named
         (["serve", "--memory-limit", "512"], {}, "was read as 512 B per Dask worker"),
         (["run", "--memory-limit", "512", "examples/job_task.py"], {}, "Did you mean memory_limit='512MiB'?"),
-        (["run", "examples/job_task.py"], {"DASK_SPARK_DASK__TIMEOUT": "soon"}, "Error: timeout must be seconds"),
+        (["run", "examples/job_task.py"], {"DASK_SPARK_DASK__TIMEOUT": "soon"}, "Error: spark-dask: timeout must be seconds"),
     ],
 )  # fmt: skip
 def test_usage_errors_before_anything_starts(args, env, message):

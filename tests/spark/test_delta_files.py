@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import struct
+import sys
 import uuid
 import zlib
 
@@ -165,6 +166,17 @@ def table(tmp_path):
     deltalake.write_deltalake(root, frame(10), partition_by=["k"])
     deltalake.write_deltalake(root, frame(10, 10), partition_by=["k"], mode="append")
     return root
+
+
+def test_deletion_vectors_without_pyroaring_are_refused_before_the_graph(table, monkeypatch):
+    """Issue 55, point 3: without pyroaring the read returned a DataFrame that failed on
+    the workers with ModuleNotFoundError; now refused at once, naming the extra."""
+    files = sorted(deltalake.DeltaTable(table).file_uris())
+    v = with_deletion_vectors(table, {os.path.relpath(files[0], table): [0]}, "i")
+    monkeypatch.setitem(sys.modules, "pyroaring", None)  # what a Python without it answers: ImportError
+    with pytest.raises(spark_dask.DeltaError, match=r"has deletion vectors.*pip install 'spark-dask\[delta\]'"):
+        spark_dask.read_delta(table, via="files")
+    assert len(read(table, version=v - 1)) == 20  # no deletion vector: no pyroaring needed
 
 
 @pytest.mark.parametrize("kind", ["u", "i", "p"])

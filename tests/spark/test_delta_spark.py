@@ -146,3 +146,27 @@ def test_files_with_deletion_vectors_replays_the_log(tmp_path):
     assert example.log_actions(path, 1) == {"remove": 1, "add": 1}
     os.remove(os.path.join(path, "_delta_log", f"{0:020d}.json"))  # cleaned up after a checkpoint
     assert example.files_with_deletion_vectors(path, 2) is None
+
+
+def test_via_spark_without_the_connector_or_the_table_says_so(spark, tmp_path):
+    """Issue 55, point 4: a Spark without Delta's connector printed Py4J's
+    DATA_SOURCE_NOT_FOUND with a Java stack, an unknown table name Spark's
+    REQUIRES_SINGLE_PART_NAMESPACE; now one line each (the default session has no Delta)."""
+    import spark_dask
+    from spark_dask.delta.read import DELTA_CONNECTORS
+    from spark_dask.session import spark_version
+
+    want = DELTA_CONNECTORS.get(spark_version(spark)[:2], "the Delta Lake connector released for Spark")
+    with pytest.raises(spark_dask.DeltaError, match=rf"has no Delta Lake connector, so .*{re.escape(want)}") as e:
+        spark_dask.read_delta(str(tmp_path / "t"), via="spark", spark=spark)
+    assert "\n" not in str(e.value) and "Py4J" not in str(e.value)
+    with pytest.raises(spark_dask.DeltaError, match=r"^spark-dask: no table main.sales.nope in the Spark catalog main"):
+        spark_dask.read_delta("main.sales.nope", spark=spark)
+    with pytest.raises(spark_dask.DeltaError, match=r"no table nope_db.nope in the Spark catalog spark_catalog"):
+        spark_dask.read_delta("nope_db.nope", spark=spark)
+
+
+def test_the_connector_named_in_refusals_is_the_examples():
+    from spark_dask.delta.read import DELTA_CONNECTORS
+
+    assert DELTA_CONNECTORS == example.DELTA_SPARK

@@ -52,12 +52,15 @@ UNREAD_OK = {
     ("spark_dask/waits.py", "ended[0]"),  # gang_error(gang, what): the text is its second argument
     ("spark_dask/scheduler.py", "'spark-dask: ' + problem"),  # encryption_problem()'s text
     # *_message functions of spark_dask/slots.py: their texts are read
-    ("spark_dask/waits.py", "no_slots_message(n_tasks, self.slot_wait, self.facts.slots, others)"),
+    ("spark_dask/waits.py", "no_slots_message(n_tasks, self.slot_wait, self.facts.slots, others, own)"),
     (
         "spark_dask/waits.py",
         "start_timeout_message(n, want, self.side.scheduler.address, timeout, tag, barrier, f.dynamic_allocation, f.max_executors)",
     ),
+    ("spark_dask/arrow_types.py", "problem"),  # zone_range_problem()'s text, read there
+    ("spark_dask/delta/read.py", "problem"),  # spark_read_problem()'s text, read there
     ("spark_dask/options.py", "unknown_keyword_message(function, key, names)"),  # a *_message function, read there
+    ("spark_dask/delta/compare.py", "refusal_message(column, shown, kind, why)"),  # a *_message function, read there
     ("spark_dask/options.py", "str(e)"),  # --worker-group: the PlanError of groups.parse_flag, listed where raised
     ("spark_dask/options.py", "'spark-dask: ' + problem"),  # executor.sizing.small_memory_problem()'s text
     ("spark_dask/scheduler.py", "msg"),  # err_waiting_tasks(msg): faults.no_workers_message()'s text, read there
@@ -71,6 +74,8 @@ UNREAD_OK = {
     ("spark_dask/named.py", "name_taken_message(self.name, other)"),
     ("spark_dask/named.py", "unknown_name_message(name, found, root)"),
     ("spark_dask/named.py", "not_running_message(name, record)"),
+    ("spark_dask/named.py", "locked_message(root, wait)"),
+    ("spark_dask/connection.py", "problem"),  # directory_problem()'s text
     ("spark_dask/executor/gang_task.py", "f'spark-dask: {version[1]}'"),  # version_problem()
     # spark-dask doctor's findings: texts of *_message/*_problem functions, read there,
     # and a finding merged from several hosts (its text was read where it was made)

@@ -9,8 +9,10 @@ import warnings
 
 import pytest
 
+import spark_dask.errors
 from spark_dask import databricks, faults, idle, logdir, named, options, pool, slots, widget
 from spark_dask.aio import blocking
+from spark_dask.errors import SparkDaskError
 from spark_dask.events import Events
 from spark_dask.executor import command, logs, placement, rmm, sizing
 from spark_dask.handoff.capacity import no_slot_message, transfer_slots
@@ -36,6 +38,8 @@ def test_counts_agree_with_their_nouns():
             ClusterFacts(executors=1, executor_cores=1, executor_memory=0, executor_gpus=1, task_gpus=1, slots=1),
             GangPlan("cuda", True, 1, 1, gpu_mode="exclusive", task_gpus=1),
         ),
+        placement.gang_shortfall({0: [{}], 1: []}, 2, True),  # issue 55: "can start 1 Dask workers"
+        placement.gang_shortfall({0: [{}], 1: []}, 2, False),
     ]
     for text in texts:
         for wrong in (
@@ -214,6 +218,19 @@ def test_refusals_read_as_whole_sentences():
     for text in texts + [m.text for m in errors.collect(ROOT)]:
         bad += [f"{problem}: {text}" for problem in errors.sentence_problems(text)]
     assert not bad, "\n".join(bad)
+
+
+def test_every_refusal_says_who_speaks():
+    """Issue 55, point 6: every message raised with one of the package's exceptions
+    starts with ``spark-dask:`` (``n_workers must be at least 1, ...`` did not)."""
+    classes = {n for n, c in vars(spark_dask.errors).items() if isinstance(c, type) and issubclass(c, SparkDaskError)}
+    classes |= {"XLangError", "XLangTaskError"}
+    found = errors.collect(ROOT)
+    assert {m.exception for m in found} & classes >= {"PlanError", "HandoffError", "DeltaError", "XLangError"}
+    bad = errors.unprefixed(found, classes)
+    assert not bad, "start these with 'spark-dask: ':\n" + "\n".join(
+        f"  {m.module}:{m.line} {m.text[:100]}" for m in bad
+    )
 
 
 def test_the_sentence_check_catches_what_a_reader_would():
