@@ -992,6 +992,20 @@ def _supervise(spec: TaskSpec, procs: list, logs: list[str], mine: list[dict], w
             )
 
 
+def _error_text(e: BaseException) -> str:
+    """``Type: message`` of ``e``, with the errors it was raised from: distributed's
+    ``connect`` reports every failure (TLS, refused, resolver) as a timeout, its cause
+    says which."""
+    parts, seen = [], set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        text = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+        if not parts or text not in parts[-1]:  # distributed's CommClosedError repeats its cause
+            parts.append(text)
+        e = e.__cause__ or (None if e.__suppress_context__ else e.__context__)
+    return "; from ".join(parts)
+
+
 class TaskLine:
     """This task's line to the scheduler (the :data:`TASK_LINE` handler): one connection
     held open while the task's workers run.
@@ -1025,7 +1039,7 @@ class TaskLine:
         try:
             cut = self._loop.run_until_complete(self._hold(spec, workers))
         except Exception as e:  # noqa: BLE001 - no line: the task runs on without one
-            self.error, cut = f"{type(e).__name__}: {e}", False
+            self.error, cut = _error_text(e), False
         finally:  # the resolver's threads too: a Python worker Spark reuses forks nannies only without threads
             self._loop.run_until_complete(self._loop.shutdown_default_executor())
             self._loop.close()
@@ -1042,8 +1056,22 @@ class TaskLine:
             Security(tls_ca_file=tls["ca"], tls_worker_cert=tls["cert"], tls_worker_key=tls["key"],
                      require_encryption=True) if tls else Security()
         )  # fmt: skip
-        comm = await connect(spec.scheduler_address, timeout=float(spec.connect_timeout),
-                             **security.get_connection_args("worker"))  # fmt: skip
+        # distributed's import takes seconds in a Python worker that never had it (dask-cuda's
+        # workers are new processes): the task may end, and its cluster close, before the
+        # line opens. Hung up before it opened is no failure: the task no longer needs a line.
+        if self._hung_up.is_set():
+            return False
+        opening = asyncio.ensure_future(connect(spec.scheduler_address, timeout=float(spec.connect_timeout),
+                                                **security.get_connection_args("worker")))  # fmt: skip
+        hung_up = asyncio.ensure_future(self._hung_up.wait())
+        await asyncio.wait({opening, hung_up}, return_when=asyncio.FIRST_COMPLETED)
+        hung_up.cancel()
+        if not opening.done():
+            opening.cancel()
+            await asyncio.gather(opening, hung_up, return_exceptions=True)
+            return False
+        await asyncio.gather(hung_up, return_exceptions=True)
+        comm = opening.result()  # raises where the line could not open
         try:
             await comm.write({"op": TASK_LINE, "workers": workers, "reply": False})
             read = asyncio.ensure_future(comm.read())

@@ -119,11 +119,17 @@ def spill_limit(pool, fraction: float):
 
 
 def rmm_installed() -> bool:
-    """Whether this Python can import ``rmm`` (looked up, not imported)."""
-    import importlib.util
+    """Whether this Python can import ``rmm`` (looked up, not imported): what a new
+    worker process finds on ``sys.path``, not what this process imported earlier (a
+    Python worker Spark reuses has ``rmm`` in ``sys.modules`` once it imported
+    ``distributed``, whose ``distributed.diagnostics.rmm`` imports it where it can)."""
+    import importlib
+    import sys
 
     try:
-        return importlib.util.find_spec("rmm") is not None
+        importlib.invalidate_caches()  # a directory listing cached by an earlier task
+        # importlib.util.find_spec without its sys.modules short cut
+        return any(getattr(f, "find_spec", None) and f.find_spec("rmm", None) is not None for f in sys.meta_path)
     except (ImportError, ValueError):
         return False
 
