@@ -187,7 +187,7 @@ def arrow_floor(df) -> None:
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from spark_dask.handoff.driver import batch_rows
-    from spark_dask.session import spark_version
+    from spark_dask.spark.session import spark_version
 
     spark = df.sparkSession
     rows = batch_rows(to_arrow_schema(df.schema))
@@ -214,7 +214,7 @@ def steps(spark, client, gb: float, driver_max: float, tmp: str):
     import dask.dataframe as dd
 
     import spark_dask
-    from spark_dask.session import is_connect
+    from spark_dask.spark.session import is_connect
 
     df, rows, parts = source(spark, gb)
     info = {"gb": gb, "rows": rows, "partitions": parts}

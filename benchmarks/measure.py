@@ -39,7 +39,7 @@ def new_spark(master: str, **conf):
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    from spark_dask.session import wait_for_executors
+    from spark_dask.spark.session import wait_for_executors
 
     wait_for_executors(spark, 60)
     return spark

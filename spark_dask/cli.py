@@ -29,7 +29,7 @@ from contextlib import contextmanager, suppress
 import click
 from dask.utils import format_bytes, parse_timedelta
 
-from spark_dask import __version__, config, databricks, named, options, rapids
+from spark_dask import __version__, config, named, options, rapids
 from spark_dask.cluster import SparkCluster
 from spark_dask.connection import ENV_SCHEDULER_FILE, proxied_dashboard_link
 from spark_dask.connection import client_config as connection_config
@@ -38,14 +38,15 @@ from spark_dask.errors import SparkDaskError
 from spark_dask.executor.command import worker_command
 from spark_dask.executor.gang_task import PRELOAD_MODULE, host_memory
 from spark_dask.executor.sizing import worker_memory
-from spark_dask.groups import group_holds, plan_groups, task_cpus
+from spark_dask.groups.spec import group_holds, plan_groups, task_cpus
 from spark_dask.parts import parts_of
 from spark_dask.plan import PlanError, gang_threads, hog_warning, plan_gang, spare_slots
-from spark_dask.pyspark_warnings import pandas3_warning_off
 from spark_dask.report import task_request
-from spark_dask.session import cluster_facts, require_pyspark
-from spark_dask.session import conf as spark_conf
 from spark_dask.sizes import plural
+from spark_dask.spark import databricks
+from spark_dask.spark.pyspark_warnings import pandas3_warning_off
+from spark_dask.spark.session import cluster_facts, require_pyspark
+from spark_dask.spark.session import conf as spark_conf
 
 # --------------------------------------------------------------------------------------
 # Options. Those of spark_dask.start() come from the option table (spark_dask/options.py),

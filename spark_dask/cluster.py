@@ -45,7 +45,6 @@ from spark_dask import (
     signals,
 )
 from spark_dask.aio import CloseHooks, blocking
-from spark_dask.databricks import worker_credentials
 from spark_dask.errors import ClusterError, PlanError
 from spark_dask.events import Events, outside_package
 from spark_dask.executor.gang_task import host_memory
@@ -53,8 +52,8 @@ from spark_dask.executor.sizing import memory_problem
 from spark_dask.executor.task_spec import TaskSpec
 from spark_dask.gang import Gang
 from spark_dask.gang_spec import by_host, rmm_spec, task_spec
-from spark_dask.group_pools import GroupPools
-from spark_dask.groups import (
+from spark_dask.groups.pools import GroupPools
+from spark_dask.groups.spec import (
     DEFAULT,
     WorkerGroup,
     check_group,
@@ -77,16 +76,17 @@ from spark_dask.plan import (
 )
 from spark_dask.pool import GangPool, adapt_bounds, size_per_worker
 from spark_dask.scheduler import DriverScheduler, task_group
-from spark_dask.session import (
+from spark_dask.sizes import plural
+from spark_dask.slots import groups_held, other_clusters
+from spark_dask.spark.databricks import worker_credentials
+from spark_dask.spark.session import (
     active_session,
     cluster_facts,
     connect_session_problem,
     is_connect,
     release_local_executors,
 )
-from spark_dask.session import conf as spark_conf
-from spark_dask.sizes import plural
-from spark_dask.slots import groups_held, other_clusters
+from spark_dask.spark.session import conf as spark_conf
 from spark_dask.waits import StartWait, logs_within, watch_session_stop, watch_starved_stages
 from spark_dask.worker_flags import TaskWarnings, check_worker_options
 
@@ -101,7 +101,7 @@ def live_clusters() -> list[SparkCluster]:
 
 def _close_all_at_exit() -> None:
     """The interpreter exits: close the clusters left open, then let local-cluster's
-    executors go before Spark's JVM shuts down (:func:`spark_dask.session.release_local_executors`)."""
+    executors go before Spark's JVM shuts down (:func:`spark_dask.spark.session.release_local_executors`)."""
     for cluster in registry.clusters():
         with suppress(Exception):
             cluster.close(timeout=30)
@@ -140,7 +140,7 @@ def plan_start(
     is submitted); the start-up warnings (``others``: the slots the application's other
     spark-dask clusters hold, :func:`spark_dask.slots.other_clusters`); the worker
     options checked (each flag spelled as the worker program spells it); and the plan
-    of each worker group (:func:`spark_dask.groups.plan_groups`)."""
+    of each worker group (:func:`spark_dask.groups.spec.plan_groups`)."""
     plan = plan_gang(facts, opts.n_workers, opts.worker, opts.task_profile, opts.gpu_mode, opts.barrier)
     group_plans = plan_groups(facts, opts.worker_groups, opts, ((plan.n_tasks, task_cpus(plan, facts)),))
     check_request(facts, opts.threads_per_worker)
@@ -177,7 +177,7 @@ class GangMaker:
     on_done : callable
         ``on_done(gang)``, from the launcher thread, when a gang's Spark job ends.
     group : str
-        The worker group whose gangs it makes (:mod:`spark_dask.groups`).
+        The worker group whose gangs it makes (:mod:`spark_dask.groups.spec`).
     """
 
     def __init__(
@@ -234,7 +234,7 @@ class GangMaker:
     def credentials(self, reason: str = "start") -> dict:
         """The workers' Databricks credentials (``databricks_credentials``; ``{}`` when
         off), read again for each gang so that relaunched workers get a current token
-        (:func:`spark_dask.databricks.worker_credentials`, on the driver). At the start a
+        (:func:`spark_dask.spark.databricks.worker_credentials`, on the driver). At the start a
         missing source is a :class:`~spark_dask.errors.PlanError`; later the gang gets
         the credentials read before, with a warning. The start's gangs use the read of
         the start's own check."""
@@ -774,7 +774,7 @@ class SparkCluster(Cluster):
         the workers of one Spark task are retired together.
 
         With worker groups (``group``, or a cluster that has groups beside the default
-        one) each group adapts on its own (:class:`~spark_dask.group_adapt.GroupAdaptive`):
+        one) each group adapts on its own (:class:`~spark_dask.groups.adapt.GroupAdaptive`):
         to the tasks restricted to its Dask resource (the default group: to the tasks
         with no resource restriction), retiring only its own workers; ``group=None`` is
         the default group. Returns the group's adaptive, whose ``stop()`` ends it.

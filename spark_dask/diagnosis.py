@@ -31,10 +31,10 @@ from spark_dask.errors import DoctorError
 from spark_dask.executor import checkup, gang_task
 from spark_dask.executor.command import unreachable_message, version_problem
 from spark_dask.plan import gpu_sharing
-from spark_dask.session import cluster_facts, collect_within, driver_host, executor_ids
 from spark_dask.shipping import ship_by_value
 from spark_dask.sizes import plural
-from spark_dask.sparkconf import conf, is_connect
+from spark_dask.spark.conf import conf, is_connect
+from spark_dask.spark.session import cluster_facts, collect_within, driver_host, executor_ids
 
 # Free bytes under an executor's Spark local directories below which the doctor warns
 # (the hand-off's files and the workers' spill go there).

@@ -29,9 +29,9 @@ from dask.utils import format_bytes, parse_timedelta
 from spark_dask.aio import blocking
 from spark_dask.events import Events
 from spark_dask.faults import where
-from spark_dask.session import conf as spark_conf
-from spark_dask.session import is_connect
 from spark_dask.sizes import plural
+from spark_dask.spark.session import conf as spark_conf
+from spark_dask.spark.session import is_connect
 
 logger = logging.getLogger("spark_dask")
 

@@ -31,10 +31,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from spark_dask.executor.task_spec import TaskSpec
-from spark_dask.groups import DEFAULT
-from spark_dask.launcher import GangLauncher, summarize_spark_error
+from spark_dask.groups.spec import DEFAULT
 from spark_dask.plan import GangPlan, tasks_for
 from spark_dask.sizes import plural
+from spark_dask.spark.launcher import GangLauncher, summarize_spark_error
 
 logger = logging.getLogger("spark_dask")
 
@@ -63,7 +63,7 @@ class Gang:
     on_done : callable
         Called with the gang from the launcher thread once its Spark job has ended.
     group : str
-        The worker group (:mod:`spark_dask.groups`) whose workers the gang runs.
+        The worker group (:mod:`spark_dask.groups.spec`) whose workers the gang runs.
     """
 
     def __init__(

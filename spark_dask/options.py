@@ -29,7 +29,7 @@ from dask.utils import parse_bytes, parse_timedelta
 from spark_dask import config
 from spark_dask.errors import PlanError, UnknownKeywordError
 from spark_dask.executor.sizing import small_memory_problem
-from spark_dask.groups import check_groups, parse_flag
+from spark_dask.groups.spec import check_groups, parse_flag
 from spark_dask.plan import check_barrier, check_gpu_mode
 
 # Groups, in the order the configuration page shows them.
@@ -50,7 +50,7 @@ class Cli:
     ``kind`` one of ``str``, ``int>=1``, ``int>=0``, ``choice``, ``switch``,
     ``key-values`` (``KEY=VALUE``, repeatable), ``typed-key-values`` (``KEY=VALUE`` with
     YAML-typed values), ``bool-choice`` (``auto|true|false``), ``groups``
-    (``NAME:KEY=VALUE,...``, repeatable: :func:`spark_dask.groups.parse_flag`).
+    (``NAME:KEY=VALUE,...``, repeatable: :func:`spark_dask.groups.spec.parse_flag`).
     """
 
     flag: str

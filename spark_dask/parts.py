@@ -32,7 +32,7 @@ class ClusterParts:
     pool : spark_dask.pool.GangPool or None
         The default worker group's pool.
     pools : dict
-        Every worker group's pool by the group's name (:mod:`spark_dask.groups`), the
+        Every worker group's pool by the group's name (:mod:`spark_dask.groups.spec`), the
         default group first.
     facts : spark_dask.plan.ClusterFacts or None
     timings : dict

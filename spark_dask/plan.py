@@ -293,7 +293,7 @@ def plan_group(
     barrier: bool | str = "auto",
     beside: tuple[tuple[int, int], ...] = (),
 ) -> GangPlan:
-    """Decide the gangs of a worker group (:mod:`spark_dask.groups`) beside the
+    """Decide the gangs of a worker group (:mod:`spark_dask.groups.spec`) beside the
     cluster's other groups, or raise :class:`PlanError`.
 
     Rules

@@ -22,6 +22,7 @@ from dask.utils import parse_bytes
 from distributed.metrics import time as metrics_time
 
 from spark_dask.aio import background, blocking
+from spark_dask.dask_compat import stop_adaptive
 from spark_dask.errors import PlanError
 from spark_dask.events import Events
 from spark_dask.faults import (
@@ -36,9 +37,7 @@ from spark_dask.faults import (
     worker_lost_message,
 )
 from spark_dask.gang import Gang, end_gangs, gang_of_placeholder
-from spark_dask.group_adapt import stop_adaptive
-from spark_dask.groups import DEFAULT, task_cpus
-from spark_dask.launcher import session_closed
+from spark_dask.groups.spec import DEFAULT, task_cpus
 from spark_dask.options import ClusterOptions
 from spark_dask.plan import (
     ClusterFacts,
@@ -54,8 +53,9 @@ from spark_dask.plan import (
 )
 from spark_dask.plan import tasks_for as tasks_for_workers
 from spark_dask.scheduler import DriverScheduler, task_group
-from spark_dask.session import is_stopped
 from spark_dask.sizes import plural
+from spark_dask.spark.launcher import session_closed
+from spark_dask.spark.session import is_stopped
 from spark_dask.waits import bounded, gave_up_message
 
 logger = logging.getLogger("spark_dask")
@@ -87,7 +87,7 @@ class GangPool:
         ``adaptive()``: the cluster's ``Adaptive`` or None (stopped when gangs keep
         failing to start).
     group : str
-        The worker group whose gangs this pool keeps (:mod:`spark_dask.groups`): it takes
+        The worker group whose gangs this pool keeps (:mod:`spark_dask.groups.spec`): it takes
         only the workers whose Spark facts name it.
     numbers : TaskNumbers, optional
         The cluster-wide task numbers, shared by the pools of a cluster's groups.

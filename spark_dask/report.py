@@ -16,9 +16,9 @@ from distributed.utils import Log, Logs
 from spark_dask import widget
 from spark_dask.executor.placement import task_number
 from spark_dask.gang import Gang
-from spark_dask.groups import DEFAULT, group_resource
+from spark_dask.groups.spec import DEFAULT, group_resource
 from spark_dask.parts import parts_of
-from spark_dask.session import application_id, is_connect
+from spark_dask.spark.session import application_id, is_connect
 
 logger = logging.getLogger("spark_dask")
 _port_warned: set = set()  # dashboard ports the warning was given for
@@ -145,7 +145,7 @@ def placement_info(plan, facts, workers: dict, db, timings: dict) -> dict:
 
 def dashboard_link(settings, scheduler_info, scheduler_address: str) -> str:
     """The dashboard link where a prefix or the Databricks driver proxy serves it
-    (``settings``: :class:`~spark_dask.databricks.DashboardSettings`); warns once when
+    (``settings``: :class:`~spark_dask.spark.databricks.DashboardSettings`); warns once when
     distributed listens on another port than the one chosen (it was taken meanwhile)."""
     try:
         port = scheduler_info["services"]["dashboard"]

@@ -23,15 +23,15 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 from distributed.protocol.pickle import dumps as dumps_pickle
 from distributed.security import Security
 
-from spark_dask import databricks
 from spark_dask.aio import blocking
-from spark_dask.databricks import DashboardSettings
 from spark_dask.errors import ClusterError, PlanError
 from spark_dask.executor.gang_task import TASK_LINE
 from spark_dask.faults import LEAVING
 from spark_dask.options import ClusterOptions
 from spark_dask.plan import encryption_problem
-from spark_dask.session import driver_host, spark_encrypted
+from spark_dask.spark import databricks
+from spark_dask.spark.databricks import DashboardSettings
+from spark_dask.spark.session import driver_host, spark_encrypted
 from spark_dask.waits import bounded
 from spark_dask.xlang import scheduler as xlang_scheduler
 

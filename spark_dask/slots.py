@@ -13,11 +13,11 @@ from __future__ import annotations
 import re
 
 from spark_dask import registry
-from spark_dask.groups import DEFAULT, task_cpus
+from spark_dask.groups.spec import DEFAULT, task_cpus
 from spark_dask.parts import parts_if_any
 from spark_dask.plan import starved_stages
 from spark_dask.sizes import plural
-from spark_dask.sparkconf import application_id
+from spark_dask.spark.conf import application_id
 
 
 def held_by(cluster) -> tuple[int, int]:
@@ -75,7 +75,7 @@ INTERNAL_NAME = re.compile(
 
 
 def stage_name(st: dict) -> str:
-    """What a stage of :func:`spark_dask.launcher.stage_snapshot` is, for a user: its
+    """What a stage of :func:`spark_dask.spark.launcher.stage_snapshot` is, for a user: its
     job's description, else Spark's name for it unless that is Spark's internal call
     site.
 

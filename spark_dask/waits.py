@@ -2,7 +2,7 @@
 workers (failing fast when a gang ends or gets no task slot) and, while the cluster
 runs, the watch on stages starved of slots. What they say is worded in
 :mod:`spark_dask.slots`; they read Spark's status tracker through
-:func:`spark_dask.launcher.stage_snapshot`.
+:func:`spark_dask.spark.launcher.stage_snapshot`.
 
 Also the named, bounded wait (:func:`bounded`) of what answers over the network while
 the cluster runs (a nanny, a worker, the scheduler's close): a process that is alive but
@@ -24,9 +24,7 @@ from functools import partial
 from spark_dask.aio import background, blocking
 from spark_dask.errors import ClusterError, ClusterTimeoutError
 from spark_dask.gang import Gang
-from spark_dask.launcher import stage_snapshot, summarize_spark_error
 from spark_dask.plan import max_workers
-from spark_dask.session import is_stopped
 from spark_dask.sizes import plural
 from spark_dask.slots import (
     SlotWatch,
@@ -35,7 +33,9 @@ from spark_dask.slots import (
     said_stages,
     start_timeout_message,
 )
-from spark_dask.sparkconf import application_id
+from spark_dask.spark.conf import application_id
+from spark_dask.spark.launcher import stage_snapshot, summarize_spark_error
+from spark_dask.spark.session import is_stopped
 
 logger = logging.getLogger("spark_dask")
 
@@ -244,7 +244,7 @@ async def watch_starved_stages(
     be silent. Under dynamic allocation Spark adds executors for waiting stages: only
     said when the gangs hold every slot the application can ever have. Runs while
     ``pool.running``; a round that fails (Spark's status tracker unreadable) is logged
-    and the next one tries again. ``snapshot``: :func:`~spark_dask.launcher.stage_snapshot`.
+    and the next one tries again. ``snapshot``: :func:`~spark_dask.spark.launcher.stage_snapshot`.
     """
     watch = SlotWatch(tag, patience, slot_wait, said_stages(await blocking(application_id, spark)))
     failed = False  # the last round

@@ -23,9 +23,9 @@ from spark_dask.delta import schema as schemas
 from spark_dask.errors import DeltaError, PlanError
 from spark_dask.events import outside_package
 from spark_dask.handoff import driver as handoff
-from spark_dask.session import active_session, spark_version
 from spark_dask.shipping import by_value, ship_by_value
-from spark_dask.sparkconf import conf
+from spark_dask.spark.conf import conf
+from spark_dask.spark.session import active_session, spark_version
 
 logger = logging.getLogger("spark_dask")
 

@@ -13,8 +13,8 @@ import os
 from spark_dask.delta.read import file_source, is_table_name
 from spark_dask.errors import DeltaError, PlanError
 from spark_dask.handoff import driver as handoff
-from spark_dask.session import active_session
-from spark_dask.sparkconf import is_connect
+from spark_dask.spark.conf import is_connect
+from spark_dask.spark.session import active_session
 
 MODES = {"error": "errorifexists", "append": "append", "overwrite": "overwrite"}
 

@@ -105,7 +105,7 @@ class TaskSpec:
         The cluster's log directory (:func:`spark_dask.logdir.cluster_directory`), where
         each task keeps its workers' whole logs when they end; None: not kept.
     group : str
-        The worker group of the gang (:mod:`spark_dask.groups`), published in each
+        The worker group of the gang (:mod:`spark_dask.groups.spec`), published in each
         worker's Spark facts: the group's pool takes the worker.
     """
 

@@ -56,20 +56,20 @@ from spark_dask.handoff.files import (
     unloaded_keys,
 )
 from spark_dask.handoff.transfer import HandoffError
-from spark_dask.jobtags import tagged
 from spark_dask.parts import parts_if_any, parts_of
 from spark_dask.plan import PlanError
-from spark_dask.pyspark_warnings import pandas3_warning_off
-from spark_dask.session import (
+from spark_dask.shipping import by_value, ship_by_value
+from spark_dask.sizes import human_bytes
+from spark_dask.slots import held_by, other_clusters
+from spark_dask.spark.jobtags import tagged
+from spark_dask.spark.pyspark_warnings import pandas3_warning_off
+from spark_dask.spark.session import (
     application_id,
     conf,
     is_connect,
     is_stopped,
     spark_version,
 )
-from spark_dask.shipping import by_value, ship_by_value
-from spark_dask.sizes import human_bytes
-from spark_dask.slots import held_by, other_clusters
 from spark_dask.waits import bounded
 
 logger = logging.getLogger("spark_dask")

@@ -113,7 +113,7 @@ def assert_no_leftovers(spark, cluster) -> None:
 
 
 def test_is_a_connect_session(spark):
-    from spark_dask.session import is_connect
+    from spark_dask.spark.session import is_connect
 
     assert is_connect(spark)
     with pytest.raises(Exception):  # noqa: B017

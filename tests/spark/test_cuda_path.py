@@ -9,7 +9,7 @@ taken away (all three: ``tests/support/gpus.py``). Everything of spark-dask runs
 real: Spark's GPU scheduling, the task, the command line, the environment, the
 warnings that reach the driver.
 
-What this cannot show is dask-cuda itself: ``python -m spark_dask.gpu_check`` on a
+What this cannot show is dask-cuda itself: ``python -m tools.gpu_check`` on a
 GPU machine does (docs/rapids.md).
 
 local-cluster[1,2,1024]: one executor, two cores, two fake GPUs, one GPU per task.

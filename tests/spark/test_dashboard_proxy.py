@@ -10,7 +10,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from spark_dask import databricks as db
+from spark_dask.spark import databricks as db
 from tests.support.spark import make_spark, stop_spark
 from tests.support.web import PAINTED_CANVASES_JS, Chromium, StrippingProxy, chromium_or_skip, split_proxy_path
 

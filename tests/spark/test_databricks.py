@@ -8,8 +8,8 @@ import urllib.request
 
 import pytest
 
-from spark_dask import databricks as db
 from spark_dask.errors import ClusterError
+from spark_dask.spark import databricks as db
 from tests.support.spark import make_spark, stop_spark
 
 WORKSPACES = {

@@ -12,7 +12,7 @@ import types
 import pytest
 
 import spark_dask
-from spark_dask import databricks as db
+from spark_dask.spark import databricks as db
 from tests.support.spark import assert_no_leftovers
 
 DRIVER_ENV = {db.RUNTIME_ENV: "15.4"}

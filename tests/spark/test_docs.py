@@ -64,7 +64,7 @@ UNREAD_OK = {
     ("spark_dask/options.py", "str(e)"),  # --worker-group: the PlanError of groups.parse_flag, listed where raised
     ("spark_dask/options.py", "'spark-dask: ' + problem"),  # executor.sizing.small_memory_problem()'s text
     ("spark_dask/scheduler.py", "msg"),  # err_waiting_tasks(msg): faults.no_workers_message()'s text, read there
-    ("spark_dask/gpu_check.py", "discovered"),  # caught on the next line, never shown
+    ("tools/gpu_check.py", "discovered"),  # caught on the next line, never shown
     (
         "spark_dask/handoff/driver.py",
         "no_slot_message(facts, plan, direction, cpu_only, others)",

@@ -127,7 +127,7 @@ def test_sparks_redundant_byte_limit_is_lifted_only_while_a_transfer_runs(spark)
     such limit, nothing changes)."""
     import pyarrow as pa
 
-    from spark_dask.session import spark_version
+    from spark_dask.spark.session import spark_version
 
     key, records = "spark.sql.execution.arrow.maxBytesPerBatch", "spark.sql.execution.arrow.maxRecordsPerBatch"
     fixed = pa.schema([("a", pa.int64()), ("x", pa.float64()), ("b", pa.bool_())])

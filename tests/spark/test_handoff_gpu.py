@@ -47,7 +47,7 @@ def test_transfers_run_beside_a_gang_holding_every_gpu(spark, monkeypatch):
         assert len(profiles) == 2  # both jobs asked for 1 CPU and no GPU
 
         # the GPU check script's round trip runs no default-profile Spark job either
-        from spark_dask import gpu_check
+        from tools import gpu_check
 
         ok, text = gpu_check._handoff_check(spark, client, n=20_000)
         assert "partitions are pandas, exact: True" in text and "to_spark" in text and "(exact: True)" in text

@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from spark_dask.launcher import gang_rdd
 from spark_dask.plan import GangPlan
+from spark_dask.spark.launcher import gang_rdd
 from tests.support.spark import make_spark, stop_spark
 
 pytestmark = [pytest.mark.spark, pytest.mark.core, pytest.mark.timeout(180)]

@@ -19,8 +19,9 @@ import os
 import pytest
 
 import spark_dask
-from spark_dask import SparkDaskError, session
+from spark_dask import SparkDaskError
 from spark_dask.cli import describe
+from spark_dask.spark import session
 from tests.support.gpus import gpu_conf
 from tests.support.processes import dask_processes, wait_until
 from tests.support.spark import PYSPARK_VERSION, active_jobs, assert_no_leftovers, make_spark, stop_spark

@@ -7,10 +7,10 @@ import socket
 
 import pytest
 
-from spark_dask import session
 from spark_dask.executor.command import scheduler_endpoint, unreachable_message
 from spark_dask.executor.gang_task import reach_error
 from spark_dask.plan import PlanError, plan_gang
+from spark_dask.spark import session
 
 pytest.importorskip("grpc", reason="needs the connect extra (pyspark[connect])")
 from pyspark.sql.connect.session import SparkSession as ConnectSession

@@ -63,9 +63,12 @@ BARE_OK = {
     ("spark_dask/handoff/files.py", "ValueError"),  # push_target: unreachable, to_dask/to_spark need a worker first
     ("spark_dask/handoff/transfer.py", "ValueError"),  # the file handlers' guard against paths outside transfer dirs
     ("spark_dask/executor/gang_task.py", "RuntimeError"),  # _PlainContext.getTaskInfos: its callers catch it
-    ("spark_dask/databricks.py", "ValueError"),  # proxy_prefix / plan_dashboard: callers check has_proxy, pick the port
-    ("spark_dask/gpu_check.py", "ValueError"),  # python -m spark_dask.gpu_check: caught and printed
-    ("spark_dask/gpu_check.py", "RuntimeError"),  # the same
+    (
+        "spark_dask/spark/databricks.py",
+        "ValueError",
+    ),  # proxy_prefix / plan_dashboard: callers check has_proxy, pick the port
+    ("tools/gpu_check.py", "ValueError"),  # python -m tools.gpu_check: caught and printed
+    ("tools/gpu_check.py", "RuntimeError"),  # the same
     ("spark_dask/named.py", "OSError"),  # root_lock: caught on the next lines, logged at DEBUG
 }
 BARE = {"Exception", "ValueError", "RuntimeError", "TypeError", "TimeoutError", "KeyError", "OSError", "IOError"}

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from spark_dask import gpu_check
+from tools import gpu_check
 
 SMI = """\
 0, 00000000:18:00.0, NVIDIA H200, 143771
@@ -118,7 +118,7 @@ def test_missing_prerequisites_are_listed():
 def _run_check(path: str) -> tuple[subprocess.CompletedProcess, float]:
     env = {**os.environ, "PATH": path}
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "spark_dask.gpu_check"], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "tools.gpu_check"], capture_output=True, text=True,
                           env=env, timeout=60)  # fmt: skip
     return proc, time.monotonic() - t0
 

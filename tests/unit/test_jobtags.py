@@ -1,8 +1,8 @@
-"""spark_dask.jobtags: the gangs' and the hand-off's tagged Spark jobs, with fake sessions (no Spark)."""
+"""spark_dask.spark.jobtags: the gangs' and the hand-off's tagged Spark jobs, with fake sessions (no Spark)."""
 
 import pytest
 
-from spark_dask import jobtags
+from spark_dask.spark import jobtags
 
 
 class FakeContext:

@@ -31,7 +31,7 @@ from spark_dask.plan import (
     tasks_for,
     workers_for,
 )
-from spark_dask.session import _memory
+from spark_dask.spark.session import _memory
 
 GiB = 2**30
 
@@ -538,7 +538,7 @@ def test_starved_stages():
 
 
 def test_session_closed_errors():
-    from spark_dask.launcher import session_closed
+    from spark_dask.spark.launcher import session_closed
 
     assert session_closed(RuntimeError("[INVALID_HANDLE.SESSION_CLOSED] The handle x is invalid"))
     assert session_closed(RuntimeError("Job 3 cancelled because SparkContext was shut down"))
@@ -547,7 +547,7 @@ def test_session_closed_errors():
 
 
 def test_spark_decoration_is_stripped_from_our_task_errors():
-    from spark_dask.launcher import summarize_spark_error
+    from spark_dask.spark.launcher import summarize_spark_error
 
     # how Spark 4 wraps an exception raised in a barrier task (PythonException)
     text = (

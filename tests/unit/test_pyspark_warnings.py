@@ -1,4 +1,4 @@
-"""spark_dask.pyspark_warnings: pyspark's pandas >= 3 FutureWarning off around spark-dask's
+"""spark_dask.spark.pyspark_warnings: pyspark's pandas >= 3 FutureWarning off around spark-dask's
 own calls, and nothing else (issue 42, point 8): not another message, not another
 category, not the same text raised from outside pyspark, not after the block."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import warnings
 
-from spark_dask.pyspark_warnings import pandas3_warning_off
+from spark_dask.spark.pyspark_warnings import pandas3_warning_off
 
 PYSPARK_TEXT = (
     "PySpark does not yet fully support pandas >= 3.0.0. Some features may not work correctly. "

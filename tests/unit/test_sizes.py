@@ -6,8 +6,8 @@ import pytest
 
 from spark_dask import rapids, sizes
 from spark_dask.plan import PlanError
-from spark_dask.session import _memory
 from spark_dask.sizes import BYTES, MIB, human_bytes, parse_size
+from spark_dask.spark.session import _memory
 
 GiB = 2**30
 

@@ -19,11 +19,11 @@ import types
 import psutil
 import pytest
 
-from spark_dask import launcher, session
 from spark_dask.errors import HandoffError
 from spark_dask.executor import gang_task as task
 from spark_dask.executor import preload
 from spark_dask.handoff import transfer as handoff_task
+from spark_dask.spark import launcher, session
 from tests.support.task_specs import make_spec
 
 pytestmark = pytest.mark.core

@@ -10,7 +10,7 @@ import warnings
 import pytest
 
 import spark_dask.errors
-from spark_dask import databricks, faults, idle, logdir, named, options, pool, slots, widget
+from spark_dask import faults, idle, logdir, named, options, pool, slots, widget
 from spark_dask.aio import blocking
 from spark_dask.errors import SparkDaskError
 from spark_dask.events import Events
@@ -18,6 +18,7 @@ from spark_dask.executor import command, logs, placement, rmm, sizing
 from spark_dask.handoff.capacity import no_slot_message, transfer_slots
 from spark_dask.plan import ClusterFacts, GangPlan, encryption_problem, hog_warning, scale_step
 from spark_dask.sizes import plural
+from spark_dask.spark import databricks
 from spark_dask.xlang import graph, scheduler
 from tests.support.paths import ROOT
 from tools import errors

@@ -1,5 +1,5 @@
 """Worker groups without Spark: the checks of a group's spec and flag
-(spark_dask.groups), the plan rule of a group's gangs (spark_dask.plan.plan_group), and
+(spark_dask.groups.spec), the plan rule of a group's gangs (spark_dask.plan.plan_group), and
 two pools of one cluster (the default group's and a CPU group's) side by side with the
 stand-in launcher and scheduler of test_pool: each takes only its own workers, a lost
 gang of one group is relaunched by that group alone, a group's scale-down retires only
@@ -17,8 +17,8 @@ from spark_dask import gang as gang_module
 from spark_dask.errors import PlanError
 from spark_dask.events import Events
 from spark_dask.gang import Gang
-from spark_dask.group_adapt import group_target, idle_to_close
-from spark_dask.groups import check_groups, group_options, parse_flag, plan_groups
+from spark_dask.groups.adapt import group_target, idle_to_close
+from spark_dask.groups.spec import check_groups, group_options, parse_flag, plan_groups
 from spark_dask.options import group_values
 from spark_dask.plan import ClusterFacts, GangPlan, hog_warning, plan_group
 from spark_dask.pool import GangPool, TaskNumbers

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds what `python -m spark_dask.gpu_check` needs on a bare GPU machine of this workplace's
+# Builds what `python -m tools.gpu_check` needs on a bare GPU machine of this workplace's
 # `device` tool (no Java, Spark, Dask or RAPIDS Python packages; Python 3.12 with CuPy, numba-cuda,
 # pandas, pyarrow, nvidia-ml-py; at most 64 MiB sent per call; /tmp kept only while the machine
 # stays warm): one xz stream of a jlink'ed Java 17, a trimmed pyspark 3.5, Delta Lake's Spark

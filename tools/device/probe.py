@@ -11,8 +11,8 @@ import dask
 import psutil
 
 import spark_dask
-from spark_dask import gpu_check
 from spark_dask.parts import parts_of
+from tools import gpu_check
 
 
 def processes(label: str) -> None:

@@ -66,7 +66,7 @@ for amount in ${CHECKS-1 0.5}; do
   t=$(( $(left) - 30 )); [ $t -gt 240 ] && t=240
   if [ $t -lt 60 ]; then echo "=== gpu check, gpu.amount=$amount: not run, $(left) s left"; continue; fi
   echo "=== gpu check, spark.task.resource.gpu.amount=$amount (timeout $t s)"
-  timeout $t python3 -m spark_dask.gpu_check --gpu-amount $amount --timeout 120 --memory 16384 --delta-jars "$jars" \
+  timeout $t python3 -m tools.gpu_check --gpu-amount $amount --timeout 120 --memory 16384 --delta-jars "$jars" \
     > $OUT/check-$amount.txt 2>&1
   echo "exit status $?"
   grep -v "^\s*$" $OUT/check-$amount.txt | sed -n '/gpu check:/,$p'

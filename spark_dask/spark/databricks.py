@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from spark_dask.errors import ClusterError, PlanError
-from spark_dask.sparkconf import conf as read_conf
+from spark_dask.spark.conf import conf as read_conf
 
 RUNTIME_ENV = "DATABRICKS_RUNTIME_VERSION"
 WORKSPACE_URL = "spark.databricks.workspaceUrl"

@@ -2,8 +2,8 @@
 conf value, the application id.
 
 The lowest layer of the driver's Spark reads: it imports nothing from the package, so
-:mod:`spark_dask.databricks`, :mod:`spark_dask.session` and the hand-off all read
-confs the one way. :mod:`spark_dask.session` builds the rest on it.
+:mod:`spark_dask.spark.databricks`, :mod:`spark_dask.spark.session` and the hand-off all read
+confs the one way. :mod:`spark_dask.spark.session` builds the rest on it.
 """
 
 from __future__ import annotations

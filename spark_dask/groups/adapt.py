@@ -1,10 +1,10 @@
-"""Adaptive scaling of one worker group (:mod:`spark_dask.groups`): distributed's
+"""Adaptive scaling of one worker group (:mod:`spark_dask.groups.spec`): distributed's
 ``Adaptive`` (its rhythm, ``minimum``/``maximum``, ``wait_count``) with the group's own
 view of the work, so that each group of a cluster grows and shrinks on its own.
 
 distributed's ``Scheduler.adaptive_target`` counts every task and every worker; a
 group's target counts the tasks that only its workers may run (those restricted to its
-Dask resource, :func:`spark_dask.groups.group_resource`; for the default group, the
+Dask resource, :func:`spark_dask.groups.spec.group_resource`; for the default group, the
 tasks with no resource restriction) and its own workers' load and memory
 (:func:`group_target`). Scale-down closes only the group's own idle workers, the
 workers of one Spark task together (:func:`idle_to_close`); scaling goes through the
@@ -13,7 +13,6 @@ group's :class:`~spark_dask.pool.GangPool`.
 
 from __future__ import annotations
 
-import inspect
 import math
 from itertools import chain, islice
 
@@ -24,16 +23,6 @@ from distributed.deploy.adaptive import Adaptive
 from spark_dask.scheduler import task_group
 
 MEMORY_SHARE = 0.6  # as distributed's adaptive_target: more workers above this share of memory used
-STOP_TAKES_REASON = "reason" in inspect.signature(Adaptive.stop).parameters  # distributed >= 2024.11
-
-
-def stop_adaptive(adaptive, reason: str) -> None:
-    """Stop ``adaptive`` (distributed's ``Adaptive``) saying why, where its ``stop``
-    takes a reason (the lowest distributed this package supports does not)."""
-    if STOP_TAKES_REASON:
-        adaptive.stop(reason=reason)
-    else:
-        adaptive.stop()
 
 
 def wanted(ts, resource: str | None) -> bool:
@@ -153,4 +142,4 @@ class GroupAdaptive(Adaptive):
         await self.pool.scale_down(list(workers))
 
 
-__all__ = ["GroupAdaptive", "group_target", "idle_to_close", "stop_adaptive", "wanted"]
+__all__ = ["GroupAdaptive", "group_target", "idle_to_close", "wanted"]

@@ -14,14 +14,15 @@ import socket
 import threading
 import time
 
-from spark_dask import databricks, executor, jobtags
+from spark_dask import executor
 from spark_dask.executor import gang_task
 from spark_dask.plan import ClusterFacts, PlanError
-from spark_dask.pyspark_warnings import pandas3_warning_off
 from spark_dask.rapids import plugin_enabled
 from spark_dask.shipping import ship_by_value
 from spark_dask.sizes import MIB, parse_size
-from spark_dask.sparkconf import application_id, conf, is_connect
+from spark_dask.spark import databricks, jobtags
+from spark_dask.spark.conf import application_id, conf, is_connect
+from spark_dask.spark.pyspark_warnings import pandas3_warning_off
 
 __all__ = [
     "PYSPARK_MISSING",

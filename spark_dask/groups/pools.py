@@ -1,4 +1,4 @@
-"""The pools of a cluster's worker groups (:mod:`spark_dask.groups`), one
+"""The pools of a cluster's worker groups (:mod:`spark_dask.groups.spec`), one
 :class:`~spark_dask.pool.GangPool` each: which pool hears of a worker, which pool a
 ``group=`` names, and a group added to or removed from a running cluster.
 :class:`spark_dask.cluster.SparkCluster` holds one :class:`GroupPools`; the pools
@@ -8,9 +8,10 @@ themselves are in ``ClusterParts.pools`` (the default group's also ``ClusterPart
 from __future__ import annotations
 
 from spark_dask.aio import blocking
+from spark_dask.dask_compat import stop_adaptive
 from spark_dask.errors import PlanError
-from spark_dask.group_adapt import GroupAdaptive, stop_adaptive
-from spark_dask.groups import DEFAULT, WorkerGroup, group_resource, plan_groups
+from spark_dask.groups.adapt import GroupAdaptive
+from spark_dask.groups.spec import DEFAULT, WorkerGroup, group_resource, plan_groups
 from spark_dask.named import extra_groups
 from spark_dask.plan import gang_steps
 from spark_dask.pool import GangPool
@@ -29,7 +30,7 @@ class GroupPools:
     tag : str
         The cluster's job tag (workers name it in their Spark facts).
     new_pool : callable
-        ``new_pool(group, plan)``: the pool of a :class:`~spark_dask.groups.WorkerGroup`
+        ``new_pool(group, plan)``: the pool of a :class:`~spark_dask.groups.spec.WorkerGroup`
         with its plan, not started.
     """
 
@@ -70,7 +71,7 @@ class GroupPools:
 
     def per_group(self, group: str | None) -> bool:
         """Whether ``adapt(group=group)`` adapts one group on its own
-        (:class:`~spark_dask.group_adapt.GroupAdaptive`): a group named, or a cluster with
+        (:class:`~spark_dask.groups.adapt.GroupAdaptive`): a group named, or a cluster with
         groups beside the default one, where distributed's ``Adaptive`` (one kind of
         worker) would retire any group's workers and add only default ones."""
         if group is not None:

@@ -3,7 +3,7 @@
 Classic sessions: a job tag (Spark >= 3.5) and the job description, or the job group
 (interrupting on cancel) for a thread that only submits that one job (the gangs');
 Spark Connect: a session tag. Job groups and tags are thread-local (PySpark's pinned
-threads), so the thread that submits the job sets them. :class:`spark_dask.launcher.GangLauncher`
+threads), so the thread that submits the job sets them. :class:`spark_dask.spark.launcher.GangLauncher`
 and the hand-off's jobs use it.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from contextlib import contextmanager
 
-from spark_dask.sparkconf import is_connect
+from spark_dask.spark.conf import is_connect
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""``python -m spark_dask.gpu_check``: run the real dask-cuda path on a machine with GPUs.
+"""``python -m tools.gpu_check``: run the real dask-cuda path on a machine with GPUs.
 
 On a machine with NVIDIA GPUs, Java and the RAPIDS packages, this starts a Spark
 ``local-cluster[1,<gpus + 2>,<mem>]`` whose GPUs Spark discovers with a script reading
@@ -108,7 +108,7 @@ def discovery_script(nvidia_smi: str = "nvidia-smi") -> str:
     with the indices ``nvidia-smi`` reports (NVML order, i.e. PCI bus order)."""
     return (
         "#!/usr/bin/env bash\n"
-        "# Spark GPU discovery for spark_dask.gpu_check: the GPU indices nvidia-smi reports\n"
+        "# Spark GPU discovery for tools.gpu_check: the GPU indices nvidia-smi reports\n"
         "set -euo pipefail\n"
         f"ids=$({nvidia_smi} --query-gpu=index --format=csv,noheader "
         '| awk \'NF { gsub(/ /, ""); printf "%s\\"%s\\"", (n++ ? "," : ""), $0 }\')\n'
@@ -541,7 +541,7 @@ def _xgboost_check(client) -> tuple[bool | None, str]:
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m spark_dask.gpu_check", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.gpu_check", description=__doc__.split("\n\n")[0])
     parser.add_argument("--timeout", type=float, default=300, help="seconds to wait for the dask-cuda workers")
     parser.add_argument("--memory", type=int, default=8192, help="MiB of the local-cluster's Spark worker")
     parser.add_argument("--no-xgboost", action="store_true", help="skip the XGBoost training")

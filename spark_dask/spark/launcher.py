@@ -17,13 +17,14 @@ import threading
 import time
 from collections.abc import Callable
 
-from spark_dask import databricks, executor, jobtags
+from spark_dask import executor
 from spark_dask.errors import TaskFailed
 from spark_dask.executor import gang_task
 from spark_dask.executor.task_spec import TaskSpec
 from spark_dask.plan import GangPlan
 from spark_dask.shipping import ship_by_value
-from spark_dask.sparkconf import is_connect
+from spark_dask.spark import databricks, jobtags
+from spark_dask.spark.conf import is_connect
 
 logger = logging.getLogger(__name__)
 
@@ -235,7 +236,7 @@ def stage_snapshot(spark, tags) -> tuple[list[dict], set[int]]:
     the job groups of a cluster's gangs). Classic sessions only.
 
     Each stage is its ``SparkStageInfo`` as a dict, with ``gang``: whether it is a
-    spark-dask gang's, this cluster's or another's (:data:`spark_dask.jobtags.GANG`);
+    spark-dask gang's, this cluster's or another's (:data:`spark_dask.spark.jobtags.GANG`);
     a stage that waits with no task running, and another cluster's gang, also get the
     ``description`` of their job (the user's ``setJobDescription``, a gang's own words),
     which names them better than Spark's call site."""
