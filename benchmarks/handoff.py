@@ -187,11 +187,11 @@ def arrow_floor(df) -> None:
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from spark_dask.handoff.driver import batch_rows
-    from spark_dask.spark.session import spark_version
+    from spark_dask.spark.compat import arrow_batch_rdd_takes_arguments
 
     spark = df.sparkSession
     rows = batch_rows(to_arrow_schema(df.schema))
-    if spark_version(spark) >= (4, 0):
+    if arrow_batch_rdd_takes_arguments(spark):
         tz = spark.conf.get("spark.sql.session.timeZone")
         df._jdf.toArrowBatchRdd(rows, tz, True, False).count()
         return
@@ -214,7 +214,7 @@ def steps(spark, client, gb: float, driver_max: float, tmp: str):
     import dask.dataframe as dd
 
     import spark_dask
-    from spark_dask.spark.session import is_connect
+    from spark_dask.spark.compat import jvm_reachable
 
     df, rows, parts = source(spark, gb)
     info = {"gb": gb, "rows": rows, "partitions": parts}
@@ -270,7 +270,7 @@ def steps(spark, client, gb: float, driver_max: float, tmp: str):
         # the floor: Spark computes the data and hands it to nobody (both methods pay this)
         ("to_dask", "spark_only", lambda: noop(df), None),
     ]
-    if not is_connect(spark):  # Spark Connect has no RDDs: no conversion floor to count
+    if jvm_reachable(spark):  # Spark Connect has no RDDs: no conversion floor to count
         out.append(("to_dask", "arrow_floor", lambda: arrow_floor(df), None))
     out += [
         ("to_dask", "spark_dask", ours, check_ours),

@@ -61,7 +61,7 @@ def measure(master: str, runs: int) -> dict:
                 cluster.scale(2)
                 _wait(lambda: running(2))
                 out["up"].append(time.monotonic() - t0)
-                gang = parts_of(cluster).pool.live()
+                gang = parts_of(cluster).pools["default"].live()
                 t0 = time.monotonic()
                 cluster.scale(1)
                 _wait(lambda: len(cluster.scheduler.workers) == 1)

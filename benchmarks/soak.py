@@ -2,7 +2,7 @@
 
     python -m benchmarks soak [--minutes 30] [--seed 37] [--workers 2] [--json PATH]
 
-One *served, named* cluster (``spark_dask.cli.serve_cluster``, what ``spark-dask serve
+One *served, named* cluster (``spark_dask.commands.serve.serve_cluster``, what ``spark-dask serve
 --name NAME`` runs) lives in the hosts' driver service on host ``driver`` for the whole
 run, while a seeded schedule of faults (:func:`schedule`, a pure function: the same seed,
 minutes and hosts give the same list) is applied to it:
@@ -180,7 +180,7 @@ def serve(name: str = NAME, n_workers: int = 2, wait: float = BOUNDS["start"], *
 
     from distributed import Client
 
-    from spark_dask.cli import serve_cluster
+    from spark_dask.commands.serve import serve_cluster
     from tests.support.hosts import session
 
     warnings.filterwarnings("ignore")
@@ -253,7 +253,7 @@ def state() -> dict:
     cluster = SOAK["cluster"]
     return {"status": cluster.status.name, "workers": len(cluster.scheduler.workers) if cluster.scheduler else 0,
             "wanted": SOAK["wanted"], "relaunches": parts_of(cluster).relaunches,
-            "target": getattr(parts_of(cluster).pool, "target", None) if parts_of(cluster).pool is not None else None,
+            "target": parts_of(cluster).pools["default"].target if "default" in parts_of(cluster).pools else None,
             "log": cluster.get_logs()["Cluster"][-6000:]}  # fmt: skip
 
 

@@ -6,7 +6,8 @@
 """
 
 from spark_dask import config as _config  # noqa: F401  (loads the package defaults)
-from spark_dask.cluster import SparkCluster, start
+from spark_dask.client import start
+from spark_dask.cluster import SparkCluster
 from spark_dask.delta import read_delta, write_delta
 from spark_dask.diagnosis import Checkup, doctor
 from spark_dask.errors import (

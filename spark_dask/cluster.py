@@ -3,12 +3,12 @@ workers run inside Spark jobs (barrier stages: "gangs", :mod:`spark_dask.gang`).
 ``start()``: the same, as a Client.
 
 This module is the Cluster contract (distributed's ``Cluster``: ``scale``, ``adapt``,
-``close``, ``get_logs``, the widget) and the start-up orchestration. The parts it
-holds: the scheduler side (:mod:`spark_dask.scheduler`), the gangs and the policy that
-keeps them at their target (:mod:`spark_dask.pool`), the start-up wait and the slot
-watch (:mod:`spark_dask.waits`), the plan of a gang (:mod:`spark_dask.plan`), the task
-specification (:mod:`spark_dask.executor.task_spec`) and what the widget and logs show
-(:mod:`spark_dask.report`).
+``close``, ``get_logs``, the widget). The parts it holds (:mod:`spark_dask.parts`): the
+scheduler side (:mod:`spark_dask.scheduler`), the start-up sequence and its watchers
+(:mod:`spark_dask.startup`), every worker group's pool of gangs and the policy that keeps
+them at their target (:mod:`spark_dask.groups.pools`, :mod:`spark_dask.pool`), the gangs'
+making and task specification (:mod:`spark_dask.gang_maker`) and what the widget and logs
+show (:mod:`spark_dask.report`).
 """
 
 from __future__ import annotations
@@ -16,79 +16,37 @@ from __future__ import annotations
 import asyncio
 import atexit
 import math
-import os
 import time
 import uuid
 import warnings
 import weakref
 from contextlib import ExitStack, suppress
-from dataclasses import replace
 from functools import partial
 
 from dask.utils import parse_bytes
-from distributed import Client, Scheduler
-from distributed.core import Status, rpc
+from distributed import Scheduler
+from distributed.core import Status
 from distributed.deploy.adaptive import Adaptive
 from distributed.deploy.cluster import Cluster
 from distributed.security import Security
 from distributed.utils import Log, silence_logging_cmgr
 
-from spark_dask import (
-    connection,
-    drain,
-    idle,
-    logdir,
-    named,
-    options,
-    registry,
-    report,
-    signals,
-)
-from spark_dask.aio import CloseHooks, blocking
+from spark_dask import connection, idle, logdir, named, options, registry, report, signals
+from spark_dask.aio import CloseHooks
+from spark_dask.capacity import GangPlan
 from spark_dask.errors import ClusterError, PlanError
 from spark_dask.events import Events, outside_package
-from spark_dask.executor.gang_task import host_memory
-from spark_dask.executor.sizing import memory_problem
-from spark_dask.executor.task_spec import TaskSpec
 from spark_dask.gang import Gang
-from spark_dask.gang_spec import by_host, rmm_spec, task_spec
+from spark_dask.gang_maker import WorkerCredentials
 from spark_dask.groups.pools import GroupPools
-from spark_dask.groups.spec import (
-    DEFAULT,
-    WorkerGroup,
-    check_group,
-    group_env,
-    group_holds,
-    group_options,
-    plan_groups,
-    task_cpus,
-)
-from spark_dask.options import ClusterOptions
+from spark_dask.groups.spec import DEFAULT, WorkerGroup
 from spark_dask.parts import ClusterParts, attach
-from spark_dask.plan import (
-    GangPlan,
-    check_request,
-    gang_steps,
-    hog_warning,
-    max_workers,
-    plan_gang,
-    workers_for,
-)
-from spark_dask.pool import GangPool, adapt_bounds, size_per_worker
+from spark_dask.plan import workers_for
 from spark_dask.scheduler import DriverScheduler, task_group
-from spark_dask.sizes import plural
-from spark_dask.slots import groups_held, other_clusters
-from spark_dask.spark.databricks import worker_credentials
-from spark_dask.spark.session import (
-    active_session,
-    cluster_facts,
-    connect_session_problem,
-    is_connect,
-    release_local_executors,
-)
-from spark_dask.spark.session import conf as spark_conf
-from spark_dask.waits import StartWait, logs_within, watch_session_stop, watch_starved_stages
-from spark_dask.worker_flags import TaskWarnings, check_worker_options
+from spark_dask.slots import other_clusters
+from spark_dask.spark.session import active_session, release_local_executors
+from spark_dask.startup import Startup
+from spark_dask.waits import logs_within
 
 _atexit_registered = False
 _sessions_used: weakref.WeakSet = weakref.WeakSet()  # the sessions clusters of this process ran on
@@ -117,153 +75,6 @@ def _register_atexit() -> None:
     if not _atexit_registered:
         atexit.register(_close_all_at_exit)
         _atexit_registered = True
-
-
-async def _first_failure(facts_job, scheduler_job) -> None:
-    """Raise the first failure of the two start jobs (the facts' first)."""
-    try:
-        done, _ = await asyncio.wait({facts_job, scheduler_job}, return_when=asyncio.FIRST_EXCEPTION)
-        for job in (facts_job, scheduler_job):
-            if job in done and job.exception() is not None:
-                raise job.exception()
-    except BaseException:
-        if not facts_job.done():
-            facts_job.add_done_callback(lambda j: j.cancelled() or j.exception())
-        raise
-
-
-def plan_start(
-    facts, opts: ClusterOptions, quiet: bool, others: tuple = ()
-) -> tuple[GangPlan, list[str], dict, dict[str, GangPlan]]:
-    """The plan of a cluster's starting gang from the Spark facts and its options, after
-    the checks that refuse it (a :class:`~spark_dask.errors.PlanError` before anything
-    is submitted); the start-up warnings (``others``: the slots the application's other
-    spark-dask clusters hold, :func:`spark_dask.slots.other_clusters`); the worker
-    options checked (each flag spelled as the worker program spells it); and the plan
-    of each worker group (:func:`spark_dask.groups.spec.plan_groups`)."""
-    plan = plan_gang(facts, opts.n_workers, opts.worker, opts.task_profile, opts.gpu_mode, opts.barrier)
-    group_plans = plan_groups(facts, opts.worker_groups, opts, ((plan.n_tasks, task_cpus(plan, facts)),))
-    check_request(facts, opts.threads_per_worker)
-    worker_options = check_worker_options(opts.worker_options, plan.kind, opts.worker_command)
-    limit = opts.memory_limit
-    if limit != "auto" and facts.master.startswith("local"):
-        # the executors run on this host (local and local-cluster masters); elsewhere
-        # each task checks its own host
-        problem = memory_problem(int(limit), host_memory())
-        if problem:
-            raise PlanError("spark-dask: " + problem)
-    hog = None if quiet else hog_warning(facts, plan, others, group_holds(group_plans, facts))
-    return plan, [n for n in (*plan.notes, hog) if n], worker_options, group_plans
-
-
-class GangMaker:
-    """Makes the gangs of one cluster: the task specification, built (and checked) once
-    from the options, the plan and the facts, and for gangs after the first the worker
-    size the first workers got (each task sizes its workers from its own gang only).
-
-    Parameters
-    ----------
-    spark : SparkSession
-    tag : str
-        The cluster's job tag (``spark-dask-<id>``).
-    options : dict
-        The resolved options.
-    env : dict
-        Environment variables for the workers.
-    side : DriverScheduler
-        The started scheduler side (its address and credentials).
-    events : Events
-        Where warnings go.
-    on_done : callable
-        ``on_done(gang)``, from the launcher thread, when a gang's Spark job ends.
-    group : str
-        The worker group whose gangs it makes (:mod:`spark_dask.groups.spec`).
-    """
-
-    def __init__(
-        self, spark, tag: str, options: ClusterOptions, env: dict, side: DriverScheduler, events: Events, on_done,
-        group: str = DEFAULT,
-    ):  # fmt: skip
-        self.spark = spark
-        self.tag = tag
-        self.options = options
-        self.env = env
-        self.side = side
-        self.events = events
-        self.on_done = on_done
-        self.group = group
-        self.plan: GangPlan | None = None  # the starting gang's plan, and the facts read at start
-        self.facts = None
-        self.spec: TaskSpec | None = None
-        self.worker_options: dict = {}  # checked (plan_start)
-        self.worker_size: tuple[int, int] | None = None  # (threads, memory) of the first workers
-        self.credentials_read: dict | None = None  # the last Databricks credentials read
-        self.log_dir: str | None = None  # the cluster's log directory, once made (logdir.KeptLogs)
-
-    def make(self, plan, reason: str, index: int, first: int) -> Gang:
-        """A gang (Spark job) for ``plan``'s workers, not submitted yet."""
-        if self.spec is None:
-            self.spec = self.task_spec()
-        spec = replace(self.spec, credentials=self.credentials(reason))
-        if reason != "start" and self.plan.barrier and self.worker_size is not None:
-            threads, memory = self.worker_size  # unless the user chose a size
-            spec = replace(
-                spec,
-                threads_per_worker=spec.threads_per_worker or threads,
-                memory_limit=memory if spec.memory_limit == "auto" else spec.memory_limit,
-            )
-        return Gang(self.spark, plan, spec, cluster_tag=self.tag, index=index, first=first, reason=reason,
-                    on_done=self.on_done, group=self.group)  # fmt: skip
-
-    def task_spec(self) -> TaskSpec:
-        """What every task of the cluster is handed (:func:`spark_dask.gang_spec.task_spec`)."""
-        opts, sec, scheduler = self.options, self.side.security, self.side.scheduler
-        tls = {"ca": sec.tls_ca_file, "cert": sec.tls_worker_cert, "key": sec.tls_worker_key} if opts.tls else None
-        # warnings the tasks attach to their workers (rmm missing, distributed patch level)
-        if TaskWarnings.name not in scheduler.plugins:  # one for every worker group
-            scheduler.add_plugin(TaskWarnings(self.events.warn))
-        rmm = None
-        if self.plan.kind == "cuda":
-            rmm, notes = rmm_spec(lambda key: spark_conf(self.spark, key), self.plan.gpu_mode, opts)
-            for msg in notes:
-                self.events.warn(msg)
-        opts = replace(opts, worker_options=self.worker_options)
-        spec = task_spec(self.tag, scheduler.address, tls, opts, self.plan, self.facts, self.env, rmm)
-        return replace(spec, log_directory=self.log_dir)
-
-    def credentials(self, reason: str = "start") -> dict:
-        """The workers' Databricks credentials (``databricks_credentials``; ``{}`` when
-        off), read again for each gang so that relaunched workers get a current token
-        (:func:`spark_dask.spark.databricks.worker_credentials`, on the driver). At the start a
-        missing source is a :class:`~spark_dask.errors.PlanError`; later the gang gets
-        the credentials read before, with a warning. The start's gangs use the read of
-        the start's own check."""
-        if not self.options.databricks_credentials:
-            return {}
-        if reason == "start" and self.credentials_read is not None:
-            return self.credentials_read
-        try:
-            self.credentials_read = worker_credentials(os.environ)
-        except PlanError:
-            if self.credentials_read is None:
-                raise
-            self.events.warn(
-                f"spark-dask: the Databricks credentials could not be read again for the workers of a "
-                f"{reason} gang: they get those read before (a notebook token among them may have expired)",
-                python_warning=reason != "relaunch",  # a relaunch: a log record while the cluster runs
-            )
-        return self.credentials_read
-
-    def fresh_facts(self):
-        """The session read again (executors come and go); the start's facts where it
-        cannot be read quickly (Spark Connect without a countable master)."""
-        try:
-            facts = cluster_facts(self.spark, 0, None)
-        except Exception:  # noqa: BLE001 - the start's facts serve
-            return self.facts
-        if self.spec is not None and facts.gpu_addresses:
-            self.spec = replace(self.spec, executor_gpus=by_host(facts.gpu_addresses))
-        return facts
 
 
 class SparkCluster(Cluster):
@@ -465,40 +276,44 @@ class SparkCluster(Cluster):
             self._register_signals()
 
     def _init_state(self) -> None:
-        self._parts.events = Events(self._cluster_manager_logs, self.quiet)
-        self._changed = asyncio.Event()
-        self._parts.side = DriverScheduler(self._changed, self._parts.events)
-        self.gang_plan: GangPlan | None = None  # the starting gang's plan: the shape of every gang
-        self._start_task: asyncio.Task | None = None
-        self._watchers: list[asyncio.Task] = []  # faults; stage starvation or session stop
         p = self._parts
-        p.maker = GangMaker(self.spark, self.tag, p.options, p.env, p.side, p.events, self._gang_ended_threadsafe)
-        self._groups = GroupPools(p, self.tag, self._group_pool)
+        p.events = Events(self._cluster_manager_logs, self.quiet)
+        self._changed = asyncio.Event()
+        p.driver_scheduler = DriverScheduler(self._changed, p.events)
+        p.credentials = WorkerCredentials(p.options, p.events)
+        self._start_task: asyncio.Task | None = None
+        self._groups = GroupPools(p, self.spark, self.tag, self._gang_ended_threadsafe, lambda: self._adaptive,
+                                  lambda: other_clusters(self))  # fmt: skip
         self._failed: str | None = None  # gang status after a failure
         self._torn_down = False
-        self._connected = False
         self._close_hooks = CloseHooks()  # add_close_hook
         self._exit_stack = ExitStack()
-        self._parts.entry = named.Entry(
-            self.name, self.tag, named.configured_root(), self._parts.events.warn
-        )  # from_name finds it there
-        self._parts.log_keeper = logdir.KeptLogs(logdir.cluster_directory(self._parts.options.log_directory, self.name, self.id),
-                                          self._parts.events, self._task_log, lambda: self.task_rows)  # fmt: skip
-        if self._parts.options.silence_logs:
+        self._startup = Startup(self, self._groups, self._exit_stack, super()._start, self._fail, self._close,
+                                self._idle_close, self._register_signals)  # fmt: skip
+        p.entry = named.Entry(self.name, self.tag, named.configured_root(), p.events.warn)  # from_name finds it there
+        p.log_keeper = logdir.KeptLogs(logdir.cluster_directory(p.options.log_directory, self.name, self.id),
+                                       p.events, self._task_log, lambda: self.task_rows)  # fmt: skip
+        if p.options.silence_logs:
             # Like LocalCluster: the scheduler runs in this process; keep its INFO lines
             # out of the notebook. get_logs() still has them.
-            self._exit_stack.enter_context(silence_logging_cmgr(self._parts.options.silence_logs))
+            self._exit_stack.enter_context(silence_logging_cmgr(p.options.silence_logs))
 
     # ------------------------------------------------------------------ what it holds
     @property
     def scheduler(self) -> Scheduler | None:
         """The Dask scheduler (in this process); None before the start made it."""
-        return self._parts.side.scheduler
+        return self._parts.driver_scheduler.scheduler
 
     @property
     def security(self) -> Security | None:
         """The cluster's TLS credentials (``Security()`` without TLS)."""
-        return self._parts.side.security
+        return self._parts.driver_scheduler.security
+
+    @property
+    def gang_plan(self) -> GangPlan | None:
+        """The default group's starting gang's plan: the shape of its gangs (None before the plan)."""
+        pool = self._parts.pools.get(DEFAULT)
+        return pool.shape if pool is not None else None
 
     @property
     def gang_tags(self) -> list[str]:
@@ -510,7 +325,8 @@ class SparkCluster(Cluster):
         """The gangs' state in words (``starting``, ``running``, ``relaunching (1)``, ...)."""
         if self._failed is not None:
             return self._failed
-        return self._parts.pool.status if self._parts.pool is not None else "not started"
+        pool = self._parts.pools.get(DEFAULT)
+        return pool.status if pool is not None else "not started"
 
     @property
     def task_rows(self) -> list[dict]:
@@ -543,125 +359,11 @@ class SparkCluster(Cluster):
     async def _start(self):
         self.status = Status.starting
         self._start_task = asyncio.current_task()
-        opts = self._parts.options
-        t0 = time.monotonic()
-        scheduler_job = None
         try:
-            self._exit_stack.enter_context(self._parts.entry)  # the name is this cluster's until it closes
-            self._parts.maker.log_dir = self._exit_stack.enter_context(
-                self._parts.log_keeper
-            )  # left after the gangs ended
-            if is_connect(self.spark):
-                problem = await blocking(connect_session_problem, self.spark, opts.scheduler_host)
-                if problem:
-                    raise PlanError(problem)
-            await blocking(self._parts.maker.credentials)  # without a source: refused now (a py4j read, off the loop)
-            self._parts.connect = is_connect(self.spark)
-            # The facts (Spark calls) and the scheduler (credentials, listening sockets,
-            # dashboard) do not depend on each other: both at once.
-            facts_job = asyncio.ensure_future(blocking(cluster_facts, self.spark, opts.executor_wait, opts.n_workers))
-            scheduler_job = asyncio.ensure_future(self._start_scheduler(t0))
-            await _first_failure(facts_job, scheduler_job)
-            self._parts.facts = await facts_job
-            self._parts.timings["facts"] = time.monotonic() - t0
-            self._plan()
-            await scheduler_job
-            self.status = Status.starting
-            groups = self._groups
-            self._parts.side.watch_workers(groups.worker_added, groups.worker_removed, groups.worker_leaving)
-            t_submit = time.monotonic()
-            gangs = [
-                pool.submit(step, "start")
-                for pool in self._parts.pools.values()
-                for step in gang_steps(pool.shape, pool.shape.n_workers)
-            ]
-            wait = StartWait(self.spark, self._parts.side, self._parts.facts, opts.slot_wait, self._parts.connect,
-                             bool(opts.progress) and not self.quiet)  # fmt: skip
-            await wait.wait(gangs, opts.timeout, self.tag)
-            await super()._start()  # the worker-status subscription; says running
-            self._started(t0, t_submit)
-            self._parts.entry.publish(self)
+            await self._startup.run(time.monotonic())
         except BaseException:
-            if scheduler_job is not None:
-                # the teardown closes the scheduler: let its start finish (or fail) first,
-                # also when the plan refused after the facts (the scheduler may still start)
-                with suppress(BaseException):
-                    await scheduler_job
             await self._teardown(graceful=False)
             raise
-
-    def _plan(self) -> None:
-        """The plan of the starting gang, its warnings, and the pool for the gangs."""
-        others = other_clusters(self)
-        plan, notes, self._parts.maker.worker_options, group_plans = plan_start(
-            self._parts.facts, self._parts.options, self.quiet, others
-        )
-        for note in notes:
-            self._parts.events.warn(note)
-        self.gang_plan = self._parts.maker.plan = plan
-        self._parts.maker.facts = self._parts.facts
-        p = self._parts
-        p.pool = GangPool(plan, p.facts, p.options, p.events, p.side, p.maker.make,
-                             self._parts.maker.fresh_facts, lambda: self._adaptive or self._groups.adaptive(DEFAULT))  # fmt: skip
-        self._parts.pool.others = lambda: other_clusters(self)
-        self._parts.pool.beside = lambda: groups_held(self, DEFAULT)
-        self._parts.pool.hogging = hog_warning(p.facts, plan, others, group_holds(group_plans, p.facts)) is not None
-        p.pools = {DEFAULT: p.pool}
-        for name, group_plan in group_plans.items():
-            p.pools[name] = self._group_pool(p.options.worker_groups[name], group_plan)
-            p.pools[name].hogging = p.pool.hogging  # the slot warning counted every group: said once
-        if not plan.barrier and self._parts.facts.dynamic_allocation:
-            self._parts.events.log(
-                "spark-dask: dynamic allocation is on, where Spark runs no barrier stages: each "
-                "Dask worker runs as a Spark job of one task, started as Spark finds (or adds) "
-                "an executor for it"
-            )
-
-    def _started(self, t0: float, t_submit: float) -> None:
-        """Every worker connected: the cluster runs, its watchers start."""
-        now = time.monotonic()
-        self._parts.timings["workers"] = now - t_submit
-        self._parts.timings["start"] = now - t0
-        self._connected = True
-        for pool in self._parts.pools.values():
-            pool.status = "running"
-            pool.running = True
-        self._parts.maker.worker_size = self._parts.side.worker_size()
-        self.status = Status.running
-        # Connect: a stopped session does not end the collecting thread (the client
-        # keeps retrying), so watch the session itself.
-        if self._parts.connect:
-            watch = watch_session_stop(self.spark, self._parts.pool, self._log, self._close)
-        else:
-            watch = watch_starved_stages(self.spark, self._parts.pool, self.tag, self._parts.options.slot_wait)
-        p = self._parts
-        drains = drain.watch_decommission(self.spark, self.tag, self.scheduler, lambda: list(p.pools.values()),
-                                          p.options.drain_timeout, p.events, p.drains.append)  # fmt: skip
-        self._watchers = [
-            *(asyncio.ensure_future(pool.watch_faults(self._fail)) for pool in self._parts.pools.values()),
-            asyncio.ensure_future(watch),
-            asyncio.ensure_future(drains),
-        ]
-        if self._parts.options.idle_timeout:
-            idle_watch = idle.close_when_idle(self.scheduler, self._parts.options.idle_timeout, self._idle_close)
-            self._watchers.append(asyncio.ensure_future(idle_watch))
-        self._register_signals()  # a no-op outside the main thread (sync start: __init__)
-        groups = "".join(
-            f" + worker group {name}: {plural(pool.shape.n_workers, pool.shape.kind + ' worker')}"
-            for name, pool in self._parts.pools.items()
-            if name != DEFAULT
-        )
-        self._log(
-            f"spark-dask: {plural(self.gang_plan.n_workers, self.gang_plan.kind + ' worker')}{groups} connected to "
-            f"{self.scheduler.address} in {self._parts.timings['start']:.1f}s (cluster {self.name!r}, Spark job tag {self.tag})"
-        )
-
-    async def _start_scheduler(self, t0: float) -> None:
-        """The scheduler side (credentials, scheduler, dashboard) and the Cluster
-        contract's rpc to it (``Cluster._start`` subscribes once the workers run)."""
-        await self._parts.side.start(self.spark, self._parts.options)
-        self.scheduler_comm = rpc(self.scheduler.address, connection_args=self.security.get_connection_args("client"))
-        self._parts.timings["scheduler"] = time.monotonic() - t0
 
     def _register_signals(self) -> None:
         signals.register(self, signals.close_on_sigterm(self._parts.options.close_on_sigterm))
@@ -679,29 +381,15 @@ class SparkCluster(Cluster):
             await pool.gang_ended(gang, self.spark, self._close)
         self._parts.log_keeper.save()  # cluster.log, spark-tasks.log
 
-    def _group_pool(self, group: WorkerGroup, plan: GangPlan) -> GangPool:
-        """The pool (and gang maker) of a worker group: the cluster's options with the
-        group's overlaid, its own plan; task numbers shared with the other groups."""
-        p = self._parts
-        opts = group_options(p.options, group, task_cpus(plan, p.facts))
-        maker = GangMaker(self.spark, self.tag, opts, group_env(p.env, group), p.side, p.events,
-                          self._gang_ended_threadsafe, group=group.name)  # fmt: skip
-        maker.plan, maker.facts, maker.log_dir = plan, p.facts, p.maker.log_dir
-        maker.worker_options = check_worker_options(opts.worker_options, plan.kind, opts.worker_command)
-        pool = GangPool(plan, p.facts, opts, p.events, p.side, maker.make, maker.fresh_facts,
-                        lambda: self._groups.adaptive(group.name), group=group.name, numbers=p.pool.numbers)  # fmt: skip
-        pool.others = lambda: other_clusters(self)
-        pool.beside = lambda: groups_held(self, group.name)
-        return pool
-
     async def _fail(self, msg: str) -> None:
         """The cluster cannot go on: computations waiting for a worker fail with ``msg``
         (clients see it), then everything is closed; ``status`` is ``failed``."""
-        self._parts.pool.recovery.failure = msg
+        for pool in self._parts.pools.values():
+            pool.recovery.failure = msg
         self._failed = "failed: no Dask workers"
         self._parts.events.error(msg)
         with suppress(Exception):
-            self._parts.side.err_waiting_tasks(msg)
+            self._parts.driver_scheduler.err_waiting_tasks(msg)
         await self._close()
         self.status = Status.failed
 
@@ -722,7 +410,7 @@ class SparkCluster(Cluster):
     async def _scale_down(self, workers) -> None:
         """Adaptive's scale-down (after it retired ``workers``): drop them from their gangs."""
         if self.status == Status.running:
-            await self._parts.pool.scale_down(workers)
+            await self._groups.scale_down(list(workers))
 
     # ------------------------------------------------------------------ contract
     def scale(self, n: int = 0, memory=None, cores=None, group: str | None = None):
@@ -737,7 +425,7 @@ class SparkCluster(Cluster):
         their Spark tasks return and their slots serve Spark jobs again. Returns at
         once; ``cluster.wait_for_workers(n)`` waits for the workers.
         """
-        threads, per_memory = self._size_per_worker(self._groups.pool_of(group))
+        threads, per_memory = self._groups.size_per_worker(self._groups.pool_of(group))
         if isinstance(memory, str):
             memory = parse_bytes(memory)
         n = workers_for(n, cores, memory, threads, per_memory)
@@ -780,27 +468,12 @@ class SparkCluster(Cluster):
         the default group. Returns the group's adaptive, whose ``stop()`` ends it.
         """
         per_group = self._groups.per_group(group)
-        pool = self._groups.pool_of(group)
-        threads, per_memory = self._size_per_worker(pool)
-        minimum, maximum, note = adapt_bounds(minimum, maximum, minimum_cores, maximum_cores, minimum_memory,
-                                              maximum_memory, threads, per_memory, max_workers(self._parts.facts, pool.shape))  # fmt: skip
-        if note:
-            self._parts.events.warn(note)
+        minimum, maximum = self._groups.adapt_bounds(group, minimum, maximum, minimum_cores, maximum_cores,
+                                                     minimum_memory, maximum_memory)  # fmt: skip
         if per_group:
             return self._groups.adapt(self, group, minimum=minimum, maximum=maximum, **kwargs)
         kwargs.setdefault("worker_key", task_group)
         return super().adapt(Adaptive=Adaptive, minimum=minimum, maximum=maximum, **kwargs)
-
-    def _size_per_worker(self, pool) -> tuple[int | None, int | None]:
-        """(threads, memory) of one worker of ``pool``'s group, for ``scale(cores=,
-        memory=)`` and ``adapt``: its options where set, else its workers' own (with
-        several groups, only its own workers; the default group falls back on the size
-        its first workers had)."""
-        p = self._parts
-        size = p.side.worker_size(pool.holds if len(p.pools) > 1 else None)
-        if pool is p.pool:
-            size = size or p.maker.worker_size
-        return size_per_worker(pool.options, size)
 
     # ------------------------------------------------------------------ worker groups
     def add_worker_group(
@@ -849,19 +522,14 @@ class SparkCluster(Cluster):
         """
         spec = {"n_workers": n_workers, "worker": worker, "threads_per_worker": threads_per_worker,
                 "memory_limit": memory_limit, "resources": resources, "worker_options": worker_options, "env": env}  # fmt: skip
-        group = check_group(name, spec, self._parts.pools)
-        if self._adaptive is not None and getattr(self._adaptive, "state", "") == "running":
-            raise PlanError(
-                "spark-dask: add_worker_group(): stop adaptive scaling first (adaptive.stop() on what cluster.adapt() returned)"
-            )
+        group = self._groups.check_new(name, spec)
         with self._parts.events.hold():
             return self.sync(self._add_worker_group, group)
 
     async def _add_worker_group(self, group: WorkerGroup) -> None:
         if self.status != Status.running:
             raise ClusterError(f"spark-dask: the cluster is {self.status.name}; it cannot add a worker group")
-        pool = await self._groups.add(group, self.spark)
-        self._watchers.append(asyncio.ensure_future(pool.watch_faults(self._fail)))
+        self._startup.watch_faults(await self._groups.add(group, self.spark))
 
     def remove_worker_group(self, name: str) -> None:
         """Retire every worker of the worker group ``name`` (Dask moves their data to
@@ -890,7 +558,7 @@ class SparkCluster(Cluster):
 
     @property
     def observed(self) -> set:
-        return self._parts.side.names()
+        return self._parts.driver_scheduler.names()
 
     async def _close(self):
         if self.status == Status.closed:
@@ -900,7 +568,7 @@ class SparkCluster(Cluster):
             task.cancel()
             with suppress(BaseException):
                 await task
-        await self._teardown(graceful=self._connected)
+        await self._teardown(graceful=self._startup.connected)
 
     async def _teardown(self, graceful: bool) -> None:
         """Close workers, let the barrier stage end (or cancel it), close the scheduler."""
@@ -909,24 +577,17 @@ class SparkCluster(Cluster):
         self._torn_down = True
         t0 = time.monotonic()
         self.status = Status.closing
-        for watcher in self._watchers:
-            if watcher is not None and watcher is not asyncio.current_task():
-                watcher.cancel()
-        self._groups.stop_adaptive()
-        for pool in self._parts.pools.values():
-            pool.stop()
+        self._startup.stop_watchers()
+        self._groups.stop()
         with suppress(Exception):
             await Cluster._close(self)
         self.status = Status.closing
         if self.scheduler is not None:
             await self._close_hooks.run(self._parts.options.close_timeout)
-        await self._parts.side.close(self._parts.options.close_timeout)
+        await self._parts.driver_scheduler.close(self._parts.options.close_timeout)
         self._parts.timings["close_scheduler"] = time.monotonic() - t0
-        if self._parts.pools:
-            grace = self._parts.options.close_timeout if self.close_grace is None else self.close_grace
-            await asyncio.gather(
-                *(pool.end(grace if graceful else 0, self.spark) for pool in self._parts.pools.values())
-            )
+        grace = self._parts.options.close_timeout if self.close_grace is None else self.close_grace
+        await self._groups.end_all(grace if graceful else 0)
         self._parts.timings["close"] = time.monotonic() - t0
         self._exit_stack.close()
         self.status = Status.closed
@@ -990,180 +651,3 @@ class SparkCluster(Cluster):
 
     def __repr__(self):
         return report.cluster_repr(self)
-
-
-class _ClusterClient(Client):
-    """A Client that owns its SparkCluster: closing it closes the cluster."""
-
-    _collected = False
-
-    def close(self, timeout=None):
-        try:
-            if timeout is None:
-                return super().close()
-            return super().close(timeout=timeout)
-        finally:
-            cluster = self.cluster
-            # Not from the garbage collector: it may run inside another cluster's
-            # loop start-up, which holds the lock that stopping a loop needs.
-            if cluster is not None and not self._collected:
-                cluster.close()
-
-    def __del__(self):
-        self._collected = True
-        super().__del__()
-
-
-@options.keywords_checked("start()")
-def start(
-    spark=None,
-    *,
-    n_workers: int | None = None,
-    worker: str | None = None,
-    threads_per_worker: int | None = None,
-    memory_limit: int | str | None = None,
-    worker_options: dict | None = None,
-    worker_command: str | list | None = None,
-    worker_groups: dict | None = None,
-    timeout: str | float | None = None,
-    tls: bool | None = None,
-    dashboard: bool | None = None,
-    progress: bool | None = None,
-    task_profile: bool | str | None = None,
-    gpu_mode: str | None = None,
-    scheduler_host: str | None = None,
-    env: dict | None = None,
-    silence_logs: str | int | bool | None = None,
-    require_encryption: bool | None = None,
-    relaunch_attempts: int | None = None,
-    barrier: bool | str | None = None,
-    name: str | None = None,
-    idle_timeout: str | float | None = None,
-    log_directory: str | None = None,
-    databricks_credentials: bool | None = None,
-    quiet: bool = False,
-) -> Client:
-    """Start a Dask cluster in the Spark application and return a connected Client.
-
-    Returns once every worker is connected. Leaving the ``with`` block (or
-    ``client.close()``) closes the workers, the Spark barrier job and the scheduler.
-    Keyword arguments are those of ``SparkCluster`` (but ``asynchronous`` and ``loop``:
-    use ``await SparkCluster(..., asynchronous=True)`` in an event loop).
-
-    Parameters
-    ----------
-    spark : SparkSession, optional
-        Classic or Spark Connect session; defaults to the active session (looked up
-        now). With Spark Connect the scheduler runs in this Python process, not on the
-        Spark driver.
-    n_workers : int, optional
-        Number of Dask workers at start; ``cluster.scale(n)`` / ``cluster.adapt(...)``
-        change it later. Default: one per executor GPU, else one per executor.
-        (``spark-dask.n-workers``; CLI ``--n-workers``)
-    worker : {'auto', 'cuda', 'cpu'}, optional
-        Worker program: ``cuda`` (dask-cuda), ``cpu`` (nanny + worker); ``auto``:
-        ``cuda`` when the Spark tasks own GPUs. Default: ``'auto'``.
-        (``spark-dask.worker``; CLI ``--worker``)
-    threads_per_worker : int, optional
-        Threads per worker. Default: dask-cuda: 1; CPU: the task's CPUs (executor cores
-        with one gang task per executor). (``spark-dask.threads-per-worker``; CLI
-        ``--threads-per-worker``)
-    memory_limit : int or str, optional
-        Memory per worker: bytes, a size such as ``8GiB``, or ``auto``. Default:
-        ``'auto'``. (``spark-dask.memory-limit``; CLI ``--memory-limit``)
-    worker_options : dict, optional
-        Extra worker command-line options, e.g. ``{"rmm_pool_size": "10GB"}`` →
-        ``--rmm-pool-size 10GB``. Default: ``{}``. (``spark-dask.worker-options``; CLI
-        ``--worker-option``)
-    worker_command : str or list, optional
-        A command template (string or list) that replaces the default worker command.
-        Default: ``None``. (``spark-dask.worker-command``; CLI ``--worker-command``)
-    env : dict, optional
-        Environment variables for the worker processes. Default: none. (CLI ``--env``)
-    worker_groups : dict, optional
-        More kinds of worker beside the default ones: ``{name: {worker, n_workers,
-        ...}}``. Default: none. (``spark-dask.worker-groups``; CLI ``--worker-group``)
-    task_profile : {'auto', True, False}, optional
-        Ask Spark for a stage-level task resource profile for the gang. Default:
-        ``'auto'``. (``spark-dask.task-profile``; CLI ``--task-profile``)
-    barrier : {'auto', True, False}, optional
-        Run the workers as one Spark barrier stage (``true``) or each as a Spark job of
-        its own (``false``). Default: ``'auto'``. (``spark-dask.barrier``; CLI
-        ``--barrier``)
-    timeout : str or float, optional
-        How long ``start()`` waits for every worker before it fails. Default:
-        ``'180s'``. (``spark-dask.timeout``; CLI ``--timeout``)
-    name : str, optional
-        The cluster's name: other Python processes of this user on this host join it
-        with ``SparkCluster.from_name(name)``; ``spark-dask list`` shows it. Default:
-        the Spark job tag, ``spark-dask-<id>``. (``spark-dask.name``; CLI ``--name``)
-    idle_timeout : str or float, optional
-        Close the cluster after this long without Dask tasks or work from its clients;
-        its Spark task slots return to Spark. Default: ``None``.
-        (``spark-dask.idle-timeout``; CLI ``--idle-timeout``)
-    relaunch_attempts : int, optional
-        How often failed gangs (a lost executor) are relaunched while the cluster runs;
-        each relaunch replaces only the failed gang's workers. Default: ``3``.
-        (``spark-dask.relaunch-attempts``; CLI ``--relaunch-attempts``)
-    tls : bool, optional
-        TLS with fresh per-cluster credentials between scheduler, workers and clients.
-        Default: ``True``. (``spark-dask.tls``; CLI ``--tls / --no-tls``)
-    require_encryption : bool, optional
-        Refuse to start unless Spark encrypts its own RPC. Default: ``False``.
-        (``spark-dask.require-encryption``; CLI ``--require-encryption /
-        --no-require-encryption``)
-    scheduler_host : str, optional
-        Address of this machine that the executors use to reach the scheduler (it
-        listens there). Default: the driver's address; Connect: this machine's address
-        towards the server. (``spark-dask.scheduler-host``; CLI ``--scheduler-host``)
-    databricks_credentials : bool, optional
-        Give the workers the notebook's Databricks workspace host and token
-        (``DATABRICKS_HOST``, ``DATABRICKS_TOKEN``), for MLflow and the Databricks SDK
-        in Dask tasks. Default: ``False``. (``spark-dask.databricks-credentials``; CLI
-        ``--databricks-credentials / --no-databricks-credentials``)
-    dashboard : bool, optional
-        Serve the scheduler's dashboard. Default: ``True``. (``spark-dask.dashboard``;
-        CLI ``--dashboard / --no-dashboard``)
-    log_directory : str, optional
-        A directory where the scheduler's, the workers' and the Spark tasks' logs are
-        kept, also after the cluster closed or a worker crashed. Default: ``None``.
-        (``spark-dask.log-directory``; CLI ``--log-directory``)
-    progress : bool, optional
-        Show "2/4 Dask workers connected" while starting (terminal and notebook).
-        Default: ``True``. (``spark-dask.progress``; CLI ``--progress / --no-progress``)
-    silence_logs : str or False, optional
-        Level below which the scheduler's log lines are not printed; ``false`` prints
-        them all. Default: ``'warning'``. (``spark-dask.silence-logs``; CLI
-        ``--silence-logs``)
-    gpu_mode : {'auto', 'shared', 'exclusive'}, optional
-        GPU executors: run the workers beside Spark's own GPU tasks (``shared``) or hold
-        their GPUs whole (``exclusive``). Default: ``'auto'``. (``spark-dask.gpu-mode``;
-        CLI ``--gpu-mode``)
-    quiet : bool
-        No progress line and no slot warning.
-
-    Notes
-    -----
-    Every keyword defaults to its ``dask.config`` key ``spark-dask.<name>`` (``_`` as
-    ``-``), set in ``spark_dask/spark_dask.yaml``, by ``dask.config.set`` or by an
-    environment variable such as ``DASK_SPARK_DASK__TIMEOUT=5m``; an explicit argument
-    wins. Keys without a keyword argument: ``multiprocessing-method``, ``fork-nanny``,
-    ``executor-wait``, ``slot-wait``, ``close-timeout``, ``death-timeout``,
-    ``kill-grace``, ``lost-worker-grace``, ``no-workers-timeout``, ``drain-timeout``,
-    ``close-on-sigterm``, ``state-dir``, ``connect-timeout``, ``dashboard-prefix``,
-    ``rapids.rmm-pool-size``, ``rapids.rmm-reserve``, ``rapids.rmm-fraction``,
-    ``rapids.spill-fraction``, ``rapids.dask-fraction``. The configuration page of the
-    docs describes each one (generated, like this section, from
-    ``spark_dask/options.py``).
-
-    Examples
-    --------
-    >>> with spark_dask.start(spark) as client:          # doctest: +SKIP
-    ...     ddf.groupby("k").x.mean().compute()
-    """
-    cluster = SparkCluster(spark, **{k: v for k, v in locals().items() if k != "spark"})
-    try:
-        return _ClusterClient(cluster)
-    except BaseException:
-        cluster.close()
-        raise

@@ -33,7 +33,9 @@ from spark_dask.executor.command import unreachable_message, version_problem
 from spark_dask.plan import gpu_sharing
 from spark_dask.shipping import ship_by_value
 from spark_dask.sizes import plural
-from spark_dask.spark.conf import conf, is_connect
+from spark_dask.spark.compat import jvm_reachable
+from spark_dask.spark.conf import conf
+from spark_dask.spark.pickling import spark_dumps
 from spark_dask.spark.session import cluster_facts, collect_within, driver_host, executor_ids
 
 # Free bytes under an executor's Spark local directories below which the doctor warns
@@ -410,7 +412,7 @@ def doctor(spark, *, timeout: float | None = None, dial_timeout: float = 5.0, sc
     finally:
         listener.close()
     answers, hosts = group_answers(json.loads(r["info"]) for r in rows)
-    expected = [] if is_connect(spark) else executor_ids(spark.sparkContext)
+    expected = executor_ids(spark.sparkContext) if jvm_reachable(spark) else []
     unseen = sorted(set(expected) - set(answers)) if set(answers) <= set(expected) else []
     driver = driver_side()
     found = findings(driver, list(answers.values()), scheduler, unseen)
@@ -439,9 +441,7 @@ def group_answers(rows) -> tuple[dict[str, dict], dict[str, dict]]:
 
 def _task_code() -> bytes:
     """The gang's task function pickled as the launcher ships it (by value)."""
-    from pyspark import cloudpickle
-
-    return cloudpickle.dumps(gang_task.run_task)
+    return spark_dumps(gang_task.run_task)
 
 
 PYTHON_ERROR = re.compile(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception|Exit)\b.*)$")

@@ -1,10 +1,9 @@
 """A graceful drain when Spark decommissions an executor (spot reclaims, scale-down).
 
 With ``spark.decommission.enabled`` Spark tells an executor that it will go and lets its
-running tasks finish. Spark posts no listener event for it (there is none in 3.5 or
-4.x); the driver's task scheduler holds the state from the moment the decommission
-starts (``TaskSchedulerImpl.getExecutorDecommissionState``), so the driver polls it for
-the executors that run this cluster's workers (:func:`watch_decommission`). For each
+running tasks finish; the driver polls Spark's state of it
+(:mod:`spark_dask.spark.decommission`) for the executors that run this cluster's workers
+(:func:`watch_decommission`). For each
 executor that Spark decommissions, the workers on it are retired in Dask (their data
 moves to the other workers, for at most the drain window: :func:`drain_window`), then
 their Spark tasks return: the executor leaves without failing the barrier stage of the
@@ -24,22 +23,17 @@ import time
 from contextlib import suppress
 from functools import partial
 
-from dask.utils import format_bytes, parse_timedelta
+from dask.utils import format_bytes
 
 from spark_dask.aio import blocking
 from spark_dask.events import Events
 from spark_dask.faults import where
 from spark_dask.sizes import plural
-from spark_dask.spark.session import conf as spark_conf
-from spark_dask.spark.session import is_connect
+from spark_dask.spark.compat import jvm_reachable
+from spark_dask.spark.decommission import decommissioning, decommissions, kill_timeouts
 
 logger = logging.getLogger("spark_dask")
 
-ENABLED = "spark.decommission.enabled"
-# Spark kills a decommissioned executor after this (optional; driver side) ...
-FORCE_KILL = "spark.executor.decommission.forceKillTimeout"
-# ... or tells Spark when an outside service will (optional; used for speculation)
-KILL_INTERVAL = "spark.executor.decommission.killInterval"
 MARGIN = 5.0  # seconds kept before Spark's own kill for the Spark tasks to return
 GIVE_UP = 3  # failed reads of the driver's scheduler in a row after which the watch ends
 
@@ -70,34 +64,12 @@ def drain_window(drain_timeout: float, force_kill: float | None, kill_interval: 
     return min(bounds)
 
 
-def decommissions(spark) -> bool:
-    """Whether Spark decommissions executors (``spark.decommission.enabled``; blocking)."""
-    return str(spark_conf(spark, ENABLED) or "").lower() == "true"
-
-
 def spark_window(spark, drain_timeout: float) -> float | None:
     """The drain window for ``spark`` (blocking: reads its conf), or None where Spark
     does not decommission (``spark.decommission.enabled`` off)."""
     if not decommissions(spark):
         return None
-    kills = [spark_conf(spark, key) for key in (FORCE_KILL, KILL_INTERVAL)]
-    force_kill, kill_interval = (None if k in (None, "") else parse_timedelta(k, default="ms") for k in kills)
-    return drain_window(drain_timeout, force_kill, kill_interval)
-
-
-def decommissioning(spark, executor_ids: list[str]) -> dict[str, float]:
-    """``{executor id: seconds since Spark began decommissioning it}`` for those of
-    ``executor_ids`` that Spark decommissions (blocking: py4j reads of the driver's task
-    scheduler, a classic session only)."""
-    jsc = spark.sparkContext._jsc.sc()
-    scheduler = jsc.taskScheduler()
-    now = spark.sparkContext._jvm.System.currentTimeMillis()
-    out = {}
-    for executor in executor_ids:
-        state = scheduler.getExecutorDecommissionState(executor)
-        if state.isDefined():
-            out[executor] = max(now - state.get().startTime(), 0) / 1000
-    return out
+    return drain_window(drain_timeout, *kill_timeouts(spark))
 
 
 def executors_of(scheduler, tag: str) -> dict[str, list[tuple[str, str]]]:
@@ -189,7 +161,7 @@ async def watch_decommission(spark, tag: str, scheduler, pools, drain_timeout: f
     begins to decommission (:func:`drain_executor`, several at once). Returns at once
     where Spark does not decommission or the driver cannot be read (Spark Connect).
     ``pools()``: the cluster's gang pools; ``drained(figures)``: called after each drain."""
-    if is_connect(spark):
+    if not jvm_reachable(spark):
         if await blocking(decommissions, spark):
             events.log(
                 "spark-dask: Spark decommissions executors here, but a Spark Connect session cannot see it: "

@@ -120,7 +120,7 @@ class Events:
         """Give ``msg`` to the open holds of the calling context (each collecting one, the
         innermost issuing one); given where no hold's context reaches (a thread of its
         own), to the oldest issuing hold. A context with only collecting holds (a named
-        handle's call, :func:`spark_dask.named.carry_out`) keeps its warnings: none goes
+        handle's call, :func:`spark_dask.named.owner.carry_out`) keeps its warnings: none goes
         to another caller's hold (a user's ``scale()`` at the same time). False where no
         hold issues it."""
         with self.lock:

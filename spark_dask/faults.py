@@ -6,7 +6,7 @@ The situations:
 
 * a **barrier stage fails** (a lost executor or task): Spark ends every task of the
   stage, so the gang's workers on healthy hosts die with it; the cluster relaunches
-  them, as many as the executors left can hold now (:func:`placeable`), the rest once
+  them, as many as the executors left can hold now (:func:`spark_dask.capacity.placeable`), the rest once
   Spark has capacity again;
 * a **worker's connection breaks** while its Spark task still runs (the host cut off
   from the network, its process killed): its nanny usually brings it back within
@@ -83,22 +83,6 @@ def where(workers: Iterable[tuple[str, str]]) -> str:
     'spark-0, spark-1 on 198.18.0.12'
     """
     return ", ".join(f"{n} on {h}" if h else n for n, h in sorted(workers))
-
-
-def placeable(wanted: int, capacity: int | None, held: int, workers_per_task: int) -> int:
-    """How many of ``wanted`` workers a new barrier stage can start now: whole tasks that
-    fit in the application's ``capacity`` (task slots of the gang's kind, None when
-    unknown: all of them) beside the ``held`` slots of the cluster's running gangs.
-    A barrier stage larger than the free slots would wait (or, larger than all slots,
-    fail after Spark's ten minutes of slot checks), so the rest waits for capacity.
-
-    >>> placeable(2, 2, 1, 1), placeable(2, None, 5, 1), placeable(4, 3, 1, 2), placeable(1, 1, 1, 1)
-    (1, 2, 4, 0)
-    """
-    if capacity is None:
-        return wanted
-    free_tasks = max(capacity - held, 0)
-    return min(wanted, free_tasks * max(workers_per_task, 1))
 
 
 def loss_message(

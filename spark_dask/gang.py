@@ -30,9 +30,9 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
+from spark_dask.capacity import GangPlan, tasks_for
 from spark_dask.executor.task_spec import TaskSpec
 from spark_dask.groups.spec import DEFAULT
-from spark_dask.plan import GangPlan, tasks_for
 from spark_dask.sizes import plural
 from spark_dask.spark.launcher import GangLauncher, summarize_spark_error
 

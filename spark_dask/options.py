@@ -3,7 +3,7 @@
 This table is the one source of:
 
 - the ``Parameters`` section of :class:`spark_dask.SparkCluster`'s docstring,
-- the options of ``spark-dask run`` and ``spark-dask info`` (click, built here at import),
+- the options of ``spark-dask run`` and ``spark-dask info`` (click, built from it by :mod:`spark_dask.cli`),
 - ``spark_dask/spark_dask.yaml`` (the ``dask.config`` defaults, ``spark-dask.*``),
 - ``docs/configuration.md`` and the options table of ``README.md``.
 
@@ -24,13 +24,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ParamSpec, TypeVar
 
-from dask.utils import parse_bytes, parse_timedelta
+from dask.utils import parse_timedelta
 
 from spark_dask import config
 from spark_dask.errors import PlanError, UnknownKeywordError
-from spark_dask.executor.sizing import small_memory_problem
-from spark_dask.groups.spec import check_groups, parse_flag
-from spark_dask.plan import check_barrier, check_gpu_mode
+from spark_dask.groups.spec import check_groups
+from spark_dask.plan import check_barrier, check_gpu_mode, check_memory_limit
 
 # Groups, in the order the configuration page shows them.
 GROUPS = {
@@ -787,7 +786,7 @@ def defaults() -> dict:
 
 
 # --------------------------------------------------------------------------------------
-# click options for spark-dask run / info
+# one cluster's options: resolved and checked
 # --------------------------------------------------------------------------------------
 
 
@@ -814,19 +813,7 @@ def resolve(**given) -> ClusterOptions:
     tpw = opts["threads_per_worker"]
     if tpw is not None and (isinstance(tpw, bool) or not isinstance(tpw, int) or tpw < 1):
         raise PlanError(f"spark-dask: threads_per_worker must be a positive integer, got {tpw!r}")
-    mem = opts["memory_limit"]
-    if mem != "auto":
-        try:
-            opts["memory_limit"] = parse_bytes(mem) if isinstance(mem, str) else int(mem)
-        except (ValueError, TypeError) as e:
-            raise PlanError(
-                f"spark-dask: memory_limit must be 'auto', a number of bytes or a size like '8GiB', got {mem!r}"
-            ) from e
-        if opts["memory_limit"] <= 0:
-            raise PlanError(f"spark-dask: memory_limit must be positive, got {mem!r}")
-        problem = small_memory_problem(mem, opts["memory_limit"])
-        if problem:
-            raise PlanError("spark-dask: " + problem)
+    opts["memory_limit"] = check_memory_limit(opts["memory_limit"])
     opts["worker_groups"] = check_groups(opts["worker_groups"])
     if opts["worker_options"] is not None and not isinstance(opts["worker_options"], dict):
         raise PlanError(f"spark-dask: worker_options must be a dict, got {type(opts['worker_options']).__name__}")
@@ -973,98 +960,4 @@ def warn_unknown_keys() -> None:
             warnings.warn(unknown_key_message(key), UserWarning, stacklevel=3)
 
 
-def _plain(text: str) -> str:
-    """Markdown to the plain text of click's help (backticks off, links to their text)."""
-    text = re.sub(r"\[([^\]]+)\]\([^)]+\)", r"\1", text)
-    return text.replace("`", "'")
-
-
-def cli_help(option: Option) -> str:
-    """The option's click help: its one line, the default and the config key."""
-    text = option.cli.help or option.help
-    default = "none" if option.cli.kind.endswith("key-values") else option.shown_default
-    where = f"; spark-dask.{option.key}" if option.config else ""
-    return f"{_plain(text)} [default: {_plain(default)}{where}]"
-
-
-def key_values(ctx, param, values) -> dict:
-    """click callback: ``KEY=VALUE`` items (repeatable option) to a dict of strings."""
-    import click
-
-    out = {}
-    for item in values or ():
-        if "=" not in item:
-            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", ctx=ctx, param=param)
-        key, value = item.split("=", 1)
-        out[key.strip()] = value
-    return out
-
-
-def typed_key_values(ctx, param, values) -> dict:
-    """KEY=VALUE with YAML-typed values: ``nanny=false`` is False, ``n=2`` is 2."""
-    import yaml
-
-    return {k: yaml.safe_load(v) if v != "" else "" for k, v in key_values(ctx, param, values).items()}
-
-
-def group_values(ctx, param, values) -> dict:
-    """click callback: ``NAME:KEY=VALUE,...`` items (repeatable) to ``worker_groups``."""
-    import click
-
-    out = {}
-    for item in values or ():
-        try:
-            name, spec = parse_flag(item)
-        except PlanError as e:
-            raise click.BadParameter(str(e), ctx=ctx, param=param) from None
-        out[name] = spec
-    return out
-
-
-def bool_choice(ctx, param, value):
-    """click callback: ``auto|true|false`` to ``"auto"``, True, False."""
-    if value is None:
-        return None
-    return {"auto": "auto", "true": True, "false": False}[value.lower()]
-
-
-def click_options(command: str):
-    """A decorator adding the click options of ``command`` (``run`` or ``info``), in
-    table order; each option's parameter is its keyword argument's name."""
-    import click
-
-    def build(option: Option):
-        c = option.cli
-        kw: dict = {"default": None, "help": cli_help(option)}
-        if c.metavar:
-            kw["metavar"] = c.metavar
-        if c.kind == "int>=1":
-            kw["type"] = click.IntRange(min=1)
-        elif c.kind == "int>=0":
-            kw["type"] = click.IntRange(min=0)
-        elif c.kind == "choice":
-            kw["type"] = click.Choice(list(c.choices))
-        elif c.kind == "bool-choice":
-            kw["type"] = click.Choice(list(c.choices), case_sensitive=False)
-            kw["callback"] = bool_choice
-        elif c.kind in ("key-values", "typed-key-values"):
-            kw["multiple"] = True
-            kw["default"] = ()
-            kw["callback"] = key_values if c.kind == "key-values" else typed_key_values
-        elif c.kind == "groups":
-            kw["multiple"] = True
-            kw["default"] = ()
-            kw["callback"] = group_values
-        return click.option(c.flag, option.name, **kw)
-
-    chosen = [o for o in OPTIONS if o.cli is not None and command in o.cli.commands]
-
-    def decorate(f):
-        for option in reversed(chosen):  # click lists options in decorator order
-            f = build(option)(f)
-        return f
-
-    return decorate
-
-
-__all__ = ["BY_NAME", "OPTIONS", "Cli", "Option", "click_options", "defaults", "keyword_options"]
+__all__ = ["BY_NAME", "OPTIONS", "Cli", "Option", "defaults", "keyword_options"]

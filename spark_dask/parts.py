@@ -2,6 +2,12 @@
 modules (the CLI, named clusters, the hand-off, the report, the GPU check) and the
 tests: :func:`parts_of` a cluster, not attributes of the user-facing class, whose public
 surface is ``distributed.deploy.Cluster``'s and what the docs describe.
+
+The cluster keeps its parts itself (``cluster._parts``: a debugger shows them there);
+the table below only finds them for the other modules, which may not read a private
+attribute of another module's class (``tools/structure.py``), without a public
+attribute on the user-facing class (``tests/unit/test_surface.py``). Weakly keyed: it
+keeps no cluster alive.
 """
 
 from __future__ import annotations
@@ -10,13 +16,14 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-_of: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # cluster -> its ClusterParts
+_of: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # cluster -> its ClusterParts (cluster._parts)
 
 
 @dataclass(eq=False)
 class ClusterParts:
-    """The parts, made by the cluster (``pool``, ``facts`` and ``connect`` once its start
-    has them).
+    """The parts, made by the cluster (``pools``, ``makers``, ``facts``, ``log_dir`` and
+    ``connect`` once its start has them). Every worker group, the default one too, is
+    in ``pools`` and ``makers``.
 
     Attributes
     ----------
@@ -24,17 +31,20 @@ class ClusterParts:
     env : dict
         The workers' environment variables.
     events : spark_dask.events.Events
-    side : spark_dask.scheduler.DriverScheduler
-    maker : spark_dask.cluster.GangMaker
+    driver_scheduler : spark_dask.scheduler.DriverScheduler
+    makers : dict
+        Every worker group's :class:`~spark_dask.gang_maker.GangMaker` by the group's name.
+    credentials : spark_dask.gang_maker.WorkerCredentials
+        The workers' Databricks credentials, read at the start (the default group's).
     entry : spark_dask.named.Entry
         The cluster's entry in the state directory.
     log_keeper : spark_dask.logdir.KeptLogs
-    pool : spark_dask.pool.GangPool or None
-        The default worker group's pool.
     pools : dict
         Every worker group's pool by the group's name (:mod:`spark_dask.groups.spec`), the
         default group first.
-    facts : spark_dask.plan.ClusterFacts or None
+    log_dir : str or None
+        The cluster's log directory, once made (:class:`spark_dask.logdir.KeptLogs`).
+    facts : spark_dask.capacity.ClusterFacts or None
     timings : dict
         Seconds of each start-up step.
     connect : bool
@@ -46,12 +56,13 @@ class ClusterParts:
     options: Any
     env: dict
     events: Any
-    side: Any
-    maker: Any = None
+    driver_scheduler: Any
+    makers: dict = field(default_factory=dict)
+    credentials: Any = None
     entry: Any = None
     log_keeper: Any = None
-    pool: Any = None
     pools: dict = field(default_factory=dict)
+    log_dir: str | None = None
     facts: Any = None
     timings: dict = field(default_factory=dict)
     connect: bool = False
@@ -60,25 +71,18 @@ class ClusterParts:
     @property
     def gangs(self) -> list:
         """Every gang (Spark job) submitted, in order, group by group."""
-        if not self.pools:
-            return self.pool.gangs if self.pool is not None else []
         return [g for pool in self.pools.values() for g in pool.gangs]
 
     @property
     def relaunches(self) -> int:
-        """Gangs relaunched after a failure, so far."""
-        return self.pool.relaunches if self.pool is not None else 0
-
-    @property
-    def recovery(self):
-        """What the cluster lost and owes (:class:`spark_dask.faults.Recovery`)."""
-        return self.pool.recovery if self.pool is not None else None
+        """Gangs relaunched after a failure, so far, in every worker group."""
+        return sum(pool.relaunches for pool in self.pools.values())
 
     @property
     def dashboard_settings(self):
         """How the dashboard is served and linked (Databricks driver proxy); None before
         the scheduler side exists."""
-        return self.side.dashboard_settings if self.side is not None else None
+        return self.driver_scheduler.dashboard_settings if self.driver_scheduler is not None else None
 
 
 def attach(cluster, made: ClusterParts) -> None:

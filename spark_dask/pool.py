@@ -1,59 +1,49 @@
-"""The gangs of one cluster and the policy that keeps them at their target: scale up
-(submit gangs into free task slots), scale down (cancel waiting gangs, retire workers),
-relaunch the workers of a failed gang, replace workers lost longer than the grace.
+"""The gangs of one worker group and the policy that keeps them at their target: scale
+up (submit gangs into free task slots), scale down (cancel waiting gangs, retire
+workers), relaunch the workers of a failed gang, replace workers lost longer than the
+grace (watched by :func:`spark_dask.waits.watch_faults`).
 
 :class:`GangPool` is to :class:`spark_dask.SparkCluster` what distributed's
 ``AdaptiveCore`` is to a cluster manager: the decisions, apart from the effects. It
 holds the :class:`~spark_dask.gang.Gang` objects and the target; what it does to the
-world comes in as three callables (make a gang, count what a new barrier stage can
-hold, read the Spark facts again) and the :class:`~spark_dask.scheduler.DriverScheduler`,
-so its tests run with a fake launcher and a fake scheduler, without Spark.
+world comes in at construction: two callables (make a gang, read the Spark facts
+again) and what the pools of the cluster share
+(:class:`~spark_dask.groups.pools.PoolContext`: the facts, the events, the
+:class:`~spark_dask.scheduler.DriverScheduler`, the other groups' pools and the other
+clusters), so its tests run with a fake launcher and a fake scheduler, without Spark.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
 from dataclasses import replace
 
-from dask.utils import parse_bytes
 from distributed.metrics import time as metrics_time
 
 from spark_dask.aio import background, blocking
-from spark_dask.dask_compat import stop_adaptive
-from spark_dask.errors import PlanError
-from spark_dask.events import Events
-from spark_dask.faults import (
-    Recovery,
-    loss_message,
-    lost_executor,
-    lost_worker,
-    no_workers_message,
-    no_workers_warning,
-    placeable,
-    where,
-    worker_lost_message,
-)
-from spark_dask.gang import Gang, end_gangs, gang_of_placeholder
-from spark_dask.groups.spec import DEFAULT, task_cpus
-from spark_dask.options import ClusterOptions
-from spark_dask.plan import (
+from spark_dask.capacity import (
     ClusterFacts,
     GangPlan,
-    adapt_maximum,
     cpu_room,
     gang_capacity,
-    gang_steps,
     hog_warning,
     max_workers,
+    placeable,
     scale_step,
-    workers_for,
+    task_cpus,
 )
-from spark_dask.plan import tasks_for as tasks_for_workers
-from spark_dask.scheduler import DriverScheduler, task_group
+from spark_dask.capacity import tasks_for as tasks_for_workers
+from spark_dask.dask_compat import stop_adaptive
+from spark_dask.faults import Recovery, loss_message, lost_executor, lost_worker, where, worker_lost_message
+from spark_dask.gang import Gang, end_gangs, gang_of_placeholder
+from spark_dask.groups.spec import DEFAULT
+from spark_dask.options import ClusterOptions
+from spark_dask.plan import gang_steps
+from spark_dask.scheduler import task_group
 from spark_dask.sizes import plural
+from spark_dask.slots import pools_held
 from spark_dask.spark.launcher import session_closed
 from spark_dask.spark.session import is_stopped
 from spark_dask.waits import bounded, gave_up_message
@@ -64,58 +54,55 @@ SILENCE_POLL = 0.5  # seconds between the checks of a retirement for workers gon
 
 
 class GangPool:
-    """The gangs of one cluster, their target size and what brings them to it.
+    """The gangs of one worker group, their target size and what brings them to it.
 
     Parameters
     ----------
     shape : GangPlan
         The plan of the starting gang: the shape every later gang takes.
-    facts : ClusterFacts
-        The Spark facts read at start.
     options : dict
-        The cluster's resolved options (``relaunch_attempts``, ``lost_worker_grace``,
+        The group's resolved options (``relaunch_attempts``, ``lost_worker_grace``,
         ``no_workers_timeout``).
-    events : Events
-        Where the pool says what it does.
-    side : DriverScheduler
-        The scheduler (workers to close, retirement, nannies).
+    context : spark_dask.groups.pools.PoolContext
+        What the pools of the cluster share (facts, events, scheduler, task numbers,
+        the other pools and clusters).
     make_gang : callable
         ``make_gang(plan, reason, index, first)``: a new, not yet submitted Gang.
     fresh_facts : callable
         Blocking: the Spark facts read again (executors come and go).
     adaptive : callable, optional
-        ``adaptive()``: the cluster's ``Adaptive`` or None (stopped when gangs keep
+        ``adaptive()``: the group's ``Adaptive`` or None (stopped when gangs keep
         failing to start).
     group : str
         The worker group whose gangs this pool keeps (:mod:`spark_dask.groups.spec`): it takes
         only the workers whose Spark facts name it.
-    numbers : TaskNumbers, optional
-        The cluster-wide task numbers, shared by the pools of a cluster's groups.
+    slot_warning_said : bool
+        Whether the start already warned that the cluster holds most task slots (said
+        once: at start or at the first scale-up).
     """
 
     def __init__(
-        self, shape: GangPlan, facts: ClusterFacts, options: ClusterOptions, events: Events, side: DriverScheduler,
-        make_gang, fresh_facts, adaptive=None, group: str = DEFAULT, numbers: TaskNumbers | None = None,
+        self, shape: GangPlan, options: ClusterOptions, context, make_gang, fresh_facts,
+        adaptive=None, group: str = DEFAULT, slot_warning_said: bool = False,
     ):  # fmt: skip
         self.shape = shape
-        self.facts = facts
         self.options = options
-        self.events = events
-        self.side = side
+        self.context = context
+        self.facts = context.facts
+        self.events = context.events
+        self.driver_scheduler = context.driver_scheduler
         self.make_gang = make_gang
         self.fresh_facts = fresh_facts
         self.adaptive = adaptive or (lambda: None)
         self.recovery = Recovery(options.lost_worker_grace, options.no_workers_timeout)
         self.gangs: list[Gang] = []  # every gang (Spark job) submitted, in order
-        self.target = shape.n_workers  # workers the cluster is to have
+        self.target = shape.n_workers  # workers the group is to have
         self.relaunches = 0
         self.status = "not started"  # of the gangs, as the widget shows it
         self.running = False  # the cluster runs: losses count, surplus workers are closed
         self.group = group
-        self.numbers = numbers or TaskNumbers()  # the cluster-wide number of the next gang's first task
-        self.hogging = False  # the slot warning was given
-        self.others = tuple  # () or the other spark-dask clusters' slots (slots.other_clusters)
-        self.beside = tuple  # () or the cluster's other worker groups' slots (slots.groups_held)
+        self.numbers = context.numbers  # the cluster-wide number of the next gang's first task
+        self.slot_warning_said = slot_warning_said
         self._by_address: dict[str, Gang] = {}
         self._gone: dict[str, asyncio.Future] = {}  # address -> set when it leaves
         self._lock = asyncio.Lock()
@@ -197,7 +184,7 @@ class GangPool:
         for old in self.recovery.worker_back(gang, name):
             self.events.note(f"spark-dask: Dask worker {old} is back" + (f" (as {name})" if old != name else ""))
         if ws.nanny:
-            self.side.open_nanny_comms([ws.nanny])
+            self.driver_scheduler.open_nanny_comms([ws.nanny])
         if was == "starting" and gang.status == "running":
             self._gang_started(gang)
         extra = gang.surplus()
@@ -235,7 +222,7 @@ class GangPool:
                 running,
             )
             self.recovery.worker_left(gang, name, gang.hosts.get(name, ""), lost, time.monotonic())
-            if lost:  # given lost-worker-grace to come back, then replaced (watch_faults)
+            if lost:  # given lost-worker-grace to come back, then replaced (spark_dask.waits.watch_faults)
                 msg = worker_lost_message(where([(name, gang.hosts.get(name, ""))]), self.connected(),
                                           self.target, gang.barrier, self.recovery.grace)  # fmt: skip
                 self.events.note(msg) if gang.barrier else self.events.tell(msg)
@@ -315,33 +302,14 @@ class GangPool:
                 await blocking(gang.cancel)
             self.kick()
 
-    async def watch_faults(self, fail, every: float = 1.0) -> None:
-        """While the cluster runs: replace workers lost longer than ``lost-worker-grace``,
-        start what no executor could hold once one can (every 2 s), say when the cluster
-        has no worker at all, and ``fail(msg)`` it after ``no-workers-timeout`` of that."""
-        rec, next_check = self.recovery, 0.0
-        while self.running:
-            await self.replace_missing()
-            now = time.monotonic()
-            if rec.owed and now >= next_check and (self._reconcile is None or self._reconcile.done()):
-                next_check = now + 2.0
-                self.kick()
-            verdict = rec.no_workers(len(self.side.scheduler.workers), self.target, now)
-            if verdict == "warn":
-                self.events.warn(
-                    no_workers_warning(self.target, self.status, rec.timeout),
-                    python_warning=False,
-                )
-            elif verdict == "fail":
-                msg = no_workers_message(self.target, now - rec.no_workers_since, rec.timeout, rec.reason)
-                background(fail(msg), "failing the cluster")  # not awaited here: the teardown cancels us
-                return
-            await asyncio.sleep(every)
-
     # ------------------------------------------------------------------ scaling
+    def correcting(self) -> bool:
+        """Whether the gangs are being brought to the target now (:meth:`kick`)."""
+        return self._reconcile is not None and not self._reconcile.done()
+
     def kick(self) -> None:
         """Bring the gangs to the target (event loop; returns at once)."""
-        if self._reconcile is not None and not self._reconcile.done():
+        if self.correcting():
             self._again = True
             return
         self._reconcile = asyncio.ensure_future(self._correct_state())
@@ -420,7 +388,7 @@ class GangPool:
                 return
         reason = "relaunch" if rec.owed else "scale"
         # A barrier stage starts only whole: relaunch what the executors left can hold
-        # now, the rest once Spark has capacity again (watch_faults).
+        # now, the rest once Spark has capacity again (spark_dask.waits.watch_faults).
         now = await blocking(self.placeable, n) if rec.owed and self.shape.barrier else n
         later = max(min(rec.owed, n) - now, 0)
         if lost or (later and not rec.owed_said):
@@ -446,11 +414,13 @@ class GangPool:
         # 2. connected workers, those Dask loses least by first (idle, little data), a
         #    Spark task's workers together
         leaving = {n for g in live for n in g.retiring}
-        workers = self.side.scheduler.workers.values()
+        workers = self.driver_scheduler.scheduler.workers.values()
         others = sum(1 for ws in workers if self.gang_of(str(ws.name)) is None)  # other groups' workers
         names = [
             str(n)
-            for n in self.side.scheduler.workers_to_close(n=excess + others, key=task_group, attribute="name")
+            for n in self.driver_scheduler.scheduler.workers_to_close(
+                n=excess + others, key=task_group, attribute="name"
+            )
             if str(n) not in leaving and self.gang_of(str(n)) is not None
         ]
         chosen = names[: max(excess, 0)]
@@ -490,7 +460,7 @@ class GangPool:
         names = list(gangs)
         for n, g in gangs.items():
             g.retiring.add(n)
-        scheduler = self.side.scheduler
+        scheduler = self.driver_scheduler.scheduler
         present = [n for n in names if any(str(ws.name) == n for ws in scheduler.workers.values())]
         late, retiring = await self._retire_in_dask(scheduler, present, timeout) if present else ([], None)
         if late and before_end is not None:
@@ -506,8 +476,8 @@ class GangPool:
         """Terminate worker ``name`` through its nanny, waiting at most close-timeout for
         the answer: a frozen nanny (alive, its connection open) is said, and the worker
         ended through its Spark task instead (the scale, drain or relaunch goes on)."""
-        await bounded(self.side.terminate_nanny(nanny), self.options.close_timeout,
-                      f"the nanny of Dask worker {name} ({nanny}) to end it", lambda: self.side.end_frozen(name),
+        await bounded(self.driver_scheduler.terminate_nanny(nanny), self.options.close_timeout,
+                      f"the nanny of Dask worker {name} ({nanny}) to end it", lambda: self.driver_scheduler.end_frozen(name),
                       self.say)  # fmt: skip
 
     def say(self, line: str) -> None:
@@ -609,6 +579,11 @@ class GangPool:
         elif not done:  # pragma: no cover - the nannies did not end them
             retiring.cancel()
 
+    def other_groups(self) -> list[tuple[str, int, int]]:
+        """``(worker group, tasks, CPUs per task)`` the cluster's other groups hold
+        (:func:`spark_dask.slots.pools_held`)."""
+        return pools_held(self.context.pools, self.facts, but=self.group)
+
     def bound_reason(self) -> str:
         """Why the cluster cannot have more workers than its bound (for the scale note)."""
         shape = self.shape
@@ -622,7 +597,7 @@ class GangPool:
                 f"{self.facts.executor_cores} cores, one per executor (start with task_profile=False "
                 "for several per executor)"
             )
-        if any(n for _, n, _ in self.beside()):
+        if any(n for _, n, _ in self.other_groups()):
             return "; the cluster's other worker groups hold the executors' other cores"
         return ""
 
@@ -641,10 +616,10 @@ class GangPool:
             self._last_scale_note = step.note
             self.target = step.target
             total = replace(self.shape, n_tasks=held + step.new_tasks, n_workers=step.target)
-            warning = hog_warning(facts, total, self.others(), tuple(self.beside()))
-            if warning and not self.hogging and not self.events.quiet:
+            warning = hog_warning(facts, total, self.context.other_clusters(), tuple(self.other_groups()))
+            if warning and not self.slot_warning_said and not self.events.quiet:
                 self.events.warn(warning)
-                self.hogging = True  # said once (at start or at the first scale-up)
+                self.slot_warning_said = True  # said once (at start or at the first scale-up)
         else:
             scale_step(n, current, 0, None)  # checks n
             self.target = n
@@ -652,11 +627,11 @@ class GangPool:
         self.kick()
 
     def capacity(self, facts: ClusterFacts, bound: int | None) -> int | None:
-        """Task slots of the gangs' kind (``bound``: :func:`spark_dask.plan.max_workers`),
+        """Task slots of the gangs' kind (``bound``: :func:`spark_dask.capacity.max_workers`),
         and with other worker groups beside this one, no more than the cores they leave
-        (:func:`spark_dask.plan.cpu_room`)."""
+        (:func:`spark_dask.capacity.cpu_room`)."""
         slots = None if bound is None else bound // max(self.shape.workers_per_task, 1)
-        beside = tuple((n, c) for _, n, c in self.beside())
+        beside = tuple((n, c) for _, n, c in self.other_groups())
         if not beside or facts.dynamic_allocation:
             return slots
         room = cpu_room(facts, task_cpus(self.shape, facts), beside)
@@ -685,25 +660,6 @@ class GangPool:
             self.running = False
 
 
-class TaskNumbers:
-    """The cluster-wide numbers of Spark tasks, one count for the pools of all its worker
-    groups: worker names (``spark-<n>``) never repeat over the cluster.
-
-    >>> numbers = TaskNumbers()
-    >>> numbers.take(2), numbers.take(1), numbers.next
-    (0, 2, 3)
-    """
-
-    def __init__(self) -> None:
-        self.next = 0
-
-    def take(self, n: int) -> int:
-        """The first of ``n`` new task numbers."""
-        first = self.next
-        self.next += n
-        return first
-
-
 def relaunched_message(started: int, connected: int, target: int, whole: bool, tag: str, group: str = DEFAULT) -> str:
     """What a user reads when a relaunched gang's workers all connected (``group``: the
     worker group whose gang it is; a group other than the default says so).
@@ -728,43 +684,3 @@ def relaunched_message(started: int, connected: int, target: int, whole: bool, t
         f"spark-dask: {plural(started, 'relaunched Dask worker')} connected ({tag}); "
         f"{whose} has {connected} of {target}"
     )
-
-
-def adapt_bounds(
-    minimum: int, maximum: float, minimum_cores, maximum_cores, minimum_memory, maximum_memory,
-    threads: int | None, per_memory: int | None, bound: int | None,
-) -> tuple[int, float, str | None]:  # fmt: skip
-    """``adapt()``'s minimum and maximum in workers, from its arguments in workers, cores
-    and memory (``threads`` and ``per_memory``: one worker's) and the bound of the Spark
-    application (``bound``: :func:`spark_dask.plan.max_workers`); and a note when the
-    bound lowered the maximum.
-
-    >>> adapt_bounds(0, 10, None, 8, None, None, 2, None, 3)[:2]
-    (0, 3)
-    """
-    if minimum_cores is not None:
-        minimum = max(minimum, workers_for(0, minimum_cores, None, threads, None))
-    if minimum_memory is not None:
-        minimum = max(minimum, workers_for(0, None, parse_bytes(minimum_memory), None, per_memory))
-    if maximum_cores is not None:
-        if not threads:
-            raise PlanError("spark-dask: adapt(maximum_cores=...) needs a worker's threads: none is known yet")
-        maximum = min(maximum, math.floor(maximum_cores / threads))
-    if maximum_memory is not None:
-        if not per_memory:
-            raise PlanError("spark-dask: adapt(maximum_memory=...) needs a worker's memory limit: none is known yet")
-        maximum = min(maximum, math.floor(parse_bytes(maximum_memory) / per_memory))
-    maximum, note = adapt_maximum(maximum, bound)
-    if minimum > maximum:
-        raise PlanError(f"spark-dask: adapt(): minimum={minimum} is above the maximum {maximum:g}")
-    return minimum, maximum, note
-
-
-def size_per_worker(options: ClusterOptions, size: tuple[int, int] | None) -> tuple[int | None, int | None]:
-    """(threads, memory) of one worker, for ``scale(cores=, memory=)`` and ``adapt``: the
-    options where the user chose them, else ``size`` (the workers' own, smallest)."""
-    threads = options.threads_per_worker or (size[0] if size else None)
-    memory = options.memory_limit
-    if memory == "auto":
-        memory = size[1] if size else None
-    return threads, memory

@@ -88,19 +88,33 @@ def session_info(spark) -> dict:
     return info
 
 
-def plan_info(plan, facts, pool, adaptive) -> dict:
-    """The workers, tasks and request of a cluster's gangs (``pool`` None before the
-    first gang; ``adaptive``: distributed's ``Adaptive`` or None)."""
-    target = pool.target if pool is not None and pool.gangs else plan.n_workers
-    held = pool.held() if pool is not None and pool.gangs else plan.n_tasks
+def plan_info(plan, facts, pools: dict, adaptive) -> dict:
+    """The workers, tasks and request of a cluster's gangs: the default group's workers
+    (the other groups': :func:`groups_info`) and the Spark tasks of every group
+    (``pools``: every worker group's pool, the default group's first; none has a gang
+    before the start submits them; ``adaptive``: distributed's ``Adaptive`` or None).
+
+    >>> from types import SimpleNamespace as P
+    >>> from spark_dask.capacity import ClusterFacts, GangPlan
+    >>> facts = ClusterFacts(executors=5, executor_cores=1, executor_memory=0, slots=5)
+    >>> pools = {"default": P(target=2, held=lambda: 2, gangs=[1], live=lambda: [1]),
+    ...          "cpu": P(target=3, held=lambda: 3, gangs=[2], live=lambda: [2])}
+    >>> info = plan_info(GangPlan("cpu", False, 2, 2), facts, pools, None)
+    >>> info["workers"], info["barrier tasks"], info["gangs"]
+    ('2 cpu', 5, '2 running, 2 submitted')
+    """
+    pool = pools.get(DEFAULT)
+    started = pool is not None and bool(pool.gangs)
+    target = pool.target if started else plan.n_workers
+    held = sum(p.held() for p in pools.values()) if started else plan.n_tasks
     info = {
         "workers": f"{target} {plan.kind}" + (" (one per GPU)" if plan.pinned else ""),
         ("barrier tasks" if plan.barrier else "Spark tasks (plain jobs)"): held,
         "task request": task_request(plan, facts),
     }
-    gangs = pool.gangs if pool is not None else []
+    gangs = [g for p in pools.values() for g in p.gangs]
     if len(gangs) > 1 or not plan.barrier:
-        info["gangs"] = f"{len(pool.live()) if pool is not None else 0} running, {len(gangs)} submitted"
+        info["gangs"] = f"{sum(len(p.live()) for p in pools.values())} running, {len(gangs)} submitted"
     if adaptive is not None and getattr(adaptive, "state", "") == "running":
         info["adaptive"] = f"{adaptive.minimum}..{adaptive.maximum} workers"
     if plan.gpu_mode:
@@ -183,7 +197,7 @@ def spark_info(cluster, adaptive) -> dict:
     ``Adaptive``, or None), the placement and the timings."""
     info = {"job tag": cluster.tag, **session_info(cluster.spark)}
     if cluster.gang_plan is not None:
-        info.update(plan_info(cluster.gang_plan, parts_of(cluster).facts, parts_of(cluster).pool, adaptive))
+        info.update(plan_info(cluster.gang_plan, parts_of(cluster).facts, parts_of(cluster).pools, adaptive))
     groups = groups_info(parts_of(cluster).pools, parts_of(cluster).facts)
     if groups:
         info["worker groups"] = groups

@@ -25,7 +25,7 @@ from distributed.security import Security
 
 from spark_dask.aio import blocking
 from spark_dask.errors import ClusterError, PlanError
-from spark_dask.executor.gang_task import TASK_LINE
+from spark_dask.executor.task_line import TASK_LINE
 from spark_dask.faults import LEAVING
 from spark_dask.options import ClusterOptions
 from spark_dask.plan import encryption_problem

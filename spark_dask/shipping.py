@@ -21,6 +21,8 @@ from __future__ import annotations
 import threading
 from types import ModuleType
 
+from spark_dask.spark.pickling import spark_cloudpickle
+
 _shipped: set[str] = set()
 _lock = threading.Lock()
 
@@ -33,13 +35,10 @@ def ship_by_value(*modules: ModuleType) -> None:
             return
         import cloudpickle
 
-        try:  # Spark's closures; a Dask-only use (read_delta's file reader) has no pyspark
-            from pyspark import cloudpickle as spark_cloudpickle
-        except ImportError:
-            spark_cloudpickle = None
+        spark_pickler = spark_cloudpickle()  # Spark's closures; None without pyspark (read_delta's file reader)
         for module in todo:
-            if spark_cloudpickle is not None:
-                spark_cloudpickle.register_pickle_by_value(module)
+            if spark_pickler is not None:
+                spark_pickler.register_pickle_by_value(module)
             cloudpickle.register_pickle_by_value(module)
             _shipped.add(module.__name__)
 

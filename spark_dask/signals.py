@@ -37,6 +37,7 @@ from contextlib import suppress
 
 from spark_dask import registry
 from spark_dask.parts import parts_if_any
+from spark_dask.spark.gateway import retire_main_connection
 
 logger = logging.getLogger("spark_dask")
 
@@ -167,24 +168,6 @@ class _Py4JInterruptFilter(logging.Filter):
 _py4j_filter = _Py4JInterruptFilter()
 
 
-def _retire_main_connection() -> None:
-    """Close (this side of) the py4j connection the interrupted main thread is using.
-
-    The JVM finishes the interrupted call and its answer goes nowhere; the next call
-    of this thread opens a new connection. Thread-local Spark properties of the main
-    thread (a job group, a scheduler pool) are not carried over to it.
-    """
-    from pyspark import SparkContext
-
-    client = getattr(SparkContext._gateway, "_gateway_client", None)
-    get = getattr(client, "get_thread_connection", None)
-    if get is None:
-        return
-    connection = get()
-    if connection is not None and connection not in getattr(client, "deque", ()):  # in use
-        connection.close(True)
-
-
 def on_sigint(signum, frame):
     """Cancel Spark jobs waiting beside the gangs, then raise ``KeyboardInterrupt``."""
     clusters = registry.live()
@@ -195,7 +178,7 @@ def on_sigint(signum, frame):
         raise KeyboardInterrupt
     _run_bounded(lambda: _cancel_spark_jobs(clusters), 5.0)
     with suppress(Exception):
-        _retire_main_connection()
+        retire_main_connection()
     if callable(previous) and not _is_pyspark_handler(previous) and previous is not signal.default_int_handler:
         previous(signum, frame)  # e.g. a handler of the notebook kernel
     raise KeyboardInterrupt

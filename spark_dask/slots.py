@@ -1,6 +1,8 @@
 """Who waits for whose Spark task slots, in words: the checks a cluster makes while its
 gangs start and run, as plain functions and one small state object (no Spark calls:
-the cluster hands in the stages it read from Spark's status tracker).
+the cluster hands in the stages it read from Spark's status tracker); and what the
+application's live clusters hold (:func:`other_clusters`, :func:`groups_held`). The
+counts of slots themselves are :mod:`spark_dask.capacity`'s.
 
 * a gang that got no slot at all within ``slot-wait`` at start: :func:`no_slots_message`;
 * workers that did not connect within ``timeout``: :func:`start_timeout_message`;
@@ -13,9 +15,9 @@ from __future__ import annotations
 import re
 
 from spark_dask import registry
-from spark_dask.groups.spec import DEFAULT, task_cpus
+from spark_dask.capacity import task_cpus
+from spark_dask.groups.spec import DEFAULT
 from spark_dask.parts import parts_if_any
-from spark_dask.plan import starved_stages
 from spark_dask.sizes import plural
 from spark_dask.spark.conf import application_id
 
@@ -24,7 +26,7 @@ def held_by(cluster) -> tuple[int, int]:
     """``(tasks, CPUs per task)`` a cluster's gangs hold (or wait for): the CPUs each
     task really takes, its task profile's when it has one, else ``spark.task.cpus``."""
     made = parts_if_any(cluster)
-    pool, facts = (made.pool, made.facts) if made is not None else (None, None)
+    pool, facts = (made.pools.get(DEFAULT), made.facts) if made is not None else (None, None)
     plan = getattr(cluster, "gang_plan", None)
     if pool is None or plan is None or facts is None:
         return 0, 0
@@ -64,6 +66,29 @@ def other_clusters(cluster) -> tuple[tuple[str, int, int], ...]:
             out.append((other.tag, tasks, cpus))
         out.extend((f"{other.tag} ({name})", n, c) for name, n, c in groups_held(other) if n)
     return tuple(out)
+
+
+def starved_stages(stages: list[dict], gang_stages: set[int]) -> list[dict]:
+    """Spark stages (other than the gang's) that have tasks to run but none running.
+
+    While the gang holds the slots they need, such a stage waits until the Dask cluster
+    closes: the caller tells the user instead of letting it hang silently. Each entry has
+    ``stageId``, ``numTasks``, ``numActiveTasks``, ``numCompletedTasks``, ``numFailedTasks``;
+    one marked ``gang`` is a spark-dask gang (another cluster's, which says itself that
+    it waits) and is not counted.
+
+    >>> waiting = {"numTasks": 2, "numActiveTasks": 0, "numCompletedTasks": 0}
+    >>> [st["stageId"] for st in starved_stages([{"stageId": 1, **waiting}, {"stageId": 2, "gang": True, **waiting}], set())]
+    [1]
+    """
+    out = []
+    for st in stages:
+        if st["stageId"] in gang_stages or st.get("gang"):
+            continue
+        pending = st["numTasks"] - st["numActiveTasks"] - st["numCompletedTasks"]
+        if st["numActiveTasks"] == 0 and pending > 0:
+            out.append(st)
+    return out
 
 
 # Call sites that say nothing to a user: a DataFrame query's stages submitted from

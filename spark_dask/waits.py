@@ -1,7 +1,8 @@
-"""The cluster's waits and watchers that read Spark: the start-up wait for the gangs'
-workers (failing fast when a gang ends or gets no task slot) and, while the cluster
-runs, the watch on stages starved of slots. What they say is worded in
-:mod:`spark_dask.slots`; they read Spark's status tracker through
+"""The cluster's waits and watchers: the start-up wait for the gangs' workers (failing
+fast when a gang ends or gets no task slot) and, while the cluster runs, the watch on a
+group's lost workers (:func:`watch_faults`) and, over every group's gangs, the watch on
+stages starved of slots (or, with Spark Connect, on the session's stop). What they say
+is worded in :mod:`spark_dask.slots`; they read Spark's status tracker through
 :func:`spark_dask.spark.launcher.stage_snapshot`.
 
 Also the named, bounded wait (:func:`bounded`) of what answers over the network while
@@ -22,9 +23,10 @@ from contextlib import suppress
 from functools import partial
 
 from spark_dask.aio import background, blocking
+from spark_dask.capacity import max_workers, task_cpus
 from spark_dask.errors import ClusterError, ClusterTimeoutError
+from spark_dask.faults import no_workers_message, no_workers_warning
 from spark_dask.gang import Gang
-from spark_dask.plan import max_workers
 from spark_dask.sizes import plural
 from spark_dask.slots import (
     SlotWatch,
@@ -155,7 +157,7 @@ class StartWait:
     ----------
     spark : SparkSession
         The cluster's session (for the stage snapshot).
-    side : DriverScheduler
+    driver_scheduler : DriverScheduler
         The scheduler; its ``changed`` event wakes the wait.
     facts : ClusterFacts
         The Spark facts (slots, dynamic allocation) for the error texts.
@@ -171,14 +173,14 @@ class StartWait:
         added to a running cluster counts its own gangs' workers.
     """
 
-    def __init__(self, spark, side, facts, slot_wait: float, connect: bool, progress: bool, count=None):
+    def __init__(self, spark, driver_scheduler, facts, slot_wait: float, connect: bool, progress: bool, count=None):
         self.spark = spark
-        self.side = side
+        self.driver_scheduler = driver_scheduler
         self.facts = facts
         self.slot_wait = slot_wait
         self.connect = connect
         self.progress = progress
-        self.count = count or side.running_workers
+        self.count = count or driver_scheduler.running_workers
 
     async def wait(self, gangs: list[Gang], timeout: float, tag: str) -> None:
         """Return once every worker of ``gangs`` is connected; fail fast when a gang fails."""
@@ -188,7 +190,7 @@ class StartWait:
         deadline = submitted + timeout
         barrier = all(g.barrier for g in gangs)
         slots_seen = self.connect or not barrier  # no stage information under Spark Connect
-        changed = self.side.changed
+        changed = self.driver_scheduler.changed
         while True:
             changed.clear()
             ended = [g for g in gangs if g.done]
@@ -203,7 +205,7 @@ class StartWait:
             if remaining <= 0:
                 f = self.facts
                 raise ClusterTimeoutError(start_timeout_message(
-                    n, want, self.side.scheduler.address, timeout, tag, barrier, f.dynamic_allocation, f.max_executors,
+                    n, want, self.driver_scheduler.scheduler.address, timeout, tag, barrier, f.dynamic_allocation, f.max_executors,
                 ))  # fmt: skip
             if not slots_seen and time.monotonic() - submitted >= self.slot_wait:
                 slots_seen = await self.got_slots(gangs)
@@ -232,8 +234,13 @@ class StartWait:
         raise ClusterError(no_slots_message(n_tasks, self.slot_wait, self.facts.slots, others, own))
 
 
+def running(pools: dict) -> bool:
+    """Whether a pool of ``pools`` (a cluster's ``ClusterParts.pools``) runs."""
+    return any(pool.running for pool in list(pools.values()))
+
+
 async def watch_starved_stages(
-    spark, pool, tag: str, slot_wait: float, every: float = 2.0, patience: float = 10.0,
+    spark, pools: dict, tag: str, slot_wait: float, every: float = 2.0, patience: float = 10.0,
     snapshot=stage_snapshot,
 ):  # fmt: skip
     """Warn when a Spark stage waits for task slots that the gangs hold, and when a
@@ -242,21 +249,23 @@ async def watch_starved_stages(
     A Spark job run inside the ``with`` block needs free task slots; when the gangs
     hold them all it waits until the Dask cluster closes (or shrinks). That must not
     be silent. Under dynamic allocation Spark adds executors for waiting stages: only
-    said when the gangs hold every slot the application can ever have. Runs while
-    ``pool.running``; a round that fails (Spark's status tracker unreadable) is logged
-    and the next one tries again. ``snapshot``: :func:`~spark_dask.spark.launcher.stage_snapshot`.
+    said when the gangs hold every slot the application can ever have. ``pools``: the
+    cluster's pools by worker group (``ClusterParts.pools``, groups added later too):
+    the gangs of every group count. Runs while a pool runs; a round that fails (Spark's
+    status tracker unreadable) is logged and the next one tries again. ``snapshot``:
+    :func:`~spark_dask.spark.launcher.stage_snapshot`.
     """
     watch = SlotWatch(tag, patience, slot_wait, said_stages(await blocking(application_id, spark)))
     failed = False  # the last round
-    while pool.running:
+    while running(pools):
         try:
-            await starved_round(spark, pool, watch, snapshot)
+            await starved_round(spark, list(pools.values()), watch, snapshot)
             failed = False
         except Exception as e:  # noqa: BLE001 - logged; the next round tries again
             with suppress(Exception):
                 if await blocking(is_stopped, spark):
                     return  # the context is stopping
-            if pool.running:
+            if running(pools):
                 (logger.debug if failed else logger.warning)(
                     "spark-dask: the watch on Spark stages waiting for task slots failed (%s: %s); "
                     "it tries again every %gs", type(e).__name__, e, every, exc_info=not failed,
@@ -265,30 +274,63 @@ async def watch_starved_stages(
         await asyncio.sleep(every)
 
 
-async def starved_round(spark, pool, watch: SlotWatch, snapshot) -> None:
-    """One round of :func:`watch_starved_stages`: read the stages, say what waits."""
-    shape, facts = pool.shape, pool.facts
-    live = pool.live()
+async def starved_round(spark, pools: list, watch: SlotWatch, snapshot) -> None:
+    """One round of :func:`watch_starved_stages`: read the stages, say what waits. The
+    first pool (the default group's) words the capacity; the tasks held are every
+    group's, their cores said where every group's tasks take as many CPUs."""
+    shape, facts = pools[0].shape, pools[0].facts
+    live = [g for pool in pools for g in pool.live()]
     stages, ours = await blocking(snapshot, spark, [g.tag for g in live])
+    barrier = all(pool.shape.barrier for pool in pools)
     capacity = facts.slots
-    if not shape.barrier:
+    if not barrier:
         bound = max_workers(facts, shape)
         capacity = None if bound is None else bound // max(shape.workers_per_task, 1)
     held = sum(g.tasks_held() for g in live)
-    cpus = shape.task_cpus if shape.task_cpus is not None else facts.task_cpus
-    cores = (cpus, facts.executors * facts.executor_cores) if shape.barrier and facts.executor_cores else None
-    for msg in watch.notes(stages, ours, live, held, capacity, shape.barrier, time.monotonic(), cores, pool.others()):
-        pool.events.warn(msg, python_warning=False)
+    cpus = {task_cpus(pool.shape, facts) for pool in pools}
+    cores = (
+        (cpus.pop(), facts.executors * facts.executor_cores)
+        if barrier and facts.executor_cores and len(cpus) == 1
+        else None
+    )
+    others = pools[0].context.other_clusters()
+    for msg in watch.notes(stages, ours, live, held, capacity, barrier, time.monotonic(), cores, others):
+        pools[0].events.warn(msg, python_warning=False)
 
 
-async def watch_session_stop(spark, pool, log, close, every: float = 1.0) -> None:
+async def watch_session_stop(spark, pools: dict, log, close, every: float = 1.0) -> None:
     """Spark Connect: ``close()`` the cluster when its session is stopped (a stopped
     session does not end the gangs' collecting threads: the client keeps retrying).
-    Runs while ``pool.running``."""
-    while pool.running:
+    Runs while a pool of ``pools`` (``ClusterParts.pools``) runs."""
+    while running(pools):
         if await blocking(is_stopped, spark):
             log("spark-dask: the SparkSession was stopped; closing the Dask cluster")
             # not awaited here: the teardown cancels us
             background(close(), "closing the cluster of the stopped session")
+            return
+        await asyncio.sleep(every)
+
+
+async def watch_faults(pool, fail, every: float = 1.0) -> None:
+    """While the cluster runs: replace the workers of ``pool`` (a
+    :class:`~spark_dask.pool.GangPool`) lost longer than ``lost-worker-grace``, start what
+    no executor could hold once one can (every 2 s), say when the cluster has no worker
+    at all, and ``fail(msg)`` it after ``no-workers-timeout`` of that."""
+    rec, next_check = pool.recovery, 0.0
+    while pool.running:
+        await pool.replace_missing()
+        now = time.monotonic()
+        if rec.owed and now >= next_check and not pool.correcting():
+            next_check = now + 2.0
+            pool.kick()
+        verdict = rec.no_workers(len(pool.driver_scheduler.scheduler.workers), pool.target, now)
+        if verdict == "warn":
+            pool.events.warn(
+                no_workers_warning(pool.target, pool.status, rec.timeout),
+                python_warning=False,
+            )
+        elif verdict == "fail":
+            msg = no_workers_message(pool.target, now - rec.no_workers_since, rec.timeout, rec.reason)
+            background(fail(msg), "failing the cluster")  # not awaited here: the teardown cancels us
             return
         await asyncio.sleep(every)

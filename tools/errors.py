@@ -140,8 +140,11 @@ class Unread:
 
 def modules(root: str) -> list[str]:
     """Every module of the package, subpackages included (a new module is found by
-    itself: nothing to register)."""
-    return sorted(glob.glob(os.path.join(root, "spark_dask", "**", "*.py"), recursive=True))
+    itself: nothing to register), and the GPU check users run from a clone
+    (``python -m tools.gpu_check``), whose messages they read too."""
+    package = glob.glob(os.path.join(root, "spark_dask", "**", "*.py"), recursive=True)
+    check = os.path.join(root, "tools", "gpu_check.py")
+    return sorted([*package, *([check] if os.path.exists(check) else [])])
 
 
 def collect(root: str, unread: list[Unread] | None = None) -> list[Message]:

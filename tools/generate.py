@@ -6,7 +6,8 @@
 From the option table (``spark_dask/options.py``):
 
 - the ``Parameters`` and ``Notes`` sections of ``SparkCluster``'s docstring
-  (``spark_dask/cluster.py``, between the ``Parameters`` heading and ``Examples``),
+  (``spark_dask/cluster.py``, between the ``Parameters`` heading and ``Examples``), and
+  ``start()``'s parameters and docstring (``spark_dask/client.py``),
 - ``spark_dask/spark_dask.yaml`` (the ``dask.config`` defaults),
 - ``docs/configuration.md``,
 - the options table of ``README.md`` (between ``<!-- options:start -->`` and
@@ -111,33 +112,37 @@ def docstring_sections(leave_out: tuple[str, ...] = ()) -> str:
     return "\n".join(lines) + "\n"
 
 
-# start() takes SparkCluster's keywords but these (spark_dask/cluster.py says so)
+# start() takes SparkCluster's keywords but these (spark_dask/client.py says so)
 START_LEAVES_OUT = ("asynchronous", "loop")
 
 
-def rewrite_start_signature(source: str) -> str:
-    """cluster.py with ``start()``'s parameters those of ``SparkCluster.__init__`` (one
-    indent less, without ``self`` and :data:`START_LEAVES_OUT`): written out, so that
-    editors, ``help()`` and the API docs see every option of ``start()``."""
-    init = source.index("    def __init__(\n        self,\n", source.index("class SparkCluster("))
-    params = source[source.index("\n", init) + 1 : source.index("    ):\n", init)].splitlines()
+def rewrite_start_signature(source: str, cluster: str) -> str:
+    """client.py (``source``) with ``start()``'s parameters those of
+    ``SparkCluster.__init__`` in cluster.py (``cluster``; one indent less, without
+    ``self`` and :data:`START_LEAVES_OUT`): written out, so that editors, ``help()`` and
+    the API docs see every option of ``start()``."""
+    init = cluster.index("    def __init__(\n        self,\n", cluster.index("class SparkCluster("))
+    params = cluster[cluster.index("\n", init) + 1 : cluster.index("    ):\n", init)].splitlines()
     kept = [line[4:] for line in params[1:] if line.strip().split(":")[0].split("=")[0] not in START_LEAVES_OUT]
     begin = source.index("\ndef start(\n") + len("\ndef start(\n")
     end = source.index(") -> Client:\n", begin)
     return source[:begin] + "\n".join(kept) + "\n" + source[end:]
 
 
-def rewrite_docstring(source: str) -> str:
-    """cluster.py with the generated sections in SparkCluster's docstring and in
-    ``start()``'s (each up to its ``Examples``), and ``start()``'s parameters."""
-    source = rewrite_start_signature(source)
-    for anchor, leave_out in (("class SparkCluster(", ()), ("\ndef start(", START_LEAVES_OUT)):
-        begin = source.index(anchor)
-        end = source.index("\n    Examples\n    --------\n", begin)
-        head = source.find("    Parameters\n    ----------\n", begin, end)
-        start = head if head >= 0 else end + 1
-        source = source[:start] + docstring_sections(leave_out) + source[end:]
-    return source
+def rewrite_docstring(source: str, anchor: str = "class SparkCluster(", leave_out: tuple = ()) -> str:
+    """``source`` with the generated sections in the docstring after ``anchor`` (up to
+    its ``Examples``): cluster.py's ``SparkCluster``, by default."""
+    begin = source.index(anchor)
+    end = source.index("\n    Examples\n    --------\n", begin)
+    head = source.find("    Parameters\n    ----------\n", begin, end)
+    start = head if head >= 0 else end + 1
+    return source[:start] + docstring_sections(leave_out) + source[end:]
+
+
+def rewrite_start(source: str, cluster: str) -> str:
+    """client.py (``source``) with ``start()``'s parameters (:func:`rewrite_start_signature`)
+    and the generated sections of its docstring."""
+    return rewrite_docstring(rewrite_start_signature(source, cluster), "\ndef start(", START_LEAVES_OUT)
 
 
 # ---------------------------------------------------------------------------------- YAML
@@ -288,6 +293,7 @@ def outputs() -> dict[str, str]:
 
     out = {
         "spark_dask/cluster.py": rewrite_docstring(read("spark_dask/cluster.py")),
+        "spark_dask/client.py": rewrite_start(read("spark_dask/client.py"), read("spark_dask/cluster.py")),
         "spark_dask/spark_dask.yaml": yaml_text(),
         "docs/configuration.md": configuration_md(),
         "README.md": rewrite_readme(read("README.md")),

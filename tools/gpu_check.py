@@ -33,10 +33,11 @@ from dataclasses import dataclass
 
 import spark_dask
 from spark_dask import config
+from spark_dask.capacity import needs_cpu_profile
 from spark_dask.executor.checkup import version_of
-from spark_dask.handoff import driver as handoff
-from spark_dask.handoff.capacity import needs_cpu_profile
 from spark_dask.parts import parts_of
+from spark_dask.spark.compat import task_profiles_supported
+from spark_dask.spark.jobs import map_collect
 
 QUERY = ["--query-gpu=index,pci.bus_id,name,memory.total", "--format=csv,noheader,nounits"]
 # What must be importable for the checks (module -> what to install).
@@ -362,7 +363,7 @@ def _handoff_check(spark, client, n: int = 1_000_000) -> tuple[bool, str]:
     import numpy as np
     import pandas as pd
 
-    profile = needs_cpu_profile(parts_of(client.cluster).facts, handoff.profiles_available(spark))
+    profile = needs_cpu_profile(parts_of(client.cluster).facts, task_profiles_supported(spark))
     expected = "cudf" if _has("cudf") else "pandas"
     df = spark.range(0, n, 1, 8).selectExpr(
         "id", "id % 97 AS k", "CAST(id % 13 AS DOUBLE) * 0.25 AS x", "CAST(id AS STRING) AS s"
@@ -392,8 +393,8 @@ def _handoff_check(spark, client, n: int = 1_000_000) -> tuple[bool, str]:
             [{"n": rows, "t": total}], schema=pa.schema([("n", pa.int64()), ("t", pa.int64())])
         )
 
-    parts = handoff.map_collect(back, "n long, t long", totals, profile, f"{client.cluster.tag}-gpu-check",
-                             "spark-dask: gpu check, to_spark result")  # fmt: skip
+    parts = map_collect(back, "n long, t long", totals, profile, f"{client.cluster.tag}-gpu-check",
+                        "spark-dask: gpu check, to_spark result")  # fmt: skip
     back_ok = sum(r["n"] for r in parts) == n and sum(r["t"] for r in parts) == n * (n - 1) // 2
     took_back = time.monotonic() - t1
     ok = backend == expected and same and s_ok and back_ok

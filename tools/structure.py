@@ -35,8 +35,13 @@ What is measured on every module under ``spark_dask/`` (subpackages included):
   standard library, ``dask`` and ``distributed`` only. Every module under
   ``spark_dask/executor/`` is in its ``SHIPPED`` or ``AS_SOURCE`` tuple.
 
+- the door to Spark: only the modules under ``spark_dask/spark/`` and the shipped task
+  code (the modules of a ``SHIPPED`` or ``AS_SOURCE`` tuple, which run inside Spark's
+  tasks) import ``pyspark`` or ``py4j``, at module level or inside a function. The rest
+  of the package asks ``spark/`` (a version quirk: ``spark/compat.py``).
+
 Bounds: a class of at most 600 lines, a function of at most 80, no cycle, no private
-name across modules, nothing across the executor boundary. ``--ratchet FILE`` compares with a baseline written by
+name across modules, nothing across the executor boundary, no Spark import outside its door. ``--ratchet FILE`` compares with a baseline written by
 ``--write-baseline`` (``tools/structure-baseline.json``) and fails only on what is worse
 than it: a class or function over its bound that was not over before, or that grew; an
 import inside a cycle that the baseline did not have; a private-name use that is new,
@@ -57,6 +62,8 @@ from dataclasses import dataclass, field
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_CLASS = 600
 MAX_FUNCTION = 80
+SPARK_DOOR = "spark"  # the subpackage that talks to Spark
+SPARK_LIBRARIES = ("pyspark", "py4j")
 
 
 @dataclass(frozen=True)
@@ -117,6 +124,20 @@ class Boundary:
         return f"{self.module}: {self.text}"
 
 
+@dataclass(frozen=True)
+class SparkImport:
+    """An import of pyspark or py4j outside the door to Spark (and outside shipped code)."""
+
+    path: str
+    line: int
+    module: str  # the importing module
+    target: str  # what it imports
+
+    @property
+    def key(self) -> str:
+        return f"{self.module} imports {self.target}"
+
+
 @dataclass
 class Report:
     """Everything measured on one package."""
@@ -128,6 +149,7 @@ class Report:
     cycles: list[list[str]] = field(default_factory=list)  # strongly connected groups, sorted
     privates: list[Private] = field(default_factory=list)
     boundary: list[Boundary] = field(default_factory=list)
+    spark_imports: list[SparkImport] = field(default_factory=list)
 
     def largest(self, kind: str) -> Block | None:
         blocks = self.classes if kind == "class" else self.functions
@@ -143,7 +165,10 @@ class Report:
         return [e for e in self.imports if e.source in group and group[e.source] == group.get(e.target)]
 
     def ok(self) -> bool:
-        return not (self.over("class") or self.over("function") or self.cycles or self.privates or self.boundary)
+        return not (
+            self.over("class") or self.over("function") or self.cycles or self.privates or self.boundary
+            or self.spark_imports
+        )  # fmt: skip
 
     def baseline(self) -> dict:
         """The JSON the ratchet compares with: keys without line numbers, so edits that
@@ -158,6 +183,7 @@ class Report:
             "cycle_imports": sorted({e.key for e in self.cycle_imports()}),
             "private_names": dict(sorted(counts.items())),
             "boundary": sorted({b.key for b in self.boundary}),
+            "spark_door": sorted({s.key for s in self.spark_imports}),
         }
 
 
@@ -435,6 +461,7 @@ def measure(package_dir: str | None = None) -> Report:
         report.privates += _privates(module, modules[module], rels[module], tree, modules, defined)
     report.cycles = _cycles(report.imports)
     report.boundary = _boundary(trees, modules, rels)
+    report.spark_imports = _spark_imports(trees, modules, rels)
     report.privates.sort(key=lambda p: (p.path, p.line, p.name))
     return report
 
@@ -528,6 +555,41 @@ def _boundary(trees: dict, modules: dict[str, str], rels: dict[str, str]) -> lis
     return sorted(set(out), key=lambda b: (b.path, b.line, b.text))
 
 
+# ------------------------------------------------------------------------------ the door to Spark
+def _shipped(trees: dict, modules: dict[str, str]) -> set[str]:
+    """The modules of every ``SHIPPED`` and ``AS_SOURCE`` tuple of the package."""
+    out: set[str] = set()
+    for owner, tree in trees.items():
+        bound = _bound_modules(owner, modules[owner], tree, modules)
+        for kind in ("SHIPPED", "AS_SOURCE"):
+            _, names = _tuple_names(tree, kind) or (0, [])
+            out |= {bound[n] for n in names if n in bound}
+    return out
+
+
+def _spark_imports(trees: dict, modules: dict[str, str], rels: dict[str, str]) -> list[SparkImport]:
+    """Imports of pyspark or py4j (anywhere in a module) outside ``<package>.spark`` and
+    the shipped modules."""
+    package = next(iter(modules)).split(".")[0] if modules else ""
+    door = f"{package}.{SPARK_DOOR}"
+    allowed = _shipped(trees, modules)
+    out = []
+    for module, tree in trees.items():
+        if module == door or module.startswith(door + ".") or module in allowed:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            else:
+                continue
+            for name in names:
+                if name.split(".")[0] in SPARK_LIBRARIES:
+                    out.append(SparkImport(rels[module], node.lineno, module, name))
+    return sorted(set(out), key=lambda s: (s.path, s.line, s.target))
+
+
 # ------------------------------------------------------------------------------ ratchet
 def worse_than(report: Report, baseline: dict) -> list[str]:
     """What is worse in ``report`` than in ``baseline`` (empty: nothing)."""
@@ -548,6 +610,8 @@ def worse_than(report: Report, baseline: dict) -> list[str]:
             out.append(f"private name: {key}: {count} use(s), was {before.get(key, 0)}")
     for key in sorted(set(now["boundary"]) - set(baseline.get("boundary", []))):
         out.append(f"executor boundary: {key} (new)")
+    for key in sorted(set(now["spark_door"]) - set(baseline.get("spark_door", []))):
+        out.append(f"Spark imported outside spark_dask/{SPARK_DOOR}/: {key} (new)")
     return out
 
 
@@ -568,6 +632,8 @@ def better_than(report: Report, baseline: dict) -> list[str]:
             out.append(f"private name: {key}: {now['private_names'].get(key, 0)} use(s), was {count}")
     gone = set(baseline.get("boundary", [])) - set(now["boundary"])
     out += [f"executor boundary kept now: {k}" for k in sorted(gone)]
+    gone = set(baseline.get("spark_door", [])) - set(now["spark_door"])
+    out += [f"Spark import behind its door now: {k}" for k in sorted(gone)]
     return out
 
 
@@ -579,7 +645,8 @@ def render(report: Report) -> str:
         return "ok" if ok else "OVER"
 
     lines = [f"structure of {report.package}/ (bounds: class <= {MAX_CLASS} lines, function <= {MAX_FUNCTION} "
-             "lines, no import cycle, no private name across modules, the executor boundary)", ""]  # fmt: skip
+             "lines, no import cycle, no private name across modules, the executor boundary, the door to Spark)",
+             ""]  # fmt: skip
     rows = []
     for kind, bound in (("class", MAX_CLASS), ("function", MAX_FUNCTION)):
         b = report.largest(kind)
@@ -589,6 +656,8 @@ def render(report: Report) -> str:
                  f"{len(report.cycle_imports())} imports inside them", state(not report.cycles)))  # fmt: skip
     rows.append(("private names", str(len(report.privates)), "uses across modules", state(not report.privates)))
     rows.append(("executor boundary", str(len(report.boundary)), "imports across it", state(not report.boundary)))
+    rows.append(("door to Spark", str(len(report.spark_imports)), f"pyspark/py4j imports outside {SPARK_DOOR}/",
+                 state(not report.spark_imports)))  # fmt: skip
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     lines += [f"  {a:<{widths[0]}}  {b:>{widths[1]}}  {c:<{widths[2]}}  {d}" for a, b, c, d in rows]
 
@@ -613,6 +682,12 @@ def render(report: Report) -> str:
     if report.boundary:
         lines += ["", f"across the executor boundary ({len(report.boundary)}):"]
         lines += [f"  {b.path}:{b.line}  {b.text}" for b in report.boundary]
+    if report.spark_imports:
+        lines += [
+            "",
+            f"Spark imported outside {report.package}/{SPARK_DOOR}/ and shipped code ({len(report.spark_imports)}):",
+        ]
+        lines += [f"  {s.path}:{s.line}  imports {s.target}" for s in report.spark_imports]
     return "\n".join(lines)
 
 

@@ -24,8 +24,10 @@ from spark_dask.errors import DeltaError, PlanError
 from spark_dask.events import outside_package
 from spark_dask.handoff import driver as handoff
 from spark_dask.shipping import by_value, ship_by_value
+from spark_dask.spark import frames
+from spark_dask.spark.compat import current_catalog, spark_version
 from spark_dask.spark.conf import conf
-from spark_dask.spark.session import active_session, spark_version
+from spark_dask.spark.session import active_session
 
 logger = logging.getLogger("spark_dask")
 
@@ -288,10 +290,7 @@ def _catalog_asked(spark, source: str) -> str:
     parts = [p.strip("`") for p in re.findall(r"`[^`]+`|[^.]+", source)]
     if len(parts) == 3:
         return parts[0]
-    try:
-        return spark.catalog.currentCatalog()
-    except Exception:  # noqa: BLE001 - Spark < 3.4
-        return "spark_catalog"
+    return current_catalog(spark)
 
 
 def read_with_spark(source: str, version, timestamp, columns, filters, spark, client, backend):
@@ -338,12 +337,11 @@ def spark_condition(dnf, tz: str = "UTC"):
     """The Spark Column of filters in disjunctive normal form; a datetime without a zone
     in ``tz``, the session's, as the file reader takes it (py4j would take it in this
     process's zone: :func:`spark_dask.delta.compare.spark_value`)."""
-    from pyspark.sql import functions as F
 
     def value(v):
         return compare.spark_value(v, tz)
 
-    return prune.fold(dnf, lambda name: F.col(f"`{name}`"), lambda name, v: value(v),
+    return prune.fold(dnf, frames.column, lambda name, v: value(v),
                       lambda column, name, values: column.isin([value(v) for v in values]))  # fmt: skip
 
 

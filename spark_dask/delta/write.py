@@ -13,7 +13,7 @@ import os
 from spark_dask.delta.read import file_source, is_table_name
 from spark_dask.errors import DeltaError, PlanError
 from spark_dask.handoff import driver as handoff
-from spark_dask.spark.conf import is_connect
+from spark_dask.spark.compat import jvm_reachable
 from spark_dask.spark.session import active_session
 
 MODES = {"error": "errorifexists", "append": "append", "overwrite": "overwrite"}
@@ -91,7 +91,7 @@ def exists(target: str, spark=None) -> bool:
 def hadoop_exists(spark, path: str) -> bool | None:
     """Whether ``path`` exists for Spark's Hadoop filesystem (classic sessions), or None
     where it cannot tell (Spark Connect, no filesystem for the scheme, refused)."""
-    if is_connect(spark):
+    if not jvm_reachable(spark):
         return None
     try:
         hadoop_path = spark.sparkContext._jvm.org.apache.hadoop.fs.Path(path)

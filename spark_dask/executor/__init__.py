@@ -18,6 +18,10 @@ The driver side imports from here, never the reverse.
 
 =================  =====================================================================
 ``gang_task``      the Spark task of a gang: start its Dask workers, watch, end with them
+``task_context``   where the task runs: its Spark context, its facts, the gang's
+``processes``      the workers' processes: forked or new, dying with the task, stopped
+``task_line``      the task's line to the scheduler, cut to end frozen workers
+``gpu_claims``     each GPU worker's host-wide claim on its GPU
 ``task_spec``      :class:`~spark_dask.executor.task_spec.TaskSpec`, what each task gets
 ``placement``      which GPU and name each worker gets, which task starts which workers
 ``sizing``         threads and memory of each worker from what Spark gave the task
@@ -34,16 +38,23 @@ from spark_dask.executor import (
     checkup,
     command,
     gang_task,
+    gpu_claims,
     logs,
     placement,
     preload,
+    processes,
     rmm,
     sizing,
+    task_context,
+    task_line,
     task_spec,
 )
 
 # The modules the driver pickles by value with the gang's task (and its probe job).
-SHIPPED = (errors, sizes, task_spec, placement, sizing, command, rmm, logs, gang_task, checkup)
+SHIPPED = (
+    errors, sizes, task_spec, placement, sizing, command, rmm, logs, processes, task_context, task_line, gpu_claims,
+    gang_task, checkup,
+)  # fmt: skip
 # The modules each task writes out as source for the Dask workers to load.
 AS_SOURCE = (preload,)
 

@@ -25,7 +25,7 @@ import socket
 import subprocess
 import sys
 
-from spark_dask.executor.gang_task import executor_id
+from spark_dask.executor.task_context import executor_id
 
 # The packages whose versions the driver's must match (distributed warns of these
 # after workers joined; the doctor names them first): import name -> distribution.

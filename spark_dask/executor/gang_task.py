@@ -1,12 +1,18 @@
-"""What runs inside each Spark barrier task: start this task's Dask workers, keep them
-alive while the cluster runs, and make sure they cannot outlive the task.
+"""What runs inside each Spark barrier task: meet the gang, place, size and start this
+task's Dask workers, keep them alive while the cluster runs, and make sure they cannot
+outlive the task; and the partition functions Spark runs (the gang's, classic and Spark
+Connect, and the Spark Connect executor probe's).
 
 The driver ships this module to the executors by value together with what it uses of
-the package (:mod:`spark_dask.errors`, :mod:`spark_dask.plan`, :mod:`spark_dask.rapids`,
-:mod:`spark_dask.logdir`, and the task specification, :class:`spark_dask.executor.task_spec.TaskSpec`, which carries the
-workers' preload, :mod:`spark_dask.executor.preload`, as text), so the executors need
-``distributed`` (and ``dask-cuda`` for GPU workers) but not ``spark_dask`` itself, and
-driver and executors never disagree on its version.
+the package (:data:`spark_dask.executor.SHIPPED`: the task's context and facts,
+:mod:`~spark_dask.executor.task_context`; the workers' processes,
+:mod:`~spark_dask.executor.processes`; the line to the scheduler,
+:mod:`~spark_dask.executor.task_line`; the GPU claims,
+:mod:`~spark_dask.executor.gpu_claims`; and the task specification,
+:class:`spark_dask.executor.task_spec.TaskSpec`, which carries the workers' preload,
+:mod:`spark_dask.executor.preload`, as text), so the executors need ``distributed`` (and
+``dask-cuda`` for GPU workers) but not ``spark_dask`` itself, and driver and executors
+never disagree on its version.
 
 The same :func:`run_task` serves classic sessions (``rdd.barrier().mapPartitions``)
 and Spark Connect sessions (``mapInArrow(..., barrier=True)``).
@@ -14,42 +20,43 @@ and Spark Connect sessions (``mapInArrow(..., barrier=True)``).
 
 from __future__ import annotations
 
-import asyncio
-import importlib.metadata
-import importlib.util
 import json
 import os
 import queue
 import shutil
-import signal
 import socket
-import stat
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import traceback
 
 from spark_dask.errors import WorkerStartError
 from spark_dask.executor.command import (
     REGISTERED_MARKER,
     forks_nanny,
-    scheduler_endpoint,
     tail,
     unreachable_message,
     version_problem,
     worker_command,
 )
+from spark_dask.executor.gpu_claims import claim_gpus, executor_gpus
 from spark_dask.executor.logs import save_worker_logs
 from spark_dask.executor.placement import (
     assign_shared,
     assign_workers,
-    executor_gpu_list,
     gang_shortfall,
     gpu_env,
-    physical_gpu,
     worker_name,
+)
+from spark_dask.executor.processes import (
+    KILL_WAIT,
+    ForkedNanny,
+    can_fork,
+    make_death_signal,
+    read_text,
+    stop_workers,
+    write_private,
 )
 from spark_dask.executor.rmm import rmm_installed, rmm_option, rmm_problem
 from spark_dask.executor.sizing import (
@@ -58,29 +65,19 @@ from spark_dask.executor.sizing import (
     worker_memory,
     worker_threads,
 )
+from spark_dask.executor.task_context import (
+    barrier_context,
+    executor_id,
+    gang_from_task_infos,
+    reach_error,
+    task_facts,
+)
+from spark_dask.executor.task_line import TaskLine, line_cut
 from spark_dask.executor.task_spec import TaskSpec
 
-PR_SET_PDEATHSIG = 1
-# Seconds the task waits for a worker to end after its SIGKILL: one in uninterruptible
-# sleep (D state, e.g. a hung NFS or GPU driver call) may never end; the task ends anyway.
-KILL_WAIT = 5.0
-# The scheduler handler each task opens its line with (TaskLine; the driver's side:
-# spark_dask.scheduler.DriverScheduler.cut_line).
-TASK_LINE = "spark_dask_task_line"
 # The module name under which each task writes the workers' preload (the text of
 # spark_dask.executor.preload, carried in TaskSpec.preload) into its workers' directory.
 PRELOAD_MODULE = "spark_dask_preload"
-
-
-def executor_id() -> str | None:
-    """The executor id, from what the cluster manager puts in the executor's env."""
-    if os.environ.get("SPARK_EXECUTOR_ID"):  # Kubernetes
-        return os.environ["SPARK_EXECUTOR_ID"]
-    for key in ("SPARK_LOG_URL_STDERR", "SPARK_LOG_URL_STDOUT"):  # standalone
-        url = os.environ.get(key, "")
-        if "executorId=" in url:
-            return url.split("executorId=", 1)[1].split("&", 1)[0]
-    return os.environ.get("CONTAINER_ID")  # YARN
 
 
 def host_memory() -> int:
@@ -97,517 +94,8 @@ def host_memory() -> int:
     return total
 
 
-def _prctl():
-    """libc's ``prctl``, looked up in this (the parent) process; None off Linux."""
-    if not sys.platform.startswith("linux"):
-        return None
-    import ctypes
-
-    return ctypes.CDLL(None, use_errno=True).prctl
-
-
-def _make_death_signal(parent_pid: int):
-    """preexec_fn: die with the Spark task (Linux ``PR_SET_PDEATHSIG``).
-
-    libc is loaded and ``prctl`` looked up here, before the fork: the child only makes
-    the call (an import or a ``dlopen`` there could block on a lock another thread of
-    the task held at the fork)."""
-    prctl, sigterm, sigkill = _prctl(), int(signal.SIGTERM), int(signal.SIGKILL)
-
-    def preexec():
-        if prctl is not None:
-            prctl(PR_SET_PDEATHSIG, sigterm)
-        if os.getppid() != parent_pid:  # the task died before prctl took effect
-            os.kill(os.getpid(), sigkill)
-
-    return preexec
-
-
-def _inherited_channels() -> list[int]:
-    """This process's sockets and pipes beyond stdin/out/err (the Python worker's
-    connection to its executor): a forked nanny must not hold them."""
-    found = []
-    try:
-        names = os.listdir("/proc/self/fd")
-    except OSError:
-        return found
-    for name in names:
-        fd = int(name)
-        if fd < 3:
-            continue
-        try:
-            mode = os.fstat(fd).st_mode
-        except OSError:  # the directory listing's own descriptor, already closed
-            continue
-        if stat.S_ISSOCK(mode) or stat.S_ISFIFO(mode):
-            found.append(fd)
-    return found
-
-
-def _logging_config(dask_config) -> list:
-    """The dask.config settings that distributed's logging set-up reads."""
-    keys = ("logging", "logging-file-config", "distributed.logging", "distributed.logging-file-config",
-            "distributed.admin.log-format")  # fmt: skip
-    return [dask_config.get(k, None) for k in keys]
-
-
-def _drop_stderr_handlers() -> None:
-    """Remove the handlers that write to ``sys.stderr`` (distributed's, from its import)."""
-    import logging
-
-    for logger in [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]:
-        for handler in list(getattr(logger, "handlers", ())):
-            if isinstance(handler, logging.StreamHandler) and handler.stream is sys.stderr:
-                logger.removeHandler(handler)
-
-
-def _nanny_child(cmd: list[str], env: dict, cwd: str, log_fd: int, death_signal) -> None:
-    """The forked child of :class:`ForkedNanny`: becomes ``dask worker``; never returns.
-    ``death_signal``: :func:`_make_death_signal`'s function, made before the fork."""
-    code = 1
-    try:
-        os.setsid()  # its own process group, as start_new_session
-        death_signal()
-        null = os.open(os.devnull, os.O_RDWR)
-        for fd in _inherited_channels():
-            os.dup2(null, fd)  # the numbers stay taken: no later file is closed by mistake
-        os.dup2(null, 0)
-        os.dup2(log_fd, 1)
-        os.dup2(log_fd, 2)
-        os.chdir(cwd)
-        os.environ.clear()
-        os.environ.update(env)
-        # what a new interpreter would put first on sys.path from PYTHONPATH (the preload's directory)
-        sys.path[:0] = [p for p in env.get("PYTHONPATH", "").split(os.pathsep)[:1] if p and p not in sys.path]
-        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
-            signal.signal(sig, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        import dask.config
-        from distributed.cli.dask_worker import main
-        from distributed.config import initialize_logging
-
-        logging_before = _logging_config(dask.config)
-        dask.config.refresh()  # this worker's environment (DASK_* of `env`), as a new process reads it
-        if _logging_config(dask.config) != logging_before:  # e.g. DASK_LOGGING__DISTRIBUTED in `env`
-            _drop_stderr_handlers()  # what distributed's import set up; it adds, never replaces
-            initialize_logging(dask.config.config)
-        sys.argv = ["dask worker", *cmd[3:]]
-        main.main(args=cmd[3:], prog_name="dask worker")
-        code = 0
-    except SystemExit as e:
-        if isinstance(e.code, int) or e.code is None:
-            code = e.code or 0
-        else:
-            print(e.code, file=sys.stderr)
-    except BaseException:  # noqa: BLE001  (the child never returns to the task: report, exit 1)
-        traceback.print_exc()
-    finally:
-        try:
-            import logging
-
-            logging.shutdown()
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
-
-
-class ForkedNanny:
-    """A CPU worker's nanny forked from this task's Python process instead of a new
-    ``python -m distributed.cli.dask_worker``: no interpreter start, and no import of
-    distributed where the Python worker has it from an earlier gang (Spark reuses
-    Python workers). Offers what :func:`run_task` uses of a ``Popen``."""
-
-    def __init__(self, cmd: list[str], env: dict, cwd: str, log_fd: int):
-        self.args = cmd
-        self.returncode: int | None = None
-        self._done = threading.Event()
-        self._reaper: threading.Thread | None = None
-        self._lock = threading.Lock()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        death_signal = _make_death_signal(os.getpid())
-        pid = os.fork()
-        if pid == 0:
-            _nanny_child(cmd, env, cwd, log_fd, death_signal)
-        self.pid = pid
-
-    def _reap(self) -> None:
-        _, status = os.waitpid(self.pid, 0)
-        self.returncode = os.waitstatus_to_exitcode(status)
-        self._done.set()
-
-    def _watch(self) -> None:
-        # started at the first wait/poll, after every nanny of the task is forked: a
-        # thread of this process would make the next fork unsafe
-        with self._lock:
-            if self._reaper is None:
-                self._reaper = threading.Thread(target=self._reap, name="spark-dask-reaper", daemon=True)
-                self._reaper.start()
-
-    def poll(self) -> int | None:
-        self._watch()
-        return self.returncode if self._done.is_set() else None
-
-    def wait(self, timeout: float | None = None) -> int:
-        self._watch()
-        if not self._done.wait(timeout):
-            raise subprocess.TimeoutExpired(self.args, timeout)
-        return self.returncode
-
-
-def _can_fork() -> bool:
-    """Whether this process may fork a nanny: a POSIX system, and no other Python thread
-    (one could hold a lock the child inherits locked, or be in the middle of a write).
-
-    Native threads of libraries are theirs to handle, as for distributed's own
-    ``multiprocessing-method: fork``: OpenBLAS (NumPy's, started by ``import numpy``
-    where ``OMP_NUM_THREADS`` > 1) stops its pool before a fork (OpenBLAS PR 343) and
-    Arrow C++ (pyarrow, imported by every ``mapInArrow`` task) rebuilds its thread
-    pools in the child (apache/arrow PRs 2363, 14594).
-    """
-    return hasattr(os, "fork") and threading.active_count() == 1
-
-
-def write_private(path: str, text: str) -> str:
-    """Write ``text`` (UTF-8) to a new file only its owner can read; its path.
-
-    Parameters
-    ----------
-    path : str
-        The file: it must not exist yet (``O_CREAT | O_EXCL | O_NOFOLLOW``: nothing
-        planted in the directory beforehand, a link least of all, is followed or
-        reused), and is made with mode 0600 whatever the umask.
-    text : str
-        Its content.
-
-    Returns
-    -------
-    str
-        ``path``.
-
-    Used on executors (this module is shipped by value), in the task's own new
-    directory (``tempfile.mkdtemp``: mode 0700). The driver's connection files are
-    :func:`spark_dask.connection.write_file`'s.
-    """
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        os.fchmod(fd, 0o600)
-        f.write(text.encode())
-    return path
-
-
-def _read(path: str) -> str:
-    try:
-        with open(path, errors="replace") as f:
-            return f.read()
-    except OSError:
-        return ""
-
-
-def _stop(procs, grace: float) -> list:
-    """SIGTERM every worker's process group, then SIGKILL what is left after ``grace``;
-    the processes still there :data:`KILL_WAIT` seconds after the SIGKILL."""
-    for p in procs:
-        if p.poll() is None:
-            try:
-                os.killpg(p.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-    deadline = time.monotonic() + grace
-    for p in procs:
-        try:
-            p.wait(max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            pass
-    for p in procs:
-        try:  # also reaps grandchildren left in the group
-            os.killpg(p.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    deadline = time.monotonic() + KILL_WAIT
-    stuck = []
-    for p in procs:
-        try:
-            p.wait(max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            stuck.append(p)
-    return stuck
-
-
-def reach_error(address: str, timeout: float, tls: dict | None = None) -> str | None:
-    """Open (and close) a connection to the scheduler; the error text, or None.
-
-    Run by every task before it starts a worker, so that a scheduler the executors
-    cannot reach (a client outside the cluster's network, a firewall) is reported
-    within seconds instead of as a worker that never connects. With ``tls`` (PEM
-    texts ``ca``, ``cert``, ``key``) the TLS handshake is done too, so the scheduler
-    sees a well-formed connection and logs no handshake warning.
-    """
-    try:
-        host, port = scheduler_endpoint(address)
-    except ValueError:  # inproc:// or a custom comm: nothing to check
-        return None
-    tmp = tempfile.mkdtemp(prefix="spark-dask-reach-") if tls else None
-    try:
-        with socket.create_connection((host, port), timeout=timeout) as sock:
-            if tls:
-                import ssl
-
-                ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-                ctx.check_hostname = False  # Dask's TLS authenticates by certificate, not name
-                ctx.load_verify_locations(cadata=tls["ca"])
-                ctx.load_cert_chain(
-                    write_private(os.path.join(tmp, "cert.pem"), tls["cert"]),
-                    write_private(os.path.join(tmp, "key.pem"), tls["key"]),
-                )
-                with ctx.wrap_socket(sock):
-                    pass
-        return None
-    except TimeoutError:
-        return f"no answer within {timeout:g}s (timed out)"
-    except OSError as e:
-        return f"{type(e).__name__}: {e.strerror or e}"
-    finally:
-        if tmp:
-            shutil.rmtree(tmp, ignore_errors=True)
-
-
-def executor_gpus(spec: TaskSpec, executor: str, own: list[str] | None = None) -> list[str]:
-    """The physical GPUs of an executor (``host:port``), for a gang sharing them with Spark.
-
-    See :func:`spark_dask.executor.placement.executor_gpu_list`; addresses are mapped through this
-    task's ``CUDA_VISIBLE_DEVICES``.
-    """
-    host = executor.rsplit(":", 1)[0]
-    candidates = spec.executor_gpus.get(host) or []
-    addresses = executor_gpu_list(candidates, own or [], spec.gpus_per_executor)
-    cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
-    return [physical_gpu(a, cvd) for a in addresses]
-
-
 def _where(t: dict) -> str:
     return f"executor {t['executor_id'] or t['executor']} (host {t['host']}, partition {t['partition']})"
-
-
-class _PlainContext:
-    """Stands in for the ``BarrierTaskContext`` of a barrier task whose Python worker was
-    handed a plain ``TaskContext``.
-
-    Seen on Databricks Runtime 14.3 in a barrier ``mapInArrow``/``mapInPandas``:
-    ``TaskContext.get()`` is not a ``BarrierTaskContext`` there (NVIDIA spark-rapids
-    PR 12456, issue 12477), so ``BarrierTaskContext.get()`` raises. What a plain context
-    has still works (partition id, resources, CPUs); where every task's executor is
-    unknown (no ``getTaskInfos()``), ``_gang_from_task_infos`` leaves it unknown, and the
-    one call that cannot be replaced, ``allGather``, raises a clear error.
-    """
-
-    def __init__(self, ctx, reason: str):
-        self._ctx = ctx
-        self.reason = reason
-        self.n_tasks: int | None = None  # set by task_facts from the spec
-
-    def partitionId(self) -> int:
-        return self._ctx.partitionId()
-
-    def resources(self) -> dict:
-        return self._ctx.resources()
-
-    def cpus(self) -> int:
-        return self._ctx.cpus()
-
-    def attemptNumber(self) -> int:
-        return self._ctx.attemptNumber()
-
-    def getTaskInfos(self):
-        raise RuntimeError(f"no BarrierTaskContext: {self.reason}")
-
-    def allGather(self, message: str = ""):
-        raise WorkerStartError(
-            "spark-dask: the Spark tasks share GPUs (fractional spark.task.resource.gpu.amount) "
-            "and must agree which task starts which worker (BarrierTaskContext.allGather), but "
-            "this Spark runtime gave the barrier task no BarrierTaskContext "
-            f"({self.reason}). Give each task whole GPUs (spark.task.resource.gpu.amount=1)."
-        )
-
-
-PLAIN_JOB = "a plain Spark job (dynamic allocation: no barrier stage)"
-
-
-def _context(barrier: bool = True):
-    """This barrier task's context: the ``BarrierTaskContext``, or a :class:`_PlainContext`
-    around the plain ``TaskContext`` where the runtime hands the Python worker no barrier
-    context (Databricks Runtime 14.3, barrier ``mapInArrow``), or where the task is a
-    plain Spark job (``barrier=False``: a gang of one task under dynamic allocation)."""
-    from pyspark import BarrierTaskContext, TaskContext
-
-    if not barrier:
-        plain = TaskContext.get()
-        if plain is None:
-            raise WorkerStartError("spark-dask: no Spark task context in this Python worker")
-        return _PlainContext(plain, PLAIN_JOB)
-    try:
-        ctx = BarrierTaskContext.get()
-    except Exception as e:  # NOT_IN_BARRIER_STAGE (PySparkRuntimeError) or older texts  # noqa: BLE001
-        reason = f"{type(e).__name__}: {e}".splitlines()[0]
-    else:
-        if hasattr(ctx, "allGather") and hasattr(ctx, "getTaskInfos"):
-            return ctx
-        reason = f"BarrierTaskContext.get() returned {type(ctx).__name__}"
-    plain = TaskContext.get()
-    if plain is None:
-        raise WorkerStartError(f"spark-dask: no Spark task context in this Python worker ({reason})")
-    return _PlainContext(plain, reason)
-
-
-def _fallback_host() -> str:
-    """This executor's host when no task infos say it: Spark's own setting, else the
-    address the host name resolves to, else the host name."""
-    if os.environ.get("SPARK_LOCAL_IP"):
-        return os.environ["SPARK_LOCAL_IP"]
-    name = socket.gethostname()
-    try:
-        return socket.gethostbyname(name)
-    except OSError:
-        return name
-
-
-def task_facts(ctx, spec: TaskSpec) -> dict:
-    """What this task tells the rest of the gang (through ``allGather``)."""
-    partition = ctx.partitionId()
-    context_note = None
-    try:
-        address = ctx.getTaskInfos()[partition].address
-    except Exception as e:  # no BarrierTaskContext (see _PlainContext)  # noqa: BLE001
-        # "host:executor": unique per executor like the host:port of getTaskInfos; the
-        # parent of a PySpark worker is its executor's daemon.
-        address = f"{_fallback_host()}:{executor_id() or os.getppid()}"
-        if spec.barrier:
-            context_note = f"no barrier task infos ({e}); executor address from this host"
-        try:  # how many tasks the gang has, for _gang_from_task_infos
-            ctx.n_tasks = int(spec.n_workers) // max(int(spec.workers_per_task), 1)
-        except (AttributeError, TypeError, ValueError):
-            pass
-    resources = ctx.resources()
-    gpus = list(resources["gpu"].addresses) if "gpu" in resources else []
-    cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
-    missing = [m for m in spec.requires if importlib.util.find_spec(m) is None]
-    try:
-        dist_version = importlib.metadata.version("distributed")
-    except importlib.metadata.PackageNotFoundError:
-        dist_version = None
-    try:
-        attempt = int(ctx.attemptNumber())
-    except Exception:  # a stand-in context without attempts  # noqa: BLE001
-        attempt = 0
-    facts = {
-        "partition": partition,
-        "gang": int(spec.gang),
-        "group": spec.group,
-        "task": int(spec.name_base) + partition,  # the task's number in the cluster
-        "attempt": attempt,
-        "executor": address,
-        "host": address.rsplit(":", 1)[0],
-        "executor_id": executor_id(),
-        "gpus": [physical_gpu(a, cvd) for a in gpus],
-        "spark_gpus": gpus,  # as Spark named them (before CUDA_VISIBLE_DEVICES)
-        "cpus": ctx.cpus(),
-        "python": sys.executable,
-        "missing": missing,
-        "distributed": dist_version,
-    }
-    if context_note:
-        facts["context"] = context_note
-    return facts
-
-
-def _gang_from_task_infos(ctx, me: dict) -> list[dict]:
-    """Where every task of the stage runs, without a barrier round.
-
-    ``getTaskInfos()`` knows every task's executor address when the stage starts;
-    ``allGather`` costs about a second (Spark polls it once a second), which is only
-    worth paying when tasks may share GPUs and must agree who uses which.
-
-    Without a ``BarrierTaskContext`` (:class:`_PlainContext`) the other tasks' executors
-    are unknown (``None``): each task then sizes its workers as if no other gang task
-    shared its executor or host.
-    """
-    try:
-        addresses = [info.address for info in ctx.getTaskInfos()]
-    except Exception:  # noqa: BLE001
-        n = getattr(ctx, "n_tasks", None) or me["partition"] + 1
-        addresses = [None] * max(n, me["partition"] + 1)
-    gang = []
-    for partition, address in enumerate(addresses):
-        if partition == me["partition"]:
-            gang.append(me)
-        else:
-            host = address.rsplit(":", 1)[0] if address else None
-            gang.append({"partition": partition, "executor": address, "host": host,
-                         "gpus": [], "missing": [], "unreachable": None})  # fmt: skip
-    return gang
-
-
-class _NoClaim:
-    """Where abstract sockets do not exist (not Linux): claims always succeed."""
-
-    def close(self) -> None:
-        pass
-
-
-def _claim(cluster_id: str, gpu: str):
-    """A host-wide claim on ``gpu`` for the cluster ``cluster_id``, or None if taken.
-
-    An abstract Unix socket (Linux): its name is unique per network namespace, i.e. per
-    host or container, the kernel frees it when the process holding it dies, and it
-    leaves no file behind. The task holds it while its worker runs.
-    """
-    if not sys.platform.startswith("linux"):
-        return _NoClaim()
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        sock.bind("\0" + f"spark-dask/{cluster_id}/gpu/{gpu}"[:100])
-    except OSError:
-        sock.close()
-        return None
-    return sock
-
-
-def claim_gpus(cluster_id: str, mine: list[dict], spare: list[str], wait: float, name, where: str):
-    """Claim the GPU of each of this task's workers; a worker whose GPU another worker of
-    the cluster holds takes a free one of ``spare`` (the executor's GPUs, when the gang
-    shares them with Spark) and is renamed (``name(gpu)``).
-
-    Retries for ``wait`` seconds (a retired worker's task may still be ending), then
-    raises :class:`WorkerStartError`. Returns (workers, claims to close at the end).
-    """
-    deadline = time.monotonic() + wait
-    while True:
-        claims, out, missing = [], [], []
-        for w in mine:
-            options = [w["gpu"]] + [g for g in spare if g != w["gpu"]]
-            for gpu in options:
-                if any(o["gpu"] == gpu for o in out):
-                    continue
-                claim = _claim(cluster_id, gpu)
-                if claim is not None:
-                    claims.append(claim)
-                    out.append(w if gpu == w["gpu"] else {**w, "gpu": gpu, "name": name(gpu)})
-                    break
-            else:
-                missing.append(w["gpu"])
-        if not missing:
-            return out, claims
-        for claim in claims:
-            claim.close()
-        if time.monotonic() >= deadline:
-            held = sorted(set(spare) | {w["gpu"] for w in mine})
-            raise WorkerStartError(
-                f"spark-dask: no free GPU for a Dask worker on {where}: GPUs {held} of this host "
-                f"are all used by other workers of this Dask cluster (another gang's). Scale to "
-                f"fewer workers, or add executors with GPUs."
-            )
-        time.sleep(0.2)
 
 
 def run_task(spec: TaskSpec) -> dict:
@@ -627,7 +115,7 @@ def run_task(spec: TaskSpec) -> dict:
     ``skipped: ...`` status.
     """
     started = time.time()
-    ctx = _context(spec.barrier)
+    ctx = barrier_context(spec.barrier)
     me, gang, row = _meet(ctx, spec, started)
     where = _where(me)
     task_warnings, has_rmm = _check_python(spec, me, where, row)
@@ -659,7 +147,7 @@ def run_task(spec: TaskSpec) -> dict:
         row["t"]["spawned"] = time.time()
         row["forked"] = [isinstance(p, ForkedNanny) for p in procs]
         # opened after the nannies are forked: a thread of this process makes a fork unsafe
-        line = TaskLine(spec, [w["name"] for w in mine], lambda: _line_cut(spec, procs, row))
+        line = TaskLine(spec, [w["name"] for w in mine], lambda: line_cut(spec, procs, row))
         _supervise(spec, procs, logs, mine, where)
         row["t"]["exited"] = time.time()
     finally:
@@ -669,22 +157,6 @@ def run_task(spec: TaskSpec) -> dict:
                 row.setdefault("notes", []).append(f"spark-dask: no line to the driver ({line.error})")
         _finish(spec, procs, claims, mine, logs, row, workdir)
     return row
-
-
-def _line_cut(spec: TaskSpec, procs: list, row: dict) -> None:
-    """The driver cut this task's line (a worker's nanny did not answer), or the
-    scheduler closed: the workers get kill-grace to exit by themselves (at a close their
-    nannies are ending them), then what is left of their process groups is killed,
-    frozen processes too."""
-    deadline = time.monotonic() + float(spec.kill_grace)
-    for p in procs:
-        try:
-            p.wait(max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            pass
-    if any(p.poll() is None for p in procs):
-        row.setdefault("notes", []).append("spark-dask: the driver cut this task's line: its Dask workers were ended")
-        _stop(procs, 0.0)
 
 
 def _meet(ctx, spec: TaskSpec, started: float) -> tuple[dict, list[dict], dict]:
@@ -703,7 +175,7 @@ def _meet(ctx, spec: TaskSpec, started: float) -> tuple[dict, list[dict], dict]:
     if spec.gather:
         gang = [json.loads(m) for m in ctx.allGather(json.dumps(me))]
     else:
-        gang = _gang_from_task_infos(ctx, me)
+        gang = gang_from_task_infos(ctx, me)
     row = {**me, "workers": [], "status": "ok", "t": {"start": started, "checked": checked, "gathered": time.time()}}
     return me, gang, row
 
@@ -914,7 +386,7 @@ def _spawn(spec: TaskSpec, me, w, fields, workdir, where, row, task_warnings, ha
                     env=env,
                     cwd=local,
                     start_new_session=True,  # its own process group, killed in finally
-                    preexec_fn=_make_death_signal(os.getpid()),
+                    preexec_fn=make_death_signal(os.getpid()),
                 )
             )
     logs.append(log)
@@ -955,13 +427,13 @@ def _worker_env(spec: TaskSpec, me: dict, w: dict, workdir: str, cmd: list[str],
 
 def _forks(spec: TaskSpec, cmd: list[str], env: dict) -> bool:
     """Whether this worker's nanny is forked from the task's process (:class:`ForkedNanny`)."""
-    fork = forks_nanny(spec.kind, spec.worker_command, cmd, env, spec.fork_nanny) and _can_fork()
+    fork = forks_nanny(spec.kind, spec.worker_command, cmd, env, spec.fork_nanny) and can_fork()
     if fork:
         try:  # in the task's process: a Python worker Spark reuses has it already
             import distributed.cli.dask_worker  # noqa: F401
         except Exception:  # noqa: BLE001  (the command below fails with its log)
             fork = False
-        fork = fork and _can_fork()  # the import started no Python thread
+        fork = fork and can_fork()  # the import started no Python thread
     return fork
 
 
@@ -982,7 +454,7 @@ def _supervise(spec: TaskSpec, procs: list, logs: list[str], mine: list[dict], w
         except queue.Empty:
             continue
         pending -= 1
-        text = _read(logs[i])
+        text = read_text(logs[i])
         if procs[i].returncode != 0 and REGISTERED_MARKER not in text:
             raise WorkerStartError(
                 f"spark-dask: Dask worker {mine[i]['name']} on {where} exited with "
@@ -992,117 +464,13 @@ def _supervise(spec: TaskSpec, procs: list, logs: list[str], mine: list[dict], w
             )
 
 
-def _error_text(e: BaseException) -> str:
-    """``Type: message`` of ``e``, with the errors it was raised from: distributed's
-    ``connect`` reports every failure (TLS, refused, resolver) as a timeout, its cause
-    says which."""
-    parts, seen = [], set()
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        text = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
-        if not parts or text not in parts[-1]:  # distributed's CommClosedError repeats its cause
-            parts.append(text)
-        e = e.__cause__ or (None if e.__suppress_context__ else e.__context__)
-    return "; from ".join(parts)
-
-
-class TaskLine:
-    """This task's line to the scheduler (the :data:`TASK_LINE` handler): one connection
-    held open while the task's workers run.
-
-    The driver cuts it when a worker's nanny does not answer (frozen: SIGSTOP, a hang
-    holding the GIL; it keeps its own connections open), and it closes with the
-    scheduler: the task then ends its workers' process groups (``on_cut``), what a frozen
-    process cannot do itself (a signal other than SIGKILL waits until it runs again).
-    Where no line opens (no ``distributed`` in a custom ``worker_command``'s Python, a
-    refused connection) the task goes on without; ``error`` says why.
-
-    Parameters
-    ----------
-    spec : TaskSpec
-        The scheduler's address and TLS credentials, the connect timeout.
-    workers : list of str
-        The names of this task's workers (what the driver cuts the line for).
-    on_cut : callable
-        Called from the line's thread once the scheduler side closed the line.
-    """
-
-    def __init__(self, spec: TaskSpec, workers: list[str], on_cut):
-        self.error: str | None = None
-        self._loop = asyncio.new_event_loop()
-        self._hung_up = asyncio.Event()  # bound to the line's loop when first awaited there
-        self._thread = threading.Thread(target=self._run, args=(spec, workers, on_cut), name="spark-dask-line",
-                                        daemon=True)  # fmt: skip
-        self._thread.start()
-
-    def _run(self, spec: TaskSpec, workers: list[str], on_cut) -> None:
-        try:
-            cut = self._loop.run_until_complete(self._hold(spec, workers))
-        except Exception as e:  # noqa: BLE001 - no line: the task runs on without one
-            self.error, cut = _error_text(e), False
-        finally:  # the resolver's threads too: a Python worker Spark reuses forks nannies only without threads
-            self._loop.run_until_complete(self._loop.shutdown_default_executor())
-            self._loop.close()
-        if cut:
-            on_cut()
-
-    async def _hold(self, spec: TaskSpec, workers: list[str]) -> bool:
-        """Open the line and hold it; True when the scheduler side closed it."""
-        from distributed.comm import connect
-        from distributed.security import Security
-
-        tls = spec.tls
-        security = (
-            Security(tls_ca_file=tls["ca"], tls_worker_cert=tls["cert"], tls_worker_key=tls["key"],
-                     require_encryption=True) if tls else Security()
-        )  # fmt: skip
-        # distributed's import takes seconds in a Python worker that never had it (dask-cuda's
-        # workers are new processes): the task may end, and its cluster close, before the
-        # line opens. Hung up before it opened is no failure: the task no longer needs a line.
-        if self._hung_up.is_set():
-            return False
-        opening = asyncio.ensure_future(connect(spec.scheduler_address, timeout=float(spec.connect_timeout),
-                                                **security.get_connection_args("worker")))  # fmt: skip
-        hung_up = asyncio.ensure_future(self._hung_up.wait())
-        await asyncio.wait({opening, hung_up}, return_when=asyncio.FIRST_COMPLETED)
-        hung_up.cancel()
-        if not opening.done():
-            opening.cancel()
-            await asyncio.gather(opening, hung_up, return_exceptions=True)
-            return False
-        await asyncio.gather(hung_up, return_exceptions=True)
-        comm = opening.result()  # raises where the line could not open
-        try:
-            await comm.write({"op": TASK_LINE, "workers": workers, "reply": False})
-            read = asyncio.ensure_future(comm.read())
-            hung_up = asyncio.ensure_future(self._hung_up.wait())
-            await asyncio.wait({read, hung_up}, return_when=asyncio.FIRST_COMPLETED)
-            for waiting in (read, hung_up):
-                waiting.cancel()
-            await asyncio.gather(read, hung_up, return_exceptions=True)  # the closed comm's error retrieved
-            return not self._hung_up.is_set()
-        finally:
-            comm.abort()
-
-    def hang_up(self, wait: float) -> bool:
-        """The task ends: close the line without ``on_cut`` and wait at most ``wait``
-        seconds for its thread (a Python worker Spark reuses keeps no thread of it);
-        True once the thread has ended."""
-        try:
-            self._loop.call_soon_threadsafe(self._hung_up.set)
-        except RuntimeError:  # its loop ended already (the line was cut, or never opened)
-            pass
-        self._thread.join(wait)
-        return not self._thread.is_alive()
-
-
 def _finish(spec: TaskSpec, procs: list, claims: list, mine: list[dict], logs: list[str], row: dict,
             workdir: str) -> None:  # fmt: skip
     """Stop what is left of the workers, free their GPU claims, put their exit codes and
     log tails in ``row``, keep their whole logs in the cluster's log directory (if it
     has one; why not, in ``row["log_error"]``) and remove the task's directory (key
     material, spill files)."""
-    for p in _stop(procs, float(spec.kill_grace)):
+    for p in stop_workers(procs, float(spec.kill_grace)):
         name = next((w["name"] for w, q in zip(mine, procs) if q is p), "?")
         note = (
             f"spark-dask: the process {p.pid} of Dask worker {name} did not end within {KILL_WAIT:g}s "
@@ -1118,7 +486,7 @@ def _finish(spec: TaskSpec, procs: list, claims: list, mine: list[dict], logs: l
                 "name": w["name"],
                 "gpu": w["gpu"],
                 "exit_code": p.returncode,
-                "log_tail": tail(_read(log), spec.log_lines),
+                "log_tail": tail(read_text(log), spec.log_lines),
             }
         )
     if spec.log_directory:

@@ -1,6 +1,6 @@
 """The task specification: what every Spark task of a cluster is handed (scheduler
 address, credentials, worker kind and size, GPU pinning, the workers' preload), one
-frozen :class:`TaskSpec` built once on the driver (:func:`spark_dask.gang_spec.task_spec`).
+frozen :class:`TaskSpec` built once on the driver (:func:`spark_dask.gang_maker.task_spec`).
 :func:`spark_dask.executor.gang_task.run_task` reads it on the executors; each gang sets its
 own number and size (:class:`spark_dask.gang.Gang`, with :func:`dataclasses.replace`).
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 class TaskSpec:
     """What every Spark task of a cluster is handed (see the module's text).
 
-    Fields without a default are set by :func:`spark_dask.gang_spec.task_spec` from the cluster's options,
+    Fields without a default are set by :func:`spark_dask.gang_maker.task_spec` from the cluster's options,
     plan and facts; those with one are the gang's own (set by
     :class:`spark_dask.gang.Gang`) or the task's constants.
 
@@ -41,7 +41,7 @@ class TaskSpec:
     gpu_mode : str or None
         ``"exclusive"`` or ``"shared"`` (the gang shares the executors' GPUs with Spark).
     executor_gpus : dict
-        ``{host: [GPU addresses of each executor on it]}`` (:func:`spark_dask.gang_spec.by_host`), for a
+        ``{host: [GPU addresses of each executor on it]}`` (:func:`spark_dask.gang_maker.by_host`), for a
         shared gang.
     gpus_per_executor : int
         GPUs of each executor.
@@ -84,7 +84,7 @@ class TaskSpec:
     env : dict
         Environment variables of the workers.
     rmm : dict or None
-        RMM pool sizing of dask-cuda workers (:func:`spark_dask.gang_spec.rmm_spec`).
+        RMM pool sizing of dask-cuda workers (:func:`spark_dask.gang_maker.rmm_spec`).
     preload : str
         The source of the workers' preload (:mod:`spark_dask.executor.preload`), written by
         each task into its workers' directory.
@@ -97,7 +97,7 @@ class TaskSpec:
     log_lines : int
         Lines of each worker's log in the task's status row.
     claim_wait : float
-        Seconds a task retries to claim its workers' GPUs (:func:`spark_dask.executor.gang_task.claim_gpus`).
+        Seconds a task retries to claim its workers' GPUs (:func:`spark_dask.executor.gpu_claims.claim_gpus`).
     credentials : dict
         Databricks credentials for the workers' environment (``databricks_credentials``),
         set for each gang on the driver; out of the repr, like ``tls``.

@@ -8,7 +8,8 @@ Dask resource, :func:`spark_dask.groups.spec.group_resource`; for the default gr
 tasks with no resource restriction) and its own workers' load and memory
 (:func:`group_target`). Scale-down closes only the group's own idle workers, the
 workers of one Spark task together (:func:`idle_to_close`); scaling goes through the
-group's :class:`~spark_dask.pool.GangPool`.
+group's :class:`~spark_dask.pool.GangPool`. ``adapt()``'s bounds in workers, from its
+arguments in workers, cores and memory: :func:`adapt_bounds`.
 """
 
 from __future__ import annotations
@@ -17,9 +18,13 @@ import math
 from itertools import chain, islice
 
 import dask
-from dask.utils import parse_timedelta
+from dask.utils import parse_bytes, parse_timedelta
 from distributed.deploy.adaptive import Adaptive
 
+from spark_dask.capacity import adapt_maximum
+from spark_dask.errors import PlanError
+from spark_dask.options import ClusterOptions
+from spark_dask.plan import workers_for
 from spark_dask.scheduler import task_group
 
 MEMORY_SHARE = 0.6  # as distributed's adaptive_target: more workers above this share of memory used
@@ -142,4 +147,44 @@ class GroupAdaptive(Adaptive):
         await self.pool.scale_down(list(workers))
 
 
-__all__ = ["GroupAdaptive", "group_target", "idle_to_close", "wanted"]
+def adapt_bounds(
+    minimum: int, maximum: float, minimum_cores, maximum_cores, minimum_memory, maximum_memory,
+    threads: int | None, per_memory: int | None, bound: int | None,
+) -> tuple[int, float, str | None]:  # fmt: skip
+    """``adapt()``'s minimum and maximum in workers, from its arguments in workers, cores
+    and memory (``threads`` and ``per_memory``: one worker's) and the bound of the Spark
+    application (``bound``: :func:`spark_dask.capacity.max_workers`); and a note when the
+    bound lowered the maximum.
+
+    >>> adapt_bounds(0, 10, None, 8, None, None, 2, None, 3)[:2]
+    (0, 3)
+    """
+    if minimum_cores is not None:
+        minimum = max(minimum, workers_for(0, minimum_cores, None, threads, None))
+    if minimum_memory is not None:
+        minimum = max(minimum, workers_for(0, None, parse_bytes(minimum_memory), None, per_memory))
+    if maximum_cores is not None:
+        if not threads:
+            raise PlanError("spark-dask: adapt(maximum_cores=...) needs a worker's threads: none is known yet")
+        maximum = min(maximum, math.floor(maximum_cores / threads))
+    if maximum_memory is not None:
+        if not per_memory:
+            raise PlanError("spark-dask: adapt(maximum_memory=...) needs a worker's memory limit: none is known yet")
+        maximum = min(maximum, math.floor(parse_bytes(maximum_memory) / per_memory))
+    maximum, note = adapt_maximum(maximum, bound)
+    if minimum > maximum:
+        raise PlanError(f"spark-dask: adapt(): minimum={minimum} is above the maximum {maximum:g}")
+    return minimum, maximum, note
+
+
+def size_per_worker(options: ClusterOptions, size: tuple[int, int] | None) -> tuple[int | None, int | None]:
+    """(threads, memory) of one worker, for ``scale(cores=, memory=)`` and ``adapt``: the
+    options where the user chose them, else ``size`` (the workers' own, smallest)."""
+    threads = options.threads_per_worker or (size[0] if size else None)
+    memory = options.memory_limit
+    if memory == "auto":
+        memory = size[1] if size else None
+    return threads, memory
+
+
+__all__ = ["GroupAdaptive", "adapt_bounds", "group_target", "idle_to_close", "size_per_worker", "wanted"]

@@ -17,10 +17,10 @@ import re
 from dataclasses import dataclass, field, replace
 
 import yaml
-from dask.utils import parse_bytes
 
+from spark_dask.capacity import ClusterFacts, GangPlan, task_cpus
 from spark_dask.errors import PlanError
-from spark_dask.plan import ClusterFacts, GangPlan, plan_group
+from spark_dask.plan import check_memory_limit, plan_group
 
 DEFAULT = "default"
 KINDS = ("cpu", "cuda")
@@ -114,20 +114,6 @@ def _mapping(name: str, key: str, value) -> dict:
     return dict(value)
 
 
-def _memory(name: str, value) -> int | str:
-    if value in (None, "auto"):
-        return "auto"
-    try:
-        limit = parse_bytes(value) if isinstance(value, str) else int(value)
-    except (ValueError, TypeError) as e:
-        raise PlanError(
-            f"spark-dask: worker group {name!r}: memory_limit must be 'auto', bytes or a size like '8GiB', got {value!r}"
-        ) from e
-    if limit <= 0:
-        raise PlanError(f"spark-dask: worker group {name!r}: memory_limit must be positive, got {value!r}")
-    return limit
-
-
 def check_group(name, spec, taken=()) -> WorkerGroup:
     """The group ``name`` as ``spec`` (a dict of :data:`KEYS`) describes it, checked.
 
@@ -167,7 +153,7 @@ def check_group(name, spec, taken=()) -> WorkerGroup:
         worker,
         _positive(name, "n_workers", spec.get("n_workers")),
         _positive(name, "threads_per_worker", spec.get("threads_per_worker")),
-        _memory(name, spec.get("memory_limit")),
+        check_memory_limit(spec.get("memory_limit"), name),
         resources,
         _mapping(name, "worker_options", spec.get("worker_options")),
         {str(k): str(v) for k, v in _mapping(name, "env", spec.get("env")).items()},
@@ -247,14 +233,9 @@ def parse_flag(text: str) -> tuple[str, dict]:
     return name, spec
 
 
-def task_cpus(plan: GangPlan, facts: ClusterFacts) -> int:
-    """CPUs each Spark task of ``plan`` takes: its profile's, else ``spark.task.cpus``."""
-    return plan.task_cpus if plan.task_cpus is not None else facts.task_cpus
-
-
 def group_holds(plans: dict[str, GangPlan], facts: ClusterFacts) -> tuple[tuple[str, int, int], ...]:
     """``(group, tasks, CPUs per task)`` of the groups' ``plans``, as the slot warning
-    (:func:`spark_dask.plan.hog_warning`) counts them.
+    (:func:`spark_dask.capacity.hog_warning`) counts them.
 
     >>> group_holds({"cpu": GangPlan("cpu", False, 2, 2, 1, task_cpus=4)}, ClusterFacts(1, 8, 0))
     (('cpu', 2, 4),)

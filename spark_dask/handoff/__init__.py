@@ -3,7 +3,8 @@
 (``docs/handoff.md``).
 
 =============  ==========================================================================
-``driver``     the two calls: plan, run the Spark job and the Dask tasks, keep the files
+``driver``     the two calls: plan, run the Spark job and the Dask tasks
+``registry``   each cluster's transfer files, removed once no loading key needs them
 ``capacity``   whether the transfer's Spark tasks find slots beside the gangs (driver)
 ``files``      names and places of the transfer's files (everywhere; shipped)
 ``transfer``   what runs in the Spark tasks and the Dask workers (shipped)

@@ -27,23 +27,14 @@ import os
 import threading
 import time
 import uuid
-import weakref
-from contextlib import contextmanager, nullcontext, suppress
+from contextlib import contextmanager, suppress
 from dataclasses import replace
-from functools import partial
 
-import dask.config
-from dask.utils import parse_timedelta
-
-from spark_dask import arrow_types, handoff
+from spark_dask import arrow_types
 from spark_dask.arrow_types import HandoffTypeError
+from spark_dask.capacity import needs_cpu_profile, no_slot_message, transfer_slots
 from spark_dask.cluster import SparkCluster, live_clusters
 from spark_dask.handoff import files, transfer
-from spark_dask.handoff.capacity import (
-    needs_cpu_profile,
-    no_slot_message,
-    transfer_slots,
-)
 from spark_dask.handoff.files import (
     NO_BYTE_LIMIT,
     byte_limit_is_redundant,
@@ -52,25 +43,18 @@ from spark_dask.handoff.files import (
     read_parts,
     transfer_dir_name,
     transfer_dirs,
-    transfer_of_key,
-    unloaded_keys,
 )
+from spark_dask.handoff.registry import TransferFiles, transfer_files
 from spark_dask.handoff.transfer import HandoffError
-from spark_dask.parts import parts_if_any, parts_of
+from spark_dask.parts import parts_of
 from spark_dask.plan import PlanError
-from spark_dask.shipping import by_value, ship_by_value
-from spark_dask.sizes import human_bytes
-from spark_dask.slots import held_by, other_clusters
+from spark_dask.shipping import by_value
+from spark_dask.slots import groups_held, held_by, other_clusters
+from spark_dask.spark import compat, frames, jobs
+from spark_dask.spark.compat import task_profiles_supported
 from spark_dask.spark.jobtags import tagged
 from spark_dask.spark.pyspark_warnings import pandas3_warning_off
-from spark_dask.spark.session import (
-    application_id,
-    conf,
-    is_connect,
-    is_stopped,
-    spark_version,
-)
-from spark_dask.waits import bounded
+from spark_dask.spark.session import application_id, conf, is_stopped
 
 logger = logging.getLogger("spark_dask")
 # The Dask tasks' functions, sent by value inside the graphs (spark_dask.shipping)
@@ -78,184 +62,6 @@ _LOAD_PARTITION = by_value(transfer.load_partition)
 _WRITE_PARTITION = by_value(transfer.write_partition)
 
 __all__ = ["HandoffError", "HandoffTypeError", "to_dask", "to_spark"]
-
-
-# ---------------------------------------------------------------------------- transfer files
-class _TransferFiles:
-    """Per cluster: transfer directories and the loading keys that still need them.
-
-    Lives in the driver process beside the scheduler (a scheduler plugin): when the
-    scheduler forgets the last loading key of a transfer, the workers remove its files.
-    """
-
-    def __init__(self, cluster):
-        from distributed.diagnostics.plugin import SchedulerPlugin
-
-        transfers = self
-
-        class Plugin(SchedulerPlugin):
-            name = "spark-dask-handoff"
-
-            def transition(self, key, start, finish, *args, **kwargs):
-                if finish == "forgotten":
-                    transfers._forgotten(key)
-
-            def log_event(self, topic, msg):
-                if topic == transfer.PULLED:
-                    transfers.pulled(msg)
-
-        self.cluster = cluster
-        self.lock = threading.Lock()
-        self.transfers: dict[str, dict] = {}
-        self.said_pulled: set[str] = set()  # transfer directories whose files were read across hosts
-        self.removed: list[tuple[str, str]] = []
-        self.pending: set = set()  # removals under way (awaited at close)
-        cluster.scheduler.add_plugin(Plugin(), name="spark-dask-handoff")
-
-    def add(self, tid: str, dirs, keys=()) -> None:
-        with self.lock:
-            entry = self.transfers.setdefault(tid, {"dirs": set(), "keys": set()})
-            entry["dirs"].update(dirs)
-            entry["keys"].update(keys)
-
-    def _forgotten(self, key) -> None:
-        """Scheduler thread: a key was forgotten; remove its transfer's files when it was the last."""
-        tid = transfer_of_key(key)
-        if tid is None:
-            return
-        with self.lock:
-            entry = self.transfers.get(tid)
-            if entry is None:
-                return
-            entry["keys"].discard(key)
-            if entry["keys"]:
-                return
-            del self.transfers[tid]
-        import asyncio
-
-        task = asyncio.ensure_future(self._remove(sorted(entry["dirs"])))
-        self.pending.add(task)
-        task.add_done_callback(self.pending.discard)
-
-    async def _remove(self, dirs) -> None:
-        """Every worker removes the transfer directories ``dirs`` of its host; a worker
-        that does not answer within close-timeout (frozen) is said, and waited for no more."""
-        scheduler = self.cluster.scheduler
-        if scheduler is None or not dirs:
-            return
-        parts = parts_if_any(self.cluster)
-        if parts is not None:
-            timeout, say = parts.options.close_timeout, partial(parts.events.warn, python_warning=False)
-        else:  # a stand-in cluster
-            timeout, say = parse_timedelta(dask.config.get("spark-dask.close-timeout")), logger.warning
-        where = ", ".join(f"{host}:{path}" for host, path in dirs)
-        try:
-            removing = scheduler.broadcast(msg={"op": handoff_task_op("remove"), "dirs": list(dirs)}, on_error="ignore")
-            if not await bounded(
-                removing, timeout, f"every Dask worker to remove the transfer files in {where}",
-                "a worker that did not answer leaves those of its host until its executor stops", say,
-            ):  # fmt: skip
-                return
-        except Exception as e:  # noqa: BLE001 - said; the transfer itself is done
-            files_left(dirs, e)
-            return
-        self.removed.extend(dirs)
-
-    def pulled(self, msg: dict) -> None:
-        """A worker streamed a file of a Dask → Spark transfer to a Spark task on another
-        machine (Spark ran the read task away from the file's host): said once per
-        transfer (WARNING)."""
-        name = os.path.basename(os.path.dirname(msg["path"]))
-        with self.lock:
-            first = name not in self.said_pulled
-            self.said_pulled.add(name)
-        if first:
-            logger.warning(
-                "spark-dask: to_spark read %s on %s across hosts: Spark ran its read task on %s, not on %s where "
-                "the file is, and the file was streamed over the network (%s). Spark runs a read task elsewhere "
-                "when no task slot of its file's host frees within spark.locality.wait (3s by default); free slots "
-                "beside the Dask workers, or a longer spark.locality.wait, keep the reads local",
-                os.path.basename(msg["path"]), name, files.worker_host(msg.get("to") or "?"),
-                files.worker_host(msg.get("from") or "?"), human_bytes(int(msg.get("bytes", 0))),
-            )  # fmt: skip
-
-    def remove_now(self, tid: str) -> None:
-        """Driver thread: remove a transfer's files at once (failed transfer, to_spark done);
-        returns within close-timeout even when a worker is frozen (:meth:`_remove`)."""
-        with self.lock:
-            entry = self.transfers.pop(tid, None)
-        if entry and entry["dirs"]:
-            try:
-                self.cluster.sync(self._remove, sorted(entry["dirs"]))
-            except Exception as e:  # noqa: BLE001 - said; the transfer's own outcome stands
-                files_left(sorted(entry["dirs"]), e)
-
-    async def close(self) -> None:
-        """Cluster teardown, before the workers stop: remove every transfer's files,
-        and let the removals of released transfers under way finish (the client's
-        close releases its keys just before the cluster closes)."""
-        import asyncio
-
-        with self.lock:
-            dirs = sorted({d for e in self.transfers.values() for d in e["dirs"]})
-            self.transfers.clear()
-        await self._remove(dirs)
-        if self.pending:
-            await asyncio.gather(*list(self.pending), return_exceptions=True)
-
-
-def files_left(dirs, problem: BaseException) -> None:
-    """Say (WARNING) that the Dask workers could not remove the transfer directories
-    ``dirs`` (``(hostname, path)``) and why."""
-    where = ", ".join(f"{host}:{path}" for host, path in dirs)
-    logger.warning(
-        "spark-dask: the transfer files in %s (the executors' SPARK_LOCAL_DIRS) could not be removed (%s: %s); "
-        "they stay until the executors stop, when Spark removes its local directories, or are removed by hand",
-        where, type(problem).__name__, problem,
-    )  # fmt: skip
-
-
-def handoff_task_op(what: str) -> str:
-    return {"put": transfer.PUT, "get": transfer.GET, "remove": transfer.REMOVE}[what]
-
-
-_setup_lock = threading.Lock()
-_local_check = None  # the dask.callbacks.Callback of refuse_unloaded, registered by the first transfer
-
-
-def refuse_unloaded(graph) -> None:
-    """Before one of Dask's local schedulers runs ``graph``: refuse a graph whose
-    ``to_dask`` partitions are not in it (computed after their cluster closed, or
-    outside its client), which dask would answer with ``Missing dependency
-    spark-to-dask-...`` (dask with ``dask._task_spec``) or a column of Future objects (older dask)."""
-    keys = unloaded_keys(graph)
-    if keys:
-        raise HandoffError(
-            f"spark-dask: a Dask DataFrame of to_dask (transfer {transfer_of_key(keys[0])}) was computed without "
-            "the Dask cluster that holds its partitions: the cluster closed (its partitions went with it), or the "
-            "computation ran on another scheduler (scheduler='threads'). Compute it while the cluster runs "
-            "(inside its with-block, e.g. .compute() or .to_parquet(...)), or call to_dask again on a new cluster"
-        )
-
-
-_transfer_files_of: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # cluster -> _TransferFiles
-
-
-def _transfer_files(cluster, client) -> _TransferFiles:
-    global _local_check
-    with _setup_lock:
-        if _local_check is None:
-            from dask.callbacks import Callback
-
-            _local_check = Callback(start=refuse_unloaded)
-            _local_check.register()
-        transfers = _transfer_files_of.get(cluster)
-        if transfers is None:
-            ship_by_value(*handoff.SHIPPED)  # neither executors nor Dask workers need spark_dask installed
-            client.register_plugin(transfer.worker_plugin(), name="spark-dask-handoff")
-            transfers = _transfer_files_of[cluster] = _TransferFiles(cluster)
-            cluster.add_close_hook(transfers.close)  # its files, while the workers can remove them
-        return transfers
 
 
 # ---------------------------------------------------------------------------- checks
@@ -309,49 +115,14 @@ def _check_session(spark, cluster, what: str) -> None:
         )
 
 
-def profiles_available(spark) -> bool:
-    """Stage-level task profiles for the transfer job: classic Spark >= 3.4 (not local
-    mode), Spark Connect >= 4.0 (``mapInArrow(profile=)``)."""
-    version = spark_version(spark)
-    if is_connect(spark):
-        return version >= (4, 0)
-    master = spark.sparkContext.master
-    return version >= (3, 4) and not (master.startswith("local") and not master.startswith("local-cluster"))
-
-
-def _cpu_profile(spark):
-    from pyspark.resource import ResourceProfileBuilder, TaskResourceRequests
-
-    if is_connect(spark):  # a Connect profile registers through this thread's active session
-        active = getattr(type(spark), "_active_session", None)
-        if active is not None:
-            active.session = spark
-    # one profile per session: a scan of to_spark's cached result has the transfer's stage
-    # in its lineage, and a stage may not mix two profiles
-    key = application_id(spark) or id(spark)
-    forget_stopped(_cpu_profiles, is_stopped)
-    if key not in _cpu_profiles:
-        _cpu_profiles[key] = (ResourceProfileBuilder().require(TaskResourceRequests().cpus(1)).build, spark)
-    return _cpu_profiles[key][0]
-
-
-_cpu_profiles: dict = {}  # application id (or session id()) -> (profile, session)
-
-
-def forget_stopped(cache: dict, stopped) -> None:
-    """Drop the entries ``key -> (value, session)`` of ``cache`` whose session is
-    ``stopped(session)`` (its application is gone: its profile cannot serve again)."""
-    for key, (_, session) in list(cache.items()):
-        if stopped(session):
-            cache.pop(key, None)
-
-
 def _check_slots(cluster, direction: str) -> bool:
     """Raise at once when the gang leaves the transfer no task slot; the transfer's
     tasks need a CPU-only profile (returned) when Spark's tasks ask for GPUs."""
     facts, others = parts_of(cluster).facts, other_clusters(cluster)
+    # the cluster's other worker groups hold slots too, named as other clusters' groups are
+    others += tuple((f"{cluster.tag} ({name})", n, cpus) for name, n, cpus in groups_held(cluster) if n)
     plan = replace(cluster.gang_plan, n_tasks=held_by(cluster)[0] or cluster.gang_plan.n_tasks)  # after scale()
-    cpu_only = needs_cpu_profile(facts, profiles_available(cluster.spark))
+    cpu_only = needs_cpu_profile(facts, task_profiles_supported(cluster.spark))
     slots = transfer_slots(facts, plan, cpu_only, others)
     if slots is not None and slots < 1:
         raise HandoffError(no_slot_message(facts, plan, direction, cpu_only, others))
@@ -384,54 +155,27 @@ def batch_rows(schema, target: int = BATCH_BYTES) -> int:
     return max(10_000, target // max(width, 1))
 
 
-def _jvm_arrow_rdd(df, tz: str, large: bool, rows_per_batch: int):
-    """Classic Spark: the DataFrame's rows as an RDD of Arrow IPC record-batch messages
-    made in the JVM (``Dataset.toArrowBatchRdd``, what ``toPandas`` uses), read by
-    Python as plain bytes; None where that is not available (Spark Connect, an API
-    that differs), and the transfer uses ``mapInArrow``.
-
-    The rows reach the Python tasks faster this way than through ``mapInArrow`` (the
-    figures: docs/benchmarks.md, "Moving data between Spark and Dask")."""
-    spark = df.sparkSession
-    if is_connect(spark):
-        return None
-    from pyspark.rdd import RDD
-    from pyspark.serializers import NoOpSerializer
-
-    jdf = df._jdf
-    jrdd = None
-    if spark_version(spark) >= (4, 0):
-        with suppress(Exception):
-            jrdd = jdf.toArrowBatchRdd(int(rows_per_batch), tz, True, bool(large))
-    if jrdd is None and not large:  # Spark 3.x: the session's batch size and time zone, no large types
-        with suppress(Exception):
-            jrdd = jdf.toArrowBatchRdd()
-    if jrdd is None:
-        return None
-    return RDD(jrdd.toJavaRDD(), spark.sparkContext, NoOpSerializer())
-
-
 def _collect(df, spec: dict, schema, tz: str, large: bool, cpu_only: bool, tag: str, description: str) -> list[dict]:
     """Run the Spark → Dask transfer's Spark job (tagged); the tasks' report rows.
 
     Classic Spark: the JVM turns the rows into Arrow batches, the Python tasks write
-    them (:func:`_jvm_arrow_rdd`). Spark Connect: ``mapInArrow``."""
+    them (:func:`spark_dask.spark.frames.jvm_arrow_rdd`). Spark Connect: ``mapInArrow``."""
     spark = df.sparkSession
-    profile = _cpu_profile(spark) if cpu_only else None
+    profile = jobs.cpu_profile(spark) if cpu_only else None
     rows = batch_rows(schema)
     # the session's batch size is the transfer's while the job is made and runs: Spark 3.x's
     # toArrowBatchRdd() and mapInArrow (Spark Connect) read it, Spark 4's toArrowBatchRdd
     # takes it as an argument
     with _transfer_confs(spark, records=rows):
-        rdd = _jvm_arrow_rdd(df, tz, large, rows)
+        rdd = frames.jvm_arrow_rdd(df, tz, large, rows)
         if rdd is not None:
             rdd = rdd.mapPartitions(transfer.spark_batch_writer(spec))
             if profile is not None:
                 rdd = rdd.withResources(profile)
             with tagged(spark, tag, description):  # the JVM's batches: no byte limit to lift
                 return rdd.collect()
-        return map_collect(_positional(df), transfer.RESULT_DDL, transfer.spark_writer(spec), cpu_only, tag,
-                           description, arrow_schema=schema, records=rows)  # fmt: skip
+        return jobs.map_collect(_positional(df), transfer.RESULT_DDL, transfer.spark_writer(spec), cpu_only, tag,
+                                description, confs=_transfer_confs(spark, schema, rows))  # fmt: skip
 
 
 _MAX_RECORDS = "spark.sql.execution.arrow.maxRecordsPerBatch"
@@ -465,7 +209,7 @@ def transfer_confs(spark, schema=None, records: int | None = None) -> dict[str, 
     out = {}
     if records is not None and files.spark_bytes(conf(spark, _MAX_RECORDS, "10000", sql=True)) != records:
         out[_MAX_RECORDS] = str(records)
-    if schema is not None and spark_version(spark) >= (4, 0):
+    if schema is not None and compat.arrow_batches_bounded_by_bytes(spark):
         limit = files.spark_bytes(conf(spark, _MAX_BYTES, "64m", sql=True))
         # a batch of the transfer's own size may exceed the session's limit; an already
         # lifted limit stays (byte_limit_is_redundant is False at NO_BYTE_LIMIT)
@@ -514,25 +258,6 @@ def _transfer_confs(spark, schema=None, records: int | None = None):
                             spark.conf.unset(key)
                         else:
                             spark.conf.set(key, entry[1])
-
-
-def map_collect(
-    df, schema: str, fn, cpu_only: bool, tag: str, description: str, arrow_schema=None, records: int | None = None
-) -> list[dict]:
-    """Run ``df.mapInArrow(fn, schema)`` as a tagged Spark job (a CPU-only profile when
-    asked; with the transfer's session confs for rows of ``arrow_schema`` in batches of
-    ``records`` rows, :func:`transfer_confs`); its rows as dicts."""
-    spark = df.sparkSession
-    profile = _cpu_profile(spark) if cpu_only else None
-    new_api = spark_version(spark) >= (4, 0)
-    kwargs = {"profile": profile} if profile is not None and new_api else {}
-    with pandas3_warning_off():  # a transfer's mapInArrow: Arrow, not pandas
-        out = df.mapInArrow(fn, schema, **kwargs)
-    lifted = _transfer_confs(spark, arrow_schema, records) if arrow_schema is not None else nullcontext()
-    with tagged(spark, tag, description), lifted:
-        if profile is not None and not new_api:  # Spark 3.x: the profile on the RDD of the stage
-            return [r.asDict() for r in out.rdd.withResources(profile).collect()]
-        return [r.asDict() for r in out.collect()]
 
 
 def _spec_tls(cluster) -> dict | None:
@@ -625,7 +350,7 @@ def to_dask(df, *, client=None, npartitions: int | None = None, backend: str | N
     schema = arrow_types.spark_to_arrow_schema(df.schema.jsonValue(), tz, large)
     meta = arrow_types.empty_frame(schema, backend)
     cpu_only = _check_slots(cluster, "to_dask")
-    transfers = _transfer_files(cluster, client)
+    transfers = transfer_files(cluster, client)
     hosts = _hosts(client)
     tid = uuid.uuid4().hex[:12]
     dirname = transfer_dir_name(cluster.tag, tid)
@@ -673,7 +398,7 @@ def spark_session_of(df):
     return df.sparkSession
 
 
-def _load(client, transfers: _TransferFiles, tid: str, parts: list[dict], backend: str) -> list:
+def _load(client, transfers: TransferFiles, tid: str, parts: list[dict], backend: str) -> list:
     """One Dask task per written file, on a worker of its machine, loading it: the
     futures, in partition order (their keys registered: the files stay while they are
     held)."""
@@ -706,7 +431,7 @@ def _positional(df):
 
 
 def _repartition(df, n: int):
-    if not is_connect(df.sparkSession):
+    if compat.jvm_reachable(df.sparkSession):  # Spark Connect has no df.rdd
         with suppress(Exception):
             if n <= df.rdd.getNumPartitions():
                 return df.coalesce(n)
@@ -754,15 +479,13 @@ def to_spark(ddf, spark=None, *, client=None, schema=None, checkpoint: bool = Fa
     cluster, client = _cluster_and_client(client)
     spark = spark if spark is not None else cluster.spark
     _check_session(spark, cluster, "the SparkSession")
-    from pyspark.sql.types import StructType
-
     infer = ()
     if schema is None:
         spark_schema = arrow_types.spark_schema_for_frame(ddf._meta)
         if type(ddf._meta).__module__.split(".")[0] != "cudf":  # cudf's object columns are strings
             infer = tuple(i for i, t in enumerate(ddf._meta.dtypes) if t == object)  # noqa: E721 - typed by values
     else:
-        spark_schema = (schema if isinstance(schema, StructType) else _ddl_schema(spark, schema)).jsonValue()
+        spark_schema = frames.schema_json(spark, schema)
         if len(spark_schema["fields"]) != len(ddf.columns):
             raise HandoffTypeError(
                 f"spark-dask: schema has {len(spark_schema['fields'])} fields, the Dask DataFrame {len(ddf.columns)} columns"
@@ -770,9 +493,9 @@ def to_spark(ddf, spark=None, *, client=None, schema=None, checkpoint: bool = Fa
     tz = conf(spark, "spark.sql.session.timeZone", "UTC", sql=True)
     large = conf(spark, "spark.sql.execution.arrow.useLargeVarTypes", "false", sql=True).lower() == "true"
     arrow_schema = arrow_types.spark_to_arrow_schema(spark_schema, tz, large)
-    struct = StructType.fromJson(spark_schema)
+    struct = frames.struct_type(spark_schema)
     cpu_only = _check_slots(cluster, "to_spark")
-    transfers = _transfer_files(cluster, client)
+    transfers = transfer_files(cluster, client)
     hosts = _hosts(client)
     tid = uuid.uuid4().hex[:12]
     dirname = transfer_dir_name(cluster.tag, tid)
@@ -788,14 +511,14 @@ def to_spark(ddf, spark=None, *, client=None, schema=None, checkpoint: bool = Fa
         if infer:
             spark_schema = arrow_types.merged_object_types(spark_schema, written, infer)
             arrow_schema = arrow_types.spark_to_arrow_schema(spark_schema, tz, large)
-            struct, schema_bytes = StructType.fromJson(spark_schema), arrow_schema.serialize().to_pybytes()
+            struct, schema_bytes = frames.struct_type(spark_schema), arrow_schema.serialize().to_pybytes()
         parts_spec = read_parts(written, hosts)
         if not parts_spec:
             transfers.remove_now(tid)
             return spark.createDataFrame([], struct)
         spec = {"schema": schema_bytes, "parts": parts_spec, "scheduler": cluster.scheduler_address,
                 "tls": _spec_tls(cluster)}  # fmt: skip
-        ids = _read_ids(spark, [p["spark_host"] for p in parts_spec])
+        ids = frames.preferred_host_ids(spark, [p["spark_host"] for p in parts_spec])
         out = _read_job(spark, ids, struct, transfer.spark_reader(spec), cpu_only, f"{cluster.tag}-to-spark-{tid}",
                         f"spark-dask: to_spark <- {cluster.tag}", checkpoint)  # fmt: skip
     except BaseException:
@@ -838,44 +561,16 @@ def frame_for_spark(ddf):
     return ddf.reset_index()
 
 
-def _ddl_schema(spark, ddl: str):
-    from pyspark.sql.types import StructType
-
-    return StructType.fromDDL(ddl) if hasattr(StructType, "fromDDL") else spark.createDataFrame([], ddl).schema
-
-
-def _read_ids(spark, hosts: list[str | None]):
-    """The read job's input: one partition per file, partition ``i`` holding the number
-    ``i``. Classic sessions: partitions that prefer their file's executor host, as Spark
-    names it (``SparkContext.makeRDD`` of ``(i, [host])`` pairs), so Spark runs each
-    read task where its file is (after ``spark.locality.wait`` without a free slot
-    there, elsewhere). Spark Connect, which has no RDDs, and files whose host is
-    unknown: ``spark.range(n)``, each task wherever Spark has a slot."""
-    n = len(hosts)
-    if is_connect(spark) or not all(hosts):
-        return spark.range(0, n, 1, n)
-    from pyspark.sql import DataFrame
-
-    jvm = spark.sparkContext._jvm
-    seq = jvm.org.apache.spark.api.python.PythonUtils.toSeq
-    integer = jvm.scala.reflect.ClassTag.apply(jvm.java.lang.Class.forName("java.lang.Integer"))
-    rdd = spark.sparkContext._jsc.sc().makeRDD(
-        seq([jvm.scala.Tuple2(i, seq([h])) for i, h in enumerate(hosts)]), integer
-    )
-    ids = spark._jsparkSession.createDataset(rdd, jvm.org.apache.spark.sql.Encoders.INT())
-    return DataFrame(ids.toDF(seq(["id"])), spark)
-
-
 def _read_job(spark, ids, struct, fn, cpu_only: bool, tag: str, description: str, checkpoint: bool = False):
-    """The Spark job that reads the files: ``ids`` (:func:`_read_ids`) → ``mapInArrow``
+    """The Spark job that reads the files: ``ids`` (:func:`~spark_dask.spark.frames.preferred_host_ids`) → ``mapInArrow``
     → kept in Spark's cache (``persist()``: columnar, memory and disk) by one scan, or
     the lazy DataFrame itself (``checkpoint=False``).
 
     ``persist()`` rather than ``localCheckpoint(eager=True)``, which stores every row as
     one serialized object and was slower both to fill and to scan, whatever the storage
     level (docs/benchmarks.md, "Moving data between Spark and Dask", "Keeping the rows")."""
-    profile = _cpu_profile(spark) if cpu_only else None
-    new_api = spark_version(spark) >= (4, 0)
+    profile = jobs.cpu_profile(spark) if cpu_only else None
+    new_api = compat.map_in_arrow_takes_profile(spark)
     kwargs = {"profile": profile} if profile is not None and new_api else {}
     with pandas3_warning_off():  # a transfer's mapInArrow: Arrow, not pandas
         out = ids.mapInArrow(fn, struct, **kwargs)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from contextlib import contextmanager
 
+from spark_dask.spark.compat import job_tags_supported
 from spark_dask.spark.conf import is_connect
 
 logger = logging.getLogger(__name__)
@@ -47,13 +48,13 @@ def tagged(spark, tag: str, description: str, *, job_group: bool = False, gang: 
     else:
         previous = sc.getLocalProperty("spark.job.description")
         sc.setJobDescription(description)
-    if hasattr(sc, "addJobTag"):
+    if job_tags_supported(sc):
         for t in tags:
             sc.addJobTag(t)
     try:
         yield
     finally:
-        if hasattr(sc, "removeJobTag"):
+        if job_tags_supported(sc):
             for t in tags:
                 sc.removeJobTag(t)
         if not job_group:
@@ -68,7 +69,7 @@ def cancel(spark, tag: str) -> None:
             spark.interruptTag(tag)
             return
         sc = spark.sparkContext
-        if hasattr(sc, "cancelJobsWithTag"):  # every job of tagged() carries the tag
+        if job_tags_supported(sc):  # every job of tagged() carries the tag
             sc.cancelJobsWithTag(tag)  # quiet when none is left (cancelJobGroup warns then)
         else:
             sc.cancelJobGroup(tag)

@@ -18,12 +18,13 @@ import time
 from collections.abc import Callable
 
 from spark_dask import executor
+from spark_dask.capacity import GangPlan
 from spark_dask.errors import TaskFailed
 from spark_dask.executor import gang_task
 from spark_dask.executor.task_spec import TaskSpec
-from spark_dask.plan import GangPlan
 from spark_dask.shipping import ship_by_value
 from spark_dask.spark import databricks, jobtags
+from spark_dask.spark.compat import ready_connect_profile
 from spark_dask.spark.conf import is_connect
 
 logger = logging.getLogger(__name__)
@@ -192,11 +193,7 @@ class GangLauncher:
             kwargs = {"barrier": True} if self.plan.barrier else {}
             profile = resource_profile(self.plan)
             if profile is not None:
-                # A Connect ResourceProfile registers itself through the thread's active
-                # session (thread-local too): make it this one in this thread.
-                active = getattr(type(spark), "_active_session", None)
-                if active is not None:
-                    active.session = spark
+                ready_connect_profile(spark)
                 kwargs["profile"] = profile
             df = spark.range(0, n, 1, n).mapInArrow(gang_task.arrow_partition(self.spec), "status string", **kwargs)
             return [r["status"] for r in df.collect()]

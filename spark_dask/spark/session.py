@@ -1,7 +1,7 @@
 """Read what the driver needs to know from a SparkSession (classic or Spark Connect).
 
 Everything here is a read: no job is submitted. :func:`cluster_facts` turns the
-session into a :class:`~spark_dask.plan.ClusterFacts` for the pure planning code.
+session into a :class:`~spark_dask.capacity.ClusterFacts` for the pure planning code.
 """
 
 from __future__ import annotations
@@ -15,12 +15,14 @@ import threading
 import time
 
 from spark_dask import executor
+from spark_dask.capacity import ClusterFacts
 from spark_dask.executor import gang_task
-from spark_dask.plan import ClusterFacts, PlanError
+from spark_dask.plan import PlanError
 from spark_dask.rapids import plugin_enabled
 from spark_dask.shipping import ship_by_value
 from spark_dask.sizes import MIB, parse_size
 from spark_dask.spark import databricks, jobtags
+from spark_dask.spark.compat import task_profile_shares_gpus, task_profiles_supported
 from spark_dask.spark.conf import application_id, conf, is_connect
 from spark_dask.spark.pyspark_warnings import pandas3_warning_off
 
@@ -44,7 +46,6 @@ __all__ = [
     "require_pyspark",
     "route_ip",
     "spark_encrypted",
-    "spark_version",
     "wait_for_executors",
 ]
 
@@ -95,11 +96,6 @@ def active_session(spark=None):
             "first with SparkSession.builder.getOrCreate()"
         )
     return spark
-
-
-def spark_version(spark) -> tuple[int, int]:
-    major, minor = (spark.version.split(".") + ["0"])[:2]
-    return int(major), int(re.sub(r"\D.*", "", minor) or 0)
 
 
 def is_stopped(spark) -> bool:
@@ -246,10 +242,9 @@ def cluster_facts(spark, executor_wait: float = 30.0, n_workers: int | None = No
         executor_cores = int(m.group(2))
     else:
         executor_cores = max(task_cpus, slots * task_cpus // max(len(ids), 1))
-    major_minor = spark_version(spark)
     gpus = _float(conf(spark, "spark.executor.resource.gpu.amount"))
-    profiles = major_minor >= (3, 4) and not local_mode and not dyn
-    if profiles and _profile_gpus_broken(spark, major_minor):
+    profiles = task_profiles_supported(spark) and not dyn
+    if profiles and task_profile_shares_gpus(spark):
         logger.info(
             "spark-dask: Spark %s hands a task profile's whole GPUs out in the default "
             "profile's fractions (SPARK-45527, fixed in 4.0): no task profile for the gang",
@@ -293,19 +288,6 @@ def executor_gpu_addresses(sc) -> tuple:
         logger.debug("spark-dask: executor GPU addresses unavailable: %s", e)
         return ()
     return tuple(sorted(out))
-
-
-def _profile_gpus_broken(spark, major_minor: tuple[int, int]) -> bool:
-    """Whether a stage-level task profile asking for whole GPUs would share them.
-
-    Before Spark 4.0 an executor splits each GPU address into the parts the *default*
-    profile's fractional ``spark.task.resource.gpu.amount`` implies, and a task profile
-    asking for 1 GPU takes one part: two gang tasks get the same address (measured on
-    pyspark 3.5.9: both workers on one GPU). SPARK-45527 (apache/spark PR 43494) fixed
-    the accounting in 4.0.0; the 3.5 backport (PR 44690) was not merged.
-    """
-    task_gpus = _float(conf(spark, "spark.task.resource.gpu.amount"))
-    return major_minor < (4, 0) and 0 < task_gpus < 1
 
 
 def _facts(spark, master: str, **known) -> ClusterFacts:
@@ -454,8 +436,7 @@ def connect_facts(spark, executor_wait: float = 30.0, n_workers: int | None = No
         task_cpus=task_cpus,
         slots=slots,
         dynamic_allocation=dyn,
-        # mapInArrow(profile=...) exists since Spark 4.0
-        task_profiles=spark_version(spark) >= (4, 0) and known and not local and not dyn,
+        task_profiles=task_profiles_supported(spark) and known and not dyn,
     )
 
 

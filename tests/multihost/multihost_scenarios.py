@@ -26,8 +26,8 @@ from pyspark.sql import functions as F
 
 import spark_dask
 from spark_dask import SparkCluster
-from spark_dask.handoff import driver as handoff_driver
 from spark_dask.parts import parts_of
+from spark_dask.spark import frames
 from tests.support.hosts import session
 from tests.support.spark import task_localities
 
@@ -213,14 +213,14 @@ def handoff(name: str, misplace: bool = False) -> dict:
     df = sample_frame()
     said = _Said()
     logging.getLogger("spark_dask").addHandler(said)
-    real = handoff_driver._read_ids
+    real = frames.preferred_host_ids
     if misplace:
         others = executors()["hosts"]
 
         def elsewhere(spark, wanted):
             return real(spark, [next(o for o in others if o != h) for h in wanted])
 
-        handoff_driver._read_ids = elsewhere
+        frames.preferred_host_ids = elsewhere
     try:
         ddf = spark_dask.to_dask(df, client=client)
         dask_sums = ddf.groupby("k").x.sum().compute().sort_index()
@@ -249,7 +249,7 @@ def handoff(name: str, misplace: bool = False) -> dict:
         out["across_hosts"] = [line for line in said.lines if "across hosts" in line]
         return out
     finally:
-        handoff_driver._read_ids = real
+        frames.preferred_host_ids = real
         logging.getLogger("spark_dask").removeHandler(said)
 
 

@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from spark_dask import cli
+from spark_dask.commands.run import client_config, exec_target, exit_code, run_script
 from tests.support.paths import ROOT
 from tests.support.processes import no_workers_left
 from tests.support.spark import active_jobs, submit_confs
@@ -61,24 +62,24 @@ def test_option_parsing():
         {"n_workers": 2, "worker_options": {"nanny": False}, "env": {}, "tls": None, "silence_logs": "false"}
     )
     assert kw == {"n_workers": 2, "worker_options": {"nanny": False}, "silence_logs": False}
-    assert cli._typed_key_values(None, None, ["rmm_pool_size=10GB", "nanny=false"]) == {
+    assert cli.typed_key_values(None, None, ["rmm_pool_size=10GB", "nanny=false"]) == {
         "rmm_pool_size": "10GB",
         "nanny": False,
     }
-    assert [cli.exit_code(c) for c in (None, 0, 3, True, 256, -1)] == [0, 0, 3, 1, 0, 255]
+    assert [exit_code(c) for c in (None, 0, 3, True, 256, -1)] == [0, 0, 3, 1, 0, 255]
 
 
 def test_exec_target_exit_codes(tmp_path, capsys):
     ok = tmp_path / "ok.py"
     ok.write_text("import sys; assert sys.argv[1:] == ['a', '--b']\n")
-    assert cli.exec_target(str(ok), ["a", "--b"]) == 0
+    assert exec_target(str(ok), ["a", "--b"]) == 0
     (tmp_path / "bad.py").write_text("raise RuntimeError('boom')\n")
-    assert cli.exec_target(str(tmp_path / "bad.py"), []) == 1
+    assert exec_target(str(tmp_path / "bad.py"), []) == 1
     assert "RuntimeError: boom" in capsys.readouterr().err
     (tmp_path / "msg.py").write_text("raise SystemExit('failed politely')\n")
-    assert cli.exec_target(str(tmp_path / "msg.py"), []) == 1
-    assert cli.exec_target(str(tmp_path / "missing.py"), []) == 2
-    assert cli.exec_target("json.tool", ["--help"], module=True) == 0
+    assert exec_target(str(tmp_path / "msg.py"), []) == 1
+    assert exec_target(str(tmp_path / "missing.py"), []) == 2
+    assert exec_target("json.tool", ["--help"], module=True) == 0
 
 
 def test_dask_cli_entry_point():
@@ -88,6 +89,15 @@ def test_dask_cli_entry_point():
         pytest.skip("spark-dask is not installed (pip install -e .) in this environment")
     out = subprocess.run([sys.executable, "-m", "dask", "spark", "--help"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "run" in out.stdout and "info" in out.stdout
+
+
+def test_the_documented_script_is_the_command_line():
+    """A Databricks "Python script" task and spark-submit run the file the docs name,
+    ``spark_dask/cli.py`` of the installed package: it stays that file (a package
+    ``spark_dask/cli/`` would leave such a job without its script)."""
+    assert os.path.relpath(cli.__file__, ROOT) == os.path.join("spark_dask", "cli.py")
+    with open(os.path.join(ROOT, "docs", "databricks.md")) as f:
+        assert "script `.../site-packages/spark_dask/cli.py`" in f.read()
 
 
 # -------------------------------------------------------------------------- real Spark
@@ -143,7 +153,7 @@ def test_run_in_process_shares_session_and_config(spark, tmp_path, capfd):
 
     script = tmp_path / "job.py"
     script.write_text(CLIENT_SCRIPT)
-    code = cli.run_script(str(script), ["4", "--spark"], spark=spark, n_workers=1, progress=False)
+    code = run_script(str(script), ["4", "--spark"], spark=spark, n_workers=1, progress=False)
     assert code == 4
     out = capfd.readouterr()
     assert "CLIENT tls://" in out.out and "['spark-0']" in out.out
@@ -201,7 +211,7 @@ def test_client_config_keys_for_the_script():
             attach(self, ClusterParts(None, {}, None, SimpleNamespace(dashboard_settings=dashboard_settings)))
 
     plain = StandIn(None, scheduler_address="tcp://h:1", security=None, dashboard_link="http://h:2/status")
-    assert cli.client_config(plain) == {"scheduler-address": "tcp://h:1"}
+    assert client_config(plain) == {"scheduler-address": "tcp://h:1"}
     sec = SimpleNamespace(require_encryption=True, tls_ca_file="CA", tls_client_cert="CERT", tls_client_key="KEY")
     databricks = SimpleNamespace(databricks=object())
     tls = StandIn(databricks, scheduler_address="tls://h:1", security=sec,
@@ -214,10 +224,10 @@ def test_client_config_keys_for_the_script():
         "distributed.comm.tls.client.key": "KEY",
         "distributed.dashboard.link": "https://x/driver-proxy/o/1/c/{{port}}/status",
     }
-    assert cli.client_config(tls) == want
-    assert list(cli.client_config(tls)) == list(want)
+    assert client_config(tls) == want
+    assert list(client_config(tls)) == list(want)
     off_databricks = SimpleNamespace(**{**vars(tls), "dashboard_settings": SimpleNamespace(databricks=None)})
-    assert "distributed.dashboard.link" not in cli.client_config(off_databricks)
+    assert "distributed.dashboard.link" not in client_config(off_databricks)
     nested = yaml_config("tls://h:1", {"ca": "CA", "cert": "CERT", "key": "KEY"}, "https://x/{p}")
     assert nested == {
         "scheduler-address": "tls://h:1",
@@ -376,11 +386,11 @@ THREADS_SCRIPT = textwrap.dedent(
     import json
     from distributed import Client
     from pyspark.sql import SparkSession
-    from spark_dask import cli
+    from spark_dask.commands.info import describe
 
     workers = Client().scheduler_info()["workers"].values()
     print("THREADS", json.dumps(sorted(w["nthreads"] for w in workers)), flush=True)
-    info = cli.describe(SparkSession.builder.getOrCreate(), n_workers=3)  # what `info --json` prints
+    info = describe(SparkSession.builder.getOrCreate(), n_workers=3)  # what `info --json` prints
     print("INFO", json.dumps(info["threads per worker"]), flush=True)
     """
 )
@@ -411,7 +421,8 @@ def test_info_threads_agree_with_the_started_cluster(tmp_path):
 
 def test_gang_threads_follow_the_task_rule():
     """plan.gang_threads (info) against worker_threads per placement (the tasks)."""
-    from spark_dask.plan import ClusterFacts, gang_threads, plan_gang
+    from spark_dask.capacity import ClusterFacts
+    from spark_dask.plan import gang_threads, plan_gang
 
     def facts(executors, cores, **kw):
         return ClusterFacts(master="local-cluster", executors=executors, executor_cores=cores,

@@ -15,6 +15,7 @@ from distributed import Client
 
 import spark_dask
 from spark_dask import PlanError, SparkCluster, SparkDaskError, internals
+from spark_dask.startup import Startup
 from tests.support.processes import dask_processes, port_open, wait_until
 from tests.support.spark import active_jobs, assert_no_leftovers
 
@@ -198,14 +199,14 @@ def test_a_plan_refused_while_the_scheduler_still_starts_leaves_no_scheduler(spa
     """The facts and the scheduler start at the same time: a plan refused after the facts
     must still close a scheduler that finishes starting afterwards."""
     started = []
-    original = SparkCluster._start_scheduler
+    original = Startup.start_scheduler
 
     async def slow_start(self, t0):
         await asyncio.sleep(1.0)  # the facts, and the plan's refusal, come first
         await original(self, t0)
-        started.append(self.scheduler)
+        started.append(self.cluster.scheduler)
 
-    monkeypatch.setattr(SparkCluster, "_start_scheduler", slow_start)
+    monkeypatch.setattr(Startup, "start_scheduler", slow_start)
     with pytest.raises(PlanError, match="n_workers<=2"):
         SparkCluster(spark, n_workers=3)
     assert started, "the scheduler's start was waited for"

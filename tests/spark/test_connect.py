@@ -29,7 +29,7 @@ from distributed.utils import open_port
 
 import spark_dask
 from spark_dask import PlanError, SparkCluster, SparkDaskError
-from spark_dask.cluster import GangMaker
+from spark_dask.gang_maker import GangMaker
 from spark_dask.handoff import driver as handoff
 from spark_dask.handoff.files import DIR_PREFIX
 from spark_dask.handoff.transfer import host_info

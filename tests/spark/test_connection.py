@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 import spark_dask
-from spark_dask import cli, xlang
+from spark_dask import xlang
+from spark_dask.commands.run import run_script
 from spark_dask.connection import CONFIG_FILE, ENV_SCHEDULER_FILE, SCHEDULER_FILE
 from tests.support.node import CLIENT_DIR, WORKER_DIR, node_script, start_node
 from tests.support.paths import ROOT
@@ -169,7 +170,7 @@ def test_run_gives_child_processes_the_cluster(spark, tmp_path, capfd):
     script = tmp_path / "job.py"
     script.write_text(CHILDREN.format(join=JOIN, node=node))
     before = os.environ.get("DASK_CONFIG")
-    code = cli.run_script(str(script), [], spark=spark, n_workers=1, progress=False)
+    code = run_script(str(script), [], spark=spark, n_workers=1, progress=False)
     out = capfd.readouterr()
     assert code == 0, out.out + out.err
     env_line = next(line for line in out.out.splitlines() if line.startswith("ENV "))

@@ -24,10 +24,10 @@ import dask.config
 import pytest
 
 import spark_dask
-from spark_dask.cluster import GangMaker
 from spark_dask.errors import PlanError
 from spark_dask.events import Events
 from spark_dask.executor.gang_task import _worker_env
+from spark_dask.gang_maker import WorkerCredentials
 from spark_dask.parts import parts_of
 from spark_dask.spark import databricks as db
 from tests.support.spark import assert_no_leftovers, make_spark, stop_spark
@@ -203,36 +203,36 @@ def test_the_workers_environment_gets_the_credentials_and_env_wins():
     assert env[db.HOST_ENV] == "https://mine" and env[db.TOKEN_ENV] == "dapi-x"  # env= names it: env= wins
 
 
-def _maker(on: bool) -> GangMaker:
-    return GangMaker(None, "spark-dask-t", cluster_options(databricks_credentials=on), {}, None, Events([]), None)
+def _credentials(on: bool) -> WorkerCredentials:
+    return WorkerCredentials(cluster_options(databricks_credentials=on), Events([]))
 
 
 def test_each_gang_reads_the_credentials_again(notebook, monkeypatch):
     monkeypatch.setenv(db.RUNTIME_ENV, "15.4")
-    maker = _maker(True)
+    credentials = _credentials(True)
     first = notebook.token
-    assert maker.credentials() == {db.HOST_ENV: API_URL, db.TOKEN_ENV: first}
+    assert credentials.read() == {db.HOST_ENV: API_URL, db.TOKEN_ENV: first}
     notebook.token = fresh_token()  # the notebook's token was renewed
-    assert maker.credentials("start")[db.TOKEN_ENV] == first and notebook.reads == 1  # the start's gangs: that read
-    assert maker.credentials("relaunch")[db.TOKEN_ENV] == notebook.token
+    assert credentials.read("start")[db.TOKEN_ENV] == first and notebook.reads == 1  # the start's gangs: that read
+    assert credentials.read("relaunch")[db.TOKEN_ENV] == notebook.token
     assert notebook.reads == 2
-    assert _maker(False).credentials() == {} and notebook.reads == 2  # off: nothing is read
+    assert _credentials(False).read() == {} and notebook.reads == 2  # off: nothing is read
 
 
 def test_a_later_gang_keeps_the_last_credentials_when_none_can_be_read(notebook, monkeypatch):
     monkeypatch.setenv(db.RUNTIME_ENV, "15.4")
-    maker = _maker(True)
+    credentials = _credentials(True)
     token = notebook.token
     notebook.broken = RuntimeError("no context yet")
     with pytest.raises(PlanError):
-        maker.credentials()  # the start: refused
+        credentials.read()  # the start: refused
     notebook.broken = None
-    assert maker.credentials()[db.TOKEN_ENV] == token
+    assert credentials.read()[db.TOKEN_ENV] == token
     notebook.broken = RuntimeError(f"gone, {token}")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        assert maker.credentials("scale")[db.TOKEN_ENV] == token
-    assert [str(w.message) for w in caught] == [maker.events.logs[-1][1]]
+        assert credentials.read("scale")[db.TOKEN_ENV] == token
+    assert [str(w.message) for w in caught] == [credentials.events.logs[-1][1]]
     assert "could not be read again for the workers of a scale gang" in caught[0].message.args[0]
     assert token not in caught[0].message.args[0]
 
@@ -317,7 +317,9 @@ def test_the_workers_get_the_notebook_credentials_and_nothing_shows_them(noteboo
             texts["_repr_html_()"] = cluster._repr_html_()
             assert parts_of(cluster).gangs[-1].launcher.spec.credentials[db.TOKEN_ENV] == tokens[1]
             texts["repr"] = (
-                repr(cluster) + repr(parts_of(cluster).maker.spec) + repr(parts_of(cluster).gangs[-1].launcher.spec)
+                repr(cluster)
+                + repr(parts_of(cluster).makers["default"].spec)
+                + repr(parts_of(cluster).gangs[-1].launcher.spec)
             )
             texts["spark_info()"] = json.dumps(cluster.spark_info(), default=str)
             jobs = _rest(ui, f"{app}/jobs")

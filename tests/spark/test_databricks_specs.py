@@ -24,7 +24,9 @@ import pytest
 import yaml
 
 from spark_dask import cli, rapids
-from spark_dask.plan import ClusterFacts, plan_gang
+from spark_dask.capacity import ClusterFacts
+from spark_dask.commands.run import run_script
+from spark_dask.plan import plan_gang
 from tests.support.extras import needs
 from tests.support.paths import ROOT
 
@@ -149,7 +151,7 @@ def test_bundle_is_valid_and_agrees_with_the_api_documents(bundle_jobs):
 @pytest.mark.timeout(240)
 def test_the_job_script_runs_under_spark_dask_run(spark, tmp_path, capfd):
     """The bundle's task, CPU variant: `spark-dask run job.py` on local-cluster."""
-    code = cli.run_script(
+    code = run_script(
         os.path.join(HERE, "job.py"), ["--rows", "20000", "--path", str(tmp_path)],
         spark=spark, n_workers=1, progress=False,
     )  # fmt: skip

@@ -154,7 +154,7 @@ def test_via_spark_without_the_connector_or_the_table_says_so(spark, tmp_path):
     REQUIRES_SINGLE_PART_NAMESPACE; now one line each (the default session has no Delta)."""
     import spark_dask
     from spark_dask.delta.read import DELTA_CONNECTORS
-    from spark_dask.spark.session import spark_version
+    from spark_dask.spark.compat import spark_version
 
     want = DELTA_CONNECTORS.get(spark_version(spark)[:2], "the Delta Lake connector released for Spark")
     with pytest.raises(spark_dask.DeltaError, match=rf"has no Delta Lake connector, so .*{re.escape(want)}") as e:

@@ -41,10 +41,11 @@ UNREAD_OK = {
         "spark_dask/arrow_types.py",
         "column",
     ),  # _column_error(column, what, why): its text and the why strings are on the page
-    ("spark_dask/cli.py", "128 + signum"),  # SystemExit status after a signal, no message
-    ("spark_dask/cli.py", "str(e)"),  # a PlanError/SparkDaskError shown by click: listed where raised
-    ("spark_dask/cluster.py", "'spark-dask: ' + problem"),  # text from *_problem() functions
-    ("spark_dask/cluster.py", "problem"),  # connect_session_problem()
+    ("spark_dask/commands/run.py", "128 + signum"),  # SystemExit status after a signal, no message
+    # a PlanError/SparkDaskError shown by click (--worker-group: the PlanError of groups.parse_flag): listed where raised
+    ("spark_dask/cli.py", "str(e)"),
+    ("spark_dask/startup.py", "'spark-dask: ' + problem"),  # text from *_problem() functions
+    ("spark_dask/startup.py", "problem"),  # connect_session_problem()
     (
         "spark_dask/waits.py",
         "f'spark-dask: {what}.\\n{detail}'",
@@ -55,26 +56,25 @@ UNREAD_OK = {
     ("spark_dask/waits.py", "no_slots_message(n_tasks, self.slot_wait, self.facts.slots, others, own)"),
     (
         "spark_dask/waits.py",
-        "start_timeout_message(n, want, self.side.scheduler.address, timeout, tag, barrier, f.dynamic_allocation, f.max_executors)",
+        "start_timeout_message(n, want, self.driver_scheduler.scheduler.address, timeout, tag, barrier, f.dynamic_allocation, f.max_executors)",
     ),
     ("spark_dask/arrow_types.py", "problem"),  # zone_range_problem()'s text, read there
     ("spark_dask/delta/read.py", "problem"),  # spark_read_problem()'s text, read there
     ("spark_dask/options.py", "unknown_keyword_message(function, key, names)"),  # a *_message function, read there
     ("spark_dask/delta/compare.py", "refusal_message(column, shown, kind, why)"),  # a *_message function, read there
-    ("spark_dask/options.py", "str(e)"),  # --worker-group: the PlanError of groups.parse_flag, listed where raised
-    ("spark_dask/options.py", "'spark-dask: ' + problem"),  # executor.sizing.small_memory_problem()'s text
+    ("spark_dask/plan.py", "'spark-dask: ' + where + problem"),  # executor.sizing.small_memory_problem()'s text
     ("spark_dask/scheduler.py", "msg"),  # err_waiting_tasks(msg): faults.no_workers_message()'s text, read there
     ("tools/gpu_check.py", "discovered"),  # caught on the next line, never shown
     (
         "spark_dask/handoff/driver.py",
         "no_slot_message(facts, plan, direction, cpu_only, others)",
     ),  # a *_message function: its text is read
-    # *_message functions of spark_dask/named.py: their texts are read
-    ("spark_dask/named.py", "name_taken_message(self.name, None)"),
-    ("spark_dask/named.py", "name_taken_message(self.name, other)"),
-    ("spark_dask/named.py", "unknown_name_message(name, found, root)"),
-    ("spark_dask/named.py", "not_running_message(name, record)"),
-    ("spark_dask/named.py", "locked_message(root, wait)"),
+    # *_message functions of spark_dask/named/store.py: their texts are read
+    ("spark_dask/named/owner.py", "name_taken_message(self.name, None)"),
+    ("spark_dask/named/owner.py", "name_taken_message(self.name, other)"),
+    ("spark_dask/named/handle.py", "unknown_name_message(name, found, root)"),
+    ("spark_dask/named/handle.py", "not_running_message(name, record)"),
+    ("spark_dask/named/store.py", "locked_message(root, wait)"),
     ("spark_dask/connection.py", "problem"),  # directory_problem()'s text
     ("spark_dask/executor/gang_task.py", "f'spark-dask: {version[1]}'"),  # version_problem()
     # spark-dask doctor's findings: texts of *_message/*_problem functions, read there,
@@ -88,9 +88,9 @@ UNREAD_OK = {
     ("spark_dask/executor/gang_task.py", "f'spark-dask: on {where}: {problem}'"),  # *_problem() texts
     ("spark_dask/executor/gang_task.py", "'spark-dask: ' + problem"),  # *_problem() texts
     (
-        "spark_dask/executor/gang_task.py",
+        "spark_dask/executor/processes.py",
         "self.args",
-    ),  # ForkedNanny.wait: Popen's TimeoutExpired, caught in _stop, never shown
+    ),  # ForkedNanny.wait: Popen's TimeoutExpired, caught in stop_workers, never shown
     ("spark_dask/executor/gang_task.py", "unreachable_message(_where(t), spec.scheduler_address, t['unreachable'])"),
     ("spark_dask/xlang/graph.py", "problem"),  # carry_problem()'s texts, read there
     (

@@ -21,7 +21,8 @@ import pytest
 
 import spark_dask
 from spark_dask import SparkDaskError, faults
-from spark_dask.faults import lost_worker, placeable
+from spark_dask.capacity import placeable
+from spark_dask.faults import lost_worker
 from spark_dask.parts import parts_of
 from tests.support.processes import executor_jvm, wait_until
 from tests.support.spark import active_jobs, assert_no_leftovers
@@ -225,7 +226,8 @@ def test_no_worker_for_too_long_fails_the_cluster_with_a_clear_error(spark, two_
             waited = time.monotonic() - t0
             assert "no-workers-timeout 6 s" in str(e.value)
             assert wait_until(lambda: cluster.status.name == "failed", 30), cluster.status
-            assert parts_of(cluster).recovery.failure and "0 of its 2 workers" in parts_of(cluster).recovery.failure
+            failures = [pool.recovery.failure for pool in parts_of(cluster).pools.values()]  # every group's
+            assert failures and all(f and "0 of its 2 workers" in f for f in failures), failures
             print(f"failed {waited:.1f} s after the loss")
     assert wait_until(lambda: not active_jobs(spark), 30), active_jobs(spark)
     assert_no_leftovers(spark, cluster)

@@ -112,10 +112,10 @@ def test_a_task_process_with_another_python_thread_does_not_fork():
         """
         import threading, time
         import numpy
-        from spark_dask.executor.gang_task import _can_fork
-        print(_can_fork())
+        from spark_dask.executor.processes import can_fork
+        print(can_fork())
         threading.Thread(target=time.sleep, args=(2,), daemon=True).start()
-        print(_can_fork())
+        print(can_fork())
         """
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)

@@ -22,7 +22,7 @@ import pytest
 
 import spark_dask
 from spark_dask import SparkDaskError
-from spark_dask.spark.session import spark_version
+from spark_dask.spark.compat import spark_version
 from tests.support.gpus import gpu_conf
 from tests.support.processes import wait_until
 from tests.support.spark import active_jobs, assert_no_leftovers, make_spark, stop_spark

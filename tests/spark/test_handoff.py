@@ -30,8 +30,10 @@ from spark_dask import HandoffError, HandoffTypeError
 from spark_dask.handoff import driver as handoff
 from spark_dask.handoff import transfer as handoff_task
 from spark_dask.handoff.files import LOAD_KEY_PREFIX
+from spark_dask.handoff.registry import TransferFiles
 from spark_dask.parts import parts_of
 from spark_dask.shipping import by_value
+from spark_dask.spark import jobs
 from tests.support.processes import wait_until
 from tests.support.spark import active_jobs, make_spark, stop_spark, task_localities
 
@@ -96,7 +98,7 @@ def test_transfer_files_that_cannot_be_removed_are_named(caplog):
     runner.start()
     loop = runner.loop
     runner.stop()
-    registry = handoff._TransferFiles(SimpleNamespace(scheduler=Scheduler(validate=False), sync=partial(sync, loop)))
+    registry = TransferFiles(SimpleNamespace(scheduler=Scheduler(validate=False), sync=partial(sync, loop)))
     registry.add("t1", [("host-a", "/local/spark-dask-x-t1"), ("host-b", "/data/spark-dask-x-t1")])
     with caplog.at_level("WARNING", logger="spark_dask"):
         registry.remove_now("t1")
@@ -108,7 +110,7 @@ def test_transfer_files_that_cannot_be_removed_are_named(caplog):
 @pytest.mark.core
 def test_the_cpu_profiles_of_stopped_sessions_are_forgotten():
     cache = {"app-1": ("profile-1", "stopped"), "app-2": ("profile-2", "running")}
-    handoff.forget_stopped(cache, lambda session: session == "stopped")
+    jobs.forget_stopped(cache, lambda session: session == "stopped")
     assert cache == {"app-2": ("profile-2", "running")}
 
 
@@ -127,7 +129,7 @@ def test_sparks_redundant_byte_limit_is_lifted_only_while_a_transfer_runs(spark)
     such limit, nothing changes)."""
     import pyarrow as pa
 
-    from spark_dask.spark.session import spark_version
+    from spark_dask.spark.compat import spark_version
 
     key, records = "spark.sql.execution.arrow.maxBytesPerBatch", "spark.sql.execution.arrow.maxRecordsPerBatch"
     fixed = pa.schema([("a", pa.int64()), ("x", pa.float64()), ("b", pa.bool_())])

@@ -17,6 +17,7 @@ import spark_dask
 from spark_dask import HandoffError
 from spark_dask.handoff import driver as handoff
 from spark_dask.parts import parts_of
+from spark_dask.spark import jobs
 from tests.support.gpus import gpu_conf
 from tests.support.processes import wait_until
 from tests.support.spark import active_jobs, make_spark, stop_spark
@@ -38,8 +39,8 @@ def test_transfers_run_beside_a_gang_holding_every_gpu(spark, monkeypatch):
     with client:
         assert client.cluster.gang_plan.n_workers == 2 and parts_of(client.cluster).facts.task_gpus == 1
         profiles = []
-        real = handoff._cpu_profile
-        monkeypatch.setattr(handoff, "_cpu_profile", lambda s: profiles.append(1) or real(s))
+        real = jobs.cpu_profile
+        monkeypatch.setattr(jobs, "cpu_profile", lambda s: profiles.append(1) or real(s))
         df = spark.range(0, 20_000, 1, 4).selectExpr("id", "id * 2 AS y")
         ddf = spark_dask.to_dask(df)
         assert ddf["y"].sum().compute() == 2 * sum(range(20_000))
@@ -55,7 +56,7 @@ def test_transfers_run_beside_a_gang_holding_every_gpu(spark, monkeypatch):
         assert "with a CPU-only profile" in text and ok
 
         # without stage-level profiles the transfer would wait for a GPU: refused at once
-        monkeypatch.setattr(handoff, "profiles_available", lambda s: False)
+        monkeypatch.setattr(handoff, "task_profiles_supported", lambda s: False)
         gang_jobs = set(active_jobs(spark))
         t0 = time.monotonic()
         with pytest.raises(HandoffError, match="holds? every slot") as e:

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from spark_dask.plan import GangPlan
+from spark_dask.capacity import GangPlan
 from spark_dask.spark.launcher import gang_rdd
 from tests.support.spark import make_spark, stop_spark
 

@@ -1,4 +1,4 @@
-"""Clusters shared by name (spark_dask/named.py): the name rules, the per-user state
+"""Clusters shared by name (spark_dask/named/): the name rules, the per-user state
 directory, stale entries, the handle's protocol with its owner (on a real in-process
 scheduler, without Spark), an owner killed with SIGKILL; and one real cluster served by
 ``spark-dask serve --name`` in a subprocess, joined, used, scaled and closed from here."""
@@ -32,6 +32,8 @@ import spark_dask
 from spark_dask import named, options
 from spark_dask.errors import PlanError, SparkDaskError
 from spark_dask.events import Events
+from spark_dask.named import store
+from spark_dask.named.owner import HandleWatch
 from spark_dask.parts import ClusterParts, attach, parts_of
 from tests.support.paths import ROOT
 from tests.support.processes import dask_processes, wait_until
@@ -55,7 +57,7 @@ def dead_pid() -> int:
 def write_entry(root: str, name: str, **record) -> str:
     directory = os.path.join(root, name)
     os.makedirs(directory, mode=0o700)
-    with open(os.path.join(directory, named.RECORD_FILE), "w") as f:
+    with open(os.path.join(directory, store.RECORD_FILE), "w") as f:
         json.dump({"name": name, "host": socket.gethostname(), "status": "running", "started": time.time(),
                    **record}, f)  # fmt: skip
     return directory
@@ -81,13 +83,13 @@ def test_invalid_names_are_refused_before_anything_starts(name):
 
 def test_state_root_settings(tmp_path):
     tmp = str(tmp_path)
-    assert named.state_root("auto", {"XDG_RUNTIME_DIR": "/run/user/7"}, 7, tmp) == "/run/user/7/spark-dask"
-    assert named.state_root("auto", {}, 7, tmp) == os.path.join(tmp, "spark-dask-7")
-    assert named.state_root(None, {}, 7, tmp) == named.state_root(True, {}, 7, tmp) == os.path.join(tmp, "spark-dask-7")
+    assert store.state_root("auto", {"XDG_RUNTIME_DIR": "/run/user/7"}, 7, tmp) == "/run/user/7/spark-dask"
+    assert store.state_root("auto", {}, 7, tmp) == os.path.join(tmp, "spark-dask-7")
+    assert store.state_root(None, {}, 7, tmp) == store.state_root(True, {}, 7, tmp) == os.path.join(tmp, "spark-dask-7")
     for off in (False, "false", "off", "No", ""):
-        assert named.state_root(off, {}, 7, tmp) is None
-    assert named.state_root("~/clusters", {}, 7, tmp) == os.path.expanduser("~/clusters")
-    assert named.state_root("rel/dir", {}, 7, tmp) == os.path.abspath("rel/dir")
+        assert store.state_root(off, {}, 7, tmp) is None
+    assert store.state_root("~/clusters", {}, 7, tmp) == os.path.expanduser("~/clusters")
+    assert store.state_root("rel/dir", {}, 7, tmp) == os.path.abspath("rel/dir")
     # the package default
     assert dask.config.get("spark-dask.state-dir") == "auto"
 
@@ -96,27 +98,27 @@ def test_entry_state_decides_who_is_alive():
     host = "driver-1"
     alive = {"pid": 10, "host": host, "pid_start": "555"}
     running = {10: "555", 11: ""}.get  # pid -> identity (None: no such process)
-    assert named.entry_state(alive, 0, host, running) == "alive"
-    assert named.entry_state({**alive, "pid": 12}, 0, host, running) == "stale"  # no such process
-    assert named.entry_state({**alive, "pid_start": "444"}, 0, host, running) == "stale"  # pid reused
-    assert named.entry_state({**alive, "pid": 11}, 0, host, running) == "alive"  # start time unknown
-    assert named.entry_state({**alive, "pid_start": ""}, 0, host, running) == "alive"
-    assert named.entry_state({**alive, "host": "driver-2"}, 0, host, running) == "elsewhere"
+    assert store.entry_state(alive, 0, host, running) == "alive"
+    assert store.entry_state({**alive, "pid": 12}, 0, host, running) == "stale"  # no such process
+    assert store.entry_state({**alive, "pid_start": "444"}, 0, host, running) == "stale"  # pid reused
+    assert store.entry_state({**alive, "pid": 11}, 0, host, running) == "alive"  # start time unknown
+    assert store.entry_state({**alive, "pid_start": ""}, 0, host, running) == "alive"
+    assert store.entry_state({**alive, "host": "driver-2"}, 0, host, running) == "elsewhere"
     # no record: a claim in progress for a while, then stale
-    assert named.entry_state(None, 1.0, host, running) == "claiming"
-    assert named.entry_state(None, named.CLAIM_GRACE + 1, host, running) == "stale"
-    assert named.entry_state({"pid": "10"}, named.CLAIM_GRACE + 1, host, running) == "stale"
+    assert store.entry_state(None, 1.0, host, running) == "claiming"
+    assert store.entry_state(None, store.CLAIM_GRACE + 1, host, running) == "stale"
+    assert store.entry_state({"pid": "10"}, store.CLAIM_GRACE + 1, host, running) == "stale"
 
 
 def test_process_identity_tells_live_dead_and_zombie_processes_apart():
-    me = named.process_identity(os.getpid())
-    assert me is not None and me == named.process_identity(os.getpid())
-    assert named.process_identity(dead_pid()) is None
+    me = store.process_identity(os.getpid())
+    assert me is not None and me == store.process_identity(os.getpid())
+    assert store.process_identity(dead_pid()) is None
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        assert named.process_identity(proc.pid) is not None
+        assert store.process_identity(proc.pid) is not None
         proc.kill()  # not reaped yet: a zombie is gone as far as an entry is concerned
-        assert wait_until(lambda: named.process_identity(proc.pid) is None, timeout=10)
+        assert wait_until(lambda: store.process_identity(proc.pid) is None, timeout=10)
     finally:
         proc.kill()
         proc.wait(30)
@@ -130,7 +132,7 @@ def test_list_rows_and_text():
         {"name": "a", "status": "starting", "workers": 0, "address": None, "dashboard": None, "pid": 10,
          "started": t - 60, "tag": "spark-dask-a", "directory": "/s/a"},
     ]  # fmt: skip
-    rows = named.list_rows(records)
+    rows = store.list_rows(records)
     assert [r["name"] for r in rows] == ["a", "b"]  # oldest first
     assert set(rows[0]) == {"name", "status", "workers", "groups", "scheduler", "dashboard", "pid", "started", "tag",
                             "directory"}  # fmt: skip
@@ -152,11 +154,11 @@ def test_claim_publish_and_remove_an_entry(state):
     with entry:
         assert stat.S_IMODE(os.stat(state).st_mode) == 0o700
         assert stat.S_IMODE(os.stat(entry.directory).st_mode) == 0o700
-        record = named.read_record(entry.directory)
+        record = store.read_record(entry.directory)
         assert (
             record["status"] == "starting" and record["pid"] == os.getpid() and record["host"] == socket.gethostname()
         )
-        assert stat.S_IMODE(os.stat(os.path.join(entry.directory, named.RECORD_FILE)).st_mode) == 0o600
+        assert stat.S_IMODE(os.stat(os.path.join(entry.directory, store.RECORD_FILE)).st_mode) == 0o600
         [row] = spark_dask.list_clusters()
         assert (row["name"], row["status"], row["pid"], row["tag"]) == ("etl", "starting", os.getpid(), entry.tag)
         # the same name again, from this process or another: taken, said at once
@@ -175,14 +177,14 @@ def test_the_default_state_directory_goes_with_the_last_entry(tmp_path, monkeypa
     """The default (``auto``) directory in the temporary directory: removed with its last
     entry, so a closed cluster leaves nothing in /tmp; kept while another entry is in it."""
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
-    root = named.state_root("auto")
+    root = store.state_root("auto")
     with dask.config.set({"spark-dask.state-dir": "auto"}):
         first = named.Entry("a", "spark-dask-0000000000", named.configured_root())
         second = named.Entry("b", "spark-dask-1111111111", named.configured_root())
         with first:
             with second:
                 pass
-            assert os.path.isdir(first.directory) and named.read_record(first.directory)["name"] == "a"
+            assert os.path.isdir(first.directory) and store.read_record(first.directory)["name"] == "a"
         assert not os.path.exists(root)
         with named.Entry("c", "spark-dask-2222222222", named.configured_root()) as again:  # made anew
             assert os.path.isdir(again.directory)
@@ -204,7 +206,7 @@ def test_stale_entries_are_ignored_and_removed(state):
     assert os.path.isdir(other_host)
     # a stale entry's name is free again; a fresh claim's is not
     with named.Entry("dead", "spark-dask-2222222222", state):
-        assert named.read_record(os.path.join(state, "dead"))["pid"] == os.getpid()
+        assert store.read_record(os.path.join(state, "dead"))["pid"] == os.getpid()
     with pytest.raises(SparkDaskError, match="another start is claiming it right now"):
         named.Entry("fresh-claim", "spark-dask-3333333333", state).claim()
 
@@ -216,7 +218,7 @@ def test_two_starts_taking_over_one_stale_entry_leave_one_holder(state, monkeypa
     os.makedirs(state, mode=0o700)
     write_entry(state, "etl", pid=dead_pid())
     judged, first_done = threading.Event(), threading.Event()
-    real = named.entry_state
+    real = store.entry_state
 
     def entry_state(record, age, host, identity_of):  # the seam: between the read and the removal
         verdict = real(record, age, host, identity_of)
@@ -225,7 +227,7 @@ def test_two_starts_taking_over_one_stale_entry_leave_one_holder(state, monkeypa
             first_done.wait(1.0)  # a check-then-remove lets the first one claim the name here
         return verdict
 
-    monkeypatch.setattr(named, "entry_state", entry_state)
+    monkeypatch.setattr(store, "entry_state", entry_state)
     results = {}
 
     def start(who):
@@ -250,19 +252,19 @@ def test_two_starts_taking_over_one_stale_entry_leave_one_holder(state, monkeypa
     assert len(winners) == 1, results
     [loser] = {"first", "second"} - set(winners)
     assert "a cluster named 'etl' already runs for this user" in str(results[loser])
-    assert named.read_record(os.path.join(state, "etl"))["tag"] == f"spark-dask-{winners[0]}"
+    assert store.read_record(os.path.join(state, "etl"))["tag"] == f"spark-dask-{winners[0]}"
     assert os.listdir(state) == ["etl"]  # the stale entry, moved aside, is gone
     results[winners[0]].remove()
 
 
 def test_a_record_that_cannot_be_rewritten_leaves_no_temporary_file(state, caplog):
     with named.Entry("etl", "spark-dask-6666666666", state) as entry:
-        record = os.path.join(entry.directory, named.RECORD_FILE)
+        record = os.path.join(entry.directory, store.RECORD_FILE)
         os.unlink(record)
         os.makedirs(os.path.join(record, "in-the-way"))  # os.replace onto a directory fails
         with caplog.at_level("WARNING", logger="spark_dask"):
             entry.update(status="running")
-        assert sorted(os.listdir(entry.directory)) == [named.RECORD_FILE]  # no cluster.json.<pid>.<thread>
+        assert sorted(os.listdir(entry.directory)) == [store.RECORD_FILE]  # no cluster.json.<pid>.<thread>
         [said] = [r.getMessage() for r in caplog.records if "could not be rewritten" in r.getMessage()]
         assert said.startswith(f"spark-dask: the record {record} of cluster 'etl' could not be rewritten (")
 
@@ -296,7 +298,7 @@ def test_the_state_directory_must_be_the_users_own(tmp_path):
     link = tmp_path / "link"
     link.symlink_to(target)
     with pytest.raises(SparkDaskError, match="is not a directory of this user"):
-        named.private_dir(str(link))
+        store.private_dir(str(link))
     with dask.config.set({"spark-dask.state-dir": str(link)}):
         with pytest.raises(SparkDaskError, match="is not a directory of this user"):
             spark_dask.list_clusters()
@@ -311,9 +313,9 @@ def test_the_state_directory_must_be_the_users_own(tmp_path):
     wide = tmp_path / "wide"
     wide.mkdir(mode=0o755)
     os.chmod(wide, 0o755)
-    assert named.private_dir(str(wide))
+    assert store.private_dir(str(wide))
     assert stat.S_IMODE(os.stat(wide).st_mode) == 0o700
-    assert named.private_dir(str(tmp_path / "missing"), create=False) is False
+    assert store.private_dir(str(tmp_path / "missing"), create=False) is False
 
 
 def test_cli_list(state):
@@ -411,7 +413,7 @@ class FakeOwner:
 def test_a_handle_joins_and_the_owner_scales_adapts_and_closes(state):
     owner = FakeOwner("shared", state)
     try:
-        record = named.read_record(owner.entry.directory)
+        record = store.read_record(owner.entry.directory)
         assert record["status"] == "running" and record["address"] == owner.scheduler.address and record["tls"]
         assert sorted(os.listdir(owner.entry.directory)) == sorted(
             ["cluster.json", "scheduler.json", "ca.pem", "client-cert.pem", "client-key.pem", "spark-dask-client.yaml"]
@@ -437,7 +439,7 @@ def test_a_handle_joins_and_the_owner_scales_adapts_and_closes(state):
         # each subscriber keeps its own worker-status plugin (the stock one has one name
         # for all: a handle's subscription would end the owner's)
         other = spark_dask.SparkCluster.from_name("shared")
-        watches = [p for p in owner.scheduler.plugins.values() if isinstance(p, named.HandleWatch)]
+        watches = [p for p in owner.scheduler.plugins.values() if isinstance(p, HandleWatch)]
         assert len({p.name for p in watches}) == len(watches) >= 2
         other.disconnect()
         assert other.status == Status.closed and owner.status == Status.running
@@ -446,7 +448,7 @@ def test_a_handle_joins_and_the_owner_scales_adapts_and_closes(state):
             """HandleWatch plugins once one more handle joined and left: those of handles
             that left are removed at the next subscription (here: `cluster` and the last)."""
             spark_dask.SparkCluster.from_name("shared").disconnect()
-            return sum(isinstance(p, named.HandleWatch) for p in owner.scheduler.plugins.values())
+            return sum(isinstance(p, HandleWatch) for p in owner.scheduler.plugins.values())
 
         assert wait_until(lambda: watches_after_one_more_join() == 2, timeout=10)
 
@@ -579,9 +581,9 @@ class FakeServed:
 def test_serve_keeps_the_cluster_until_told(state, monkeypatch, capsys, how):
     """serve_cluster's wait: SIGTERM, SIGINT, a handle's close() or the cluster's own end
     stop it; it closes the cluster and returns 0; its signal handlers are put back."""
-    from spark_dask import cli
+    from spark_dask.commands import serve
 
-    monkeypatch.setattr(cli, "SparkCluster", FakeServed)
+    monkeypatch.setattr(serve, "SparkCluster", FakeServed)
     before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
 
     def ready(cluster):
@@ -595,7 +597,7 @@ def test_serve_keeps_the_cluster_until_told(state, monkeypatch, capsys, how):
             cluster.status = Status.closed
 
     t0 = time.monotonic()
-    assert cli.serve_cluster(spark=object(), ready=ready, name="served", n_workers=2) == 0
+    assert serve.serve_cluster(spark=object(), ready=ready, name="served", n_workers=2) == 0
     assert time.monotonic() - t0 < 5
     cluster = FakeServed.instances[-1]
     assert cluster.closed == 1 and cluster.kwargs == {"name": "served", "n_workers": 2}

@@ -20,7 +20,7 @@ import pytest
 
 import spark_dask
 from spark_dask import SparkDaskError
-from spark_dask.cli import describe
+from spark_dask.commands.info import describe
 from spark_dask.spark import session
 from tests.support.gpus import gpu_conf
 from tests.support.processes import dask_processes, wait_until

@@ -129,7 +129,7 @@ def test_scaling_a_group_leaves_the_other_alone(cluster, client):
     assert wait_until(lambda: len(by_group(client).get("cpu", ())) == 1, 30)
     after = by_group(client)
     assert after["default"] == before["default"] and after["cpu"] < before["cpu"]
-    assert parts_of(cluster).pools["cpu"].target == 1 and parts_of(cluster).pool.target == 2
+    assert parts_of(cluster).pools["cpu"].target == 1 and parts_of(cluster).pools["default"].target == 2
     cluster.scale(2, group="cpu")  # a gang of the group's own shape
     assert wait_until(lambda: len(by_group(client).get("cpu", ())) == 2, 60)
     info = client.scheduler_info(n_workers=-1)["workers"]

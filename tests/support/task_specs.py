@@ -10,7 +10,7 @@ import distributed
 
 from spark_dask import options
 from spark_dask.executor.task_spec import TaskSpec
-from spark_dask.gang_spec import preload_source
+from spark_dask.gang_maker import preload_source
 
 
 def cluster_options(**changes) -> options.ClusterOptions:

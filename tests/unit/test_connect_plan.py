@@ -8,7 +8,7 @@ import socket
 import pytest
 
 from spark_dask.executor.command import scheduler_endpoint, unreachable_message
-from spark_dask.executor.gang_task import reach_error
+from spark_dask.executor.task_context import reach_error
 from spark_dask.plan import PlanError, plan_gang
 from spark_dask.spark import session
 

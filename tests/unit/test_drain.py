@@ -43,7 +43,7 @@ def scheduler(*workers):
 
 
 def watch(monkeypatch, read, sched, pools, events, window=30.0):
-    monkeypatch.setattr(drain, "is_connect", lambda spark: False)
+    monkeypatch.setattr(drain, "jvm_reachable", lambda spark: True)
     monkeypatch.setattr(drain, "spark_window", lambda spark, timeout: window)
     monkeypatch.setattr(drain, "decommissioning", read)
     drained = []

@@ -62,14 +62,14 @@ BARE_OK = {
     ),  # scheduler_endpoint: gang_task.py catches it (inproc:// or custom comms)
     ("spark_dask/handoff/files.py", "ValueError"),  # push_target: unreachable, to_dask/to_spark need a worker first
     ("spark_dask/handoff/transfer.py", "ValueError"),  # the file handlers' guard against paths outside transfer dirs
-    ("spark_dask/executor/gang_task.py", "RuntimeError"),  # _PlainContext.getTaskInfos: its callers catch it
+    ("spark_dask/executor/task_context.py", "RuntimeError"),  # _PlainContext.getTaskInfos: its callers catch it
     (
         "spark_dask/spark/databricks.py",
         "ValueError",
     ),  # proxy_prefix / plan_dashboard: callers check has_proxy, pick the port
     ("tools/gpu_check.py", "ValueError"),  # python -m tools.gpu_check: caught and printed
     ("tools/gpu_check.py", "RuntimeError"),  # the same
-    ("spark_dask/named.py", "OSError"),  # root_lock: caught on the next lines, logged at DEBUG
+    ("spark_dask/named/store.py", "OSError"),  # root_lock: caught on the next lines, logged at DEBUG
 }
 BARE = {"Exception", "ValueError", "RuntimeError", "TypeError", "TimeoutError", "KeyError", "OSError", "IOError"}
 

@@ -20,9 +20,9 @@ from distributed.security import Security
 from distributed.utils import LoopRunner, sync
 
 from spark_dask.events import Events
-from spark_dask.executor import gang_task as task
-from spark_dask.executor.gang_task import TASK_LINE
-from spark_dask.handoff import driver as handoff
+from spark_dask.executor import task_line
+from spark_dask.executor.task_line import TASK_LINE
+from spark_dask.handoff.registry import TransferFiles
 from spark_dask.scheduler import DriverScheduler
 from spark_dask.waits import bounded, gave_up_message, logs_within
 from tests.support.task_specs import make_spec
@@ -86,7 +86,7 @@ class FrozenSide:
 def frozen_pool(options):
     pool, side, events = make_pool(2, options=options)
     frozen = FrozenSide(side, set())
-    pool.side = frozen
+    pool.driver_scheduler = frozen
     return pool, side, frozen, events
 
 
@@ -212,7 +212,7 @@ def test_the_scheduler_sides_close_is_bounded_and_cuts_a_frozen_workers_line():
 
 @pytest.mark.timeout(30)
 def test_a_handles_warnings_do_not_reach_a_users_scale_at_the_same_time():
-    """``named.carry_out``: a handle's ``adapt()`` runs in a context with only a
+    """``named.owner.carry_out``: a handle's ``adapt()`` runs in a context with only a
     collecting hold; a user's ``scale()`` has its issuing hold open at the same time.
     The handle's warning is the handle's (collected), not the user's."""
     events = Events([], quiet=True)
@@ -247,7 +247,7 @@ def test_a_handles_warnings_do_not_reach_a_users_scale_at_the_same_time():
 
 @pytest.mark.timeout(60)
 def test_a_tasks_line_ends_its_workers_when_cut_or_when_the_scheduler_closes_not_when_hung_up():
-    """The real line (``gang_task.TaskLine``, TLS) to a real scheduler with the driver
+    """The real line (``task_line.TaskLine``, TLS) to a real scheduler with the driver
     side's handler: cut by the driver or closed with the scheduler, the task ends its
     workers (``on_cut``); hung up by the task itself, it does not; either way its thread
     ends (a Python worker Spark reuses keeps none)."""
@@ -265,7 +265,7 @@ def test_a_tasks_line_ends_its_workers_when_cut_or_when_the_scheduler_closes_not
             s.handlers[TASK_LINE] = side.task_line
             spec = make_spec(scheduler_address=s.address, tls=tls)
             cuts = {name: threading.Event() for name in ("spark-0", "spark-1", "spark-2")}
-            lines = {name: task.TaskLine(spec, [name], cut.set) for name, cut in cuts.items()}
+            lines = {name: task_line.TaskLine(spec, [name], cut.set) for name, cut in cuts.items()}
             for name in cuts:
                 await asyncio.wait_for(registered(side, name), 10)
             assert side.cut_line("spark-0") and not side.cut_line("spark-9")
@@ -298,7 +298,7 @@ def test_removing_transfer_files_past_a_frozen_worker_is_bounded(caplog):
             async def broadcast(self, msg, on_error):
                 await asyncio.Event().wait()  # a frozen worker's answer
 
-        registry = handoff._TransferFiles(SimpleNamespace(scheduler=FrozenScheduler(), sync=partial(sync, runner.loop)))
+        registry = TransferFiles(SimpleNamespace(scheduler=FrozenScheduler(), sync=partial(sync, runner.loop)))
         registry.add("t1", [("host-a", "/local/spark-dask-x-t1")])
         t0 = time.monotonic()
         with dask.config.set({"spark-dask.close-timeout": "0.3s"}), caplog.at_level("WARNING", logger="spark_dask"):

@@ -76,7 +76,7 @@ def test_cli_options_come_from_the_table():
     for o in options.keyword_options():
         assert o.cli is not None and "run" in o.cli.commands, f"{o.name} has no spark-dask run option"
         assert o.name in run, o.name
-        assert options.cli_help(o) == run[o.name].help
+        assert cli.cli_help(o) == run[o.name].help
     for o in options.OPTIONS:
         if o.cli is not None and "info" in o.cli.commands:
             assert o.name in info, o.name

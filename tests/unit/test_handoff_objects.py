@@ -20,7 +20,7 @@ from dask.delayed import Delayed
 
 from spark_dask import arrow_types as at
 from spark_dask.errors import HandoffError, HandoffTypeError
-from spark_dask.handoff import driver, files
+from spark_dask.handoff import driver, files, registry
 from spark_dask.handoff import transfer as handoff_task
 
 pytestmark = pytest.mark.core
@@ -150,11 +150,11 @@ def test_a_to_dask_result_computed_without_its_cluster_is_refused():
     loading key no graph holds, as after the close)."""
     lost = Delayed(files.load_key("ab12", 0), {})  # the future of a closed cluster: a key no graph holds
     ddf = dd.from_delayed([lost], meta=pd.DataFrame({"a": pd.Series([], dtype="int64")}), verify_meta=False)
-    with Callback(start=driver.refuse_unloaded):
+    with Callback(start=registry.refuse_unloaded):
         with pytest.raises(HandoffError, match=r"to_dask \(transfer ab12\) was computed without the Dask cluster"):
             ddf.compute(scheduler="sync")
     ok = dd.from_pandas(pd.DataFrame({"a": [1, 2]}), npartitions=1)
-    with Callback(start=driver.refuse_unloaded):
+    with Callback(start=registry.refuse_unloaded):
         assert ok.a.sum().compute(scheduler="sync") == 3
     assert dask.config.get("scheduler", None) is None
 

@@ -12,9 +12,10 @@ import pyarrow as pa
 import pytest
 
 from spark_dask import arrow_types as at
-from spark_dask.handoff import capacity, files
+from spark_dask import capacity
+from spark_dask.capacity import ClusterFacts, GangPlan
+from spark_dask.handoff import files
 from spark_dask.handoff import transfer as handoff_task
-from spark_dask.plan import ClusterFacts, GangPlan
 
 pytestmark = pytest.mark.core
 

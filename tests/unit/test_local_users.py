@@ -29,6 +29,7 @@ from distributed.core import Status
 import spark_dask
 from spark_dask import connection, named
 from spark_dask.errors import ClusterError
+from spark_dask.named import store
 from tests.support import users
 from tests.support.processes import wait_until
 
@@ -216,12 +217,12 @@ def test_a_state_directory_another_user_made_first(other, shared, monkeypatch, v
         squatted = os.path.join(shared, f"spark-dask-{uid}")
         assert squatter.run("mkdir", "-m", "0700", squatted).returncode == 0
         seen = list_and_find(shared, home) if victim is None else victim.call(list_and_find, shared, home, home=home)
-        fallback = named.fallback_root(home)
+        fallback = store.fallback_root(home)
         assert seen["before"] == [] and seen["names"] == ["etl"]
         assert seen["directory"] == os.path.join(fallback, "etl") and not seen["after"]
         assert seen["unknown"].startswith(f"spark-dask: no cluster named 'nightly' runs on this host for this user "
                                           f"(running: 'etl'; state directory {fallback})")  # fmt: skip
-        assert seen["said"] == [named.taken_root_message(squatted, squatter.uid, fallback)]
+        assert seen["said"] == [store.taken_root_message(squatted, squatter.uid, fallback)]
         assert os.listdir(squatted) == [] and os.stat(squatted).st_uid == squatter.uid  # nothing put there
         assert not os.path.exists(fallback)  # gone with its last entry
 
@@ -248,7 +249,7 @@ def test_a_stopped_lock_holder_lets_no_take_over_go_on_without_the_lock(tmp_path
     Once the holder is gone, one of them gets the name."""
     root = str(tmp_path / "state")
     os.makedirs(os.path.join(root, "etl"), mode=0o700)
-    with open(os.path.join(root, "etl", named.RECORD_FILE), "w") as f:
+    with open(os.path.join(root, "etl", store.RECORD_FILE), "w") as f:
         json.dump({"name": "etl", "host": socket.gethostname(), "pid": dead_pid(), "status": "running"}, f)
     holder = subprocess.Popen([sys.executable, "-c", HOLD, root], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
@@ -271,8 +272,8 @@ def test_a_stopped_lock_holder_lets_no_take_over_go_on_without_the_lock(tmp_path
             t.start()
         for t in threads:
             t.join(30)
-        assert list(results.values()) == [named.locked_message(root, 1.0)] * 2
-        assert named.read_record(os.path.join(root, "etl"))["status"] == "running"  # the stale record, untouched
+        assert list(results.values()) == [store.locked_message(root, 1.0)] * 2
+        assert store.read_record(os.path.join(root, "etl"))["status"] == "running"  # the stale record, untouched
     finally:
         holder.kill()
         holder.wait(30)
@@ -280,5 +281,5 @@ def test_a_stopped_lock_holder_lets_no_take_over_go_on_without_the_lock(tmp_path
     first.claim()
     with pytest.raises(ClusterError, match="a cluster named 'etl' already runs for this user"):
         second.claim()
-    assert named.read_record(first.directory)["tag"] == TAG
+    assert store.read_record(first.directory)["tag"] == TAG
     first.remove()

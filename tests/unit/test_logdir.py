@@ -18,7 +18,7 @@ from distributed.utils import Logs, silence_logging_cmgr
 from spark_dask import logdir, report
 from spark_dask.events import Events
 from spark_dask.executor import gang_task as task
-from spark_dask.executor import logs
+from spark_dask.executor import logs, task_context
 from spark_dask.executor.gang_task import WorkerStartError
 from spark_dask.executor.logs import save_worker_logs
 from spark_dask.logdir import KeptLogs, cluster_directory, read_logs
@@ -82,8 +82,8 @@ def _task_spec(tmp_path, listener, body: str, log_directory):
 
 @pytest.fixture
 def plain_task(monkeypatch):
-    ctx = task._PlainContext(FakePlainContext(0), task.PLAIN_JOB)
-    monkeypatch.setattr(task, "_context", lambda *barrier: ctx)
+    ctx = task_context._PlainContext(FakePlainContext(0), task_context.PLAIN_JOB)
+    monkeypatch.setattr(task, "barrier_context", lambda *barrier: ctx)
 
 
 WORKER = """

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from spark_dask import options
 from spark_dask import plan as plan_module
+from spark_dask.capacity import (
+    ClusterFacts,
+    GangPlan,
+    max_workers,
+    tasks_for,
+)
 from spark_dask.executor.command import option_flags, version_problem, worker_command
 from spark_dask.executor.placement import (
     assign_shared,
@@ -15,22 +22,8 @@ from spark_dask.executor.placement import (
     worker_name,
 )
 from spark_dask.executor.sizing import memory_problem, worker_memory, worker_threads
-from spark_dask.plan import (
-    ClusterFacts,
-    GangPlan,
-    PlanError,
-    adapt_maximum,
-    gang_capacity,
-    gang_steps,
-    hog_warning,
-    max_workers,
-    plan_gang,
-    scale_step,
-    spare_slots,
-    starved_stages,
-    tasks_for,
-    workers_for,
-)
+from spark_dask.groups.spec import check_group
+from spark_dask.plan import PlanError, check_memory_limit, gang_steps, plan_gang, workers_for
 from spark_dask.spark.session import _memory
 
 GiB = 2**30
@@ -184,34 +177,6 @@ def test_gpu_mode_is_checked_where_the_options_are_resolved():
     assert options.resolve(**{**given, "gpu_mode": "shared"}).gpu_mode == "shared"
 
 
-def test_spare_slots_beside_the_gang():
-    # local-cluster[2,4,1024]: each gang task takes 3 of 4 cores -> one core free per executor
-    f = facts(executors=2, executor_cores=4, slots=8, task_profiles=True)
-    p = plan_gang(f)
-    assert p.task_cpus == 3 and spare_slots(f, p) == 2 and hog_warning(f, p) is None
-    # one-core executors: the gang holds every slot, and the warning says how to leave room
-    f = facts()
-    p = plan_gang(f)
-    assert spare_slots(f, p) == 0
-    msg = hog_warning(f, p)
-    assert "waits until the cluster closes" in msg and "n_workers=1" in msg
-    assert spare_slots(f, plan_gang(f, n_workers=1)) == 1
-
-
-def test_spare_slots_on_shared_and_exclusive_gpus():
-    # 1 executor, 4 cores, 2 GPUs, half a GPU per Spark task: 4 slots
-    f = facts(executors=1, executor_cores=4, executor_gpus=2, task_gpus=0.5, slots=4, task_profiles=True)
-    shared = plan_gang(f)
-    assert shared.gpu_mode == "shared" and spare_slots(f, shared) == 2
-    exclusive = plan_gang(f, gpu_mode="exclusive")  # both GPUs held whole: no GPU left for Spark
-    assert spare_slots(f, exclusive) == 0
-    assert "gpu_mode='shared'" in hog_warning(f, exclusive)
-    # whole-GPU Spark tasks beside a CPU-only gang: every GPU stays free
-    f = facts(executors=1, executor_cores=8, executor_gpus=2, task_gpus=1, slots=2,
-              task_profiles=True, rapids_plugin=True)  # fmt: skip
-    assert spare_slots(f, plan_gang(f)) == 2
-
-
 def test_assign_shared_splits_each_executors_gpus_by_partition():
     gang = [{"partition": p, "executor": e} for p, e in [(2, "a:1"), (0, "a:1"), (1, "b:1"), (3, "b:1")]]
     gpus = {"a:1": ["5", "7"], "b:1": ["0"]}
@@ -248,12 +213,6 @@ def test_gpus_on_executors_but_not_on_tasks():
     assert (p.kind, p.pinned) == ("cpu", False)
 
 
-def test_profile_slots_counted_for_gpu_profile():
-    f = facts(executors=1, executor_cores=2, executor_gpus=2, task_gpus=0.5, slots=2, task_profiles=True)
-    with pytest.raises(PlanError, match="needs 3"):
-        plan_gang(f, n_workers=3, gpu_mode="exclusive")
-
-
 # ----------------------------------------------------------------------------- task side
 def test_physical_gpu_mapping():
     assert physical_gpu("0", None) == "0"
@@ -276,43 +235,6 @@ def test_later_gangs_continue_the_names():
 
 
 # ------------------------------------------------------------------------------ scaling
-def test_capacity_of_the_gangs_kind():
-    f = facts(executors=2, executor_cores=4, slots=8, task_profiles=True)
-    one_per_executor = plan_gang(f, n_workers=1)
-    assert one_per_executor.task_cpus == 3
-    assert gang_capacity(f, one_per_executor) == 2 and max_workers(f, one_per_executor) == 2
-    assert gang_capacity(f, plan_gang(f, task_profile=False)) == 8
-    # shared GPUs: slots of half-GPU tasks, but one worker per physical GPU
-    g = facts(executors=1, executor_cores=4, slots=4, executor_gpus=2, task_gpus=0.5)
-    shared = plan_gang(g)
-    assert shared.gpu_mode == "shared" and gang_capacity(g, shared) == 4 and max_workers(g, shared) == 2
-    # tasks owning two GPUs: two workers per task slot
-    h = facts(executors=1, executor_cores=4, slots=2, executor_gpus=4, task_gpus=2)
-    two = plan_gang(h)
-    assert (two.n_tasks, two.workers_per_task) == (2, 2) and max_workers(h, two) == 4
-    assert gang_capacity(facts(dynamic_allocation=True), plan_gang(facts(dynamic_allocation=True))) is None
-
-
-def test_scale_step_grows_into_free_slots_only():
-    step = scale_step(2, current=1, held_tasks=1, capacity=2)
-    assert (step.target, step.new_workers, step.new_tasks, step.note) == (2, 1, 1, None)
-    step = scale_step(5, current=1, held_tasks=1, capacity=2, why_bounded="; one Dask worker per GPU")
-    assert (step.target, step.new_workers) == (2, 1)
-    assert (
-        "task slots for 1 more Dask worker (2 slots of this kind, 1 held by the cluster; one Dask worker " in step.note
-    )
-    assert "growing to 2 workers" in step.note
-    full = scale_step(3, current=2, held_tasks=2, capacity=2)
-    assert (full.target, full.new_workers) == (2, 0) and "slots for 0 more" in full.note
-    assert scale_step(9, 1, 1, None).new_workers == 8  # no bound known (dynamic allocation)
-    # shrinking is always possible
-    assert scale_step(0, 3, 3, 2) == plan_module.ScaleStep(target=0)
-    # whole tasks: a task with two GPUs starts two workers
-    step = scale_step(3, current=0, held_tasks=0, capacity=4, workers_per_task=2)
-    assert (step.target, step.new_tasks) == (4, 2) and "grows to 4" in step.note
-    for bad in (-1, 1.5, True, "2"):
-        with pytest.raises(PlanError, match="number of workers"):
-            scale_step(bad, 1, 1, 2)
 
 
 def test_gang_steps():
@@ -331,14 +253,6 @@ def test_workers_for_cores_and_memory():
     assert workers_for(0, memory=5 * GiB, memory_per_worker=2 * GiB) == 3
     with pytest.raises(PlanError, match="threads of a worker"):
         workers_for(0, cores=4)
-
-
-def test_adapt_maximum_bounded_by_the_application():
-    assert adapt_maximum(float("inf"), 4) == (4, None)
-    assert adapt_maximum(3, 4) == (3, None)
-    maximum, note = adapt_maximum(10, 4)
-    assert maximum == 4 and "holds at most 4 Dask workers" in note
-    assert adapt_maximum(float("inf"), None) == (float("inf"), None)
 
 
 def test_doctests_of_the_plan_module():
@@ -434,6 +348,33 @@ def test_memory():
     assert worker_memory("auto", 8 * GiB, 16 * GiB, 1, 1) == 256 * 2**20  # floor
 
 
+def test_memory_limit_is_checked_by_one_rule_for_the_cluster_and_each_worker_group():
+    """``plan.check_memory_limit``: the option's rule and each group's, their texts as before."""
+    assert (check_memory_limit("auto"), check_memory_limit("2GiB"), check_memory_limit(3e9)) == ("auto", 2 * GiB, 3e9)
+    given = {o.name: None for o in options.keyword_options() if o.config}
+
+    def resolve(**kw):
+        return options.resolve(**{**given, **kw})
+
+    assert check_memory_limit(None, "cpu") == "auto" and resolve(memory_limit="1GiB").memory_limit == GiB
+    bad = [
+        (lambda: resolve(memory_limit="lots"), "memory_limit must be 'auto', a number of bytes or a size like '8GiB', got 'lots'"),
+        (lambda: check_memory_limit(None), "memory_limit must be 'auto', a number of bytes or a size like '8GiB', got None"),
+        (lambda: resolve(memory_limit="-1GB"), "memory_limit must be positive, got '-1GB'"),
+        (lambda: check_group("cpu", {"worker": "cpu", "memory_limit": "lots"}),
+         "worker group 'cpu': memory_limit must be 'auto', bytes or a size like '8GiB', got 'lots'"),
+        (lambda: check_group("cpu", {"worker": "cpu", "memory_limit": 0}), "worker group 'cpu': memory_limit must be positive, got 0"),
+        (lambda: resolve(memory_limit="512"), "memory_limit='512' was read as 512 B per Dask worker"),
+        # a group's limit too small for a Dask worker is refused as the cluster's is (it was taken as 512 bytes)
+        (lambda: check_group("cpu", {"worker": "cpu", "memory_limit": "512"}),
+         "worker group 'cpu': memory_limit='512' was read as 512 B per Dask worker"),
+    ]  # fmt: skip
+    for call, said in bad:
+        with pytest.raises(PlanError) as e:
+            call()
+        assert str(e.value).startswith("spark-dask: " + said), str(e.value)
+
+
 def test_option_flags():
     assert option_flags({"rmm_pool_size": "10GB", "nanny": False, "dashboard": True}) == [
         "--rmm-pool-size", "10GB", "--no-nanny", "--dashboard",
@@ -521,22 +462,6 @@ def test_spark_memory_string_error():
         _memory("lots")
 
 
-def test_starved_stages():
-    def st(sid, n, active, done):
-        return {
-            "stageId": sid,
-            "numTasks": n,
-            "numActiveTasks": active,
-            "numCompletedTasks": done,
-            "numFailedTasks": 0,
-            "name": f"s{sid}",
-        }
-
-    stages = [st(1, 2, 2, 0), st(2, 4, 0, 0), st(3, 4, 1, 2), st(4, 4, 0, 4)]
-    assert [s["stageId"] for s in starved_stages(stages, gang_stages={1})] == [2]
-    assert starved_stages(stages, gang_stages={2}) == []
-
-
 def test_session_closed_errors():
     from spark_dask.spark.launcher import session_closed
 
@@ -562,16 +487,6 @@ def test_spark_decoration_is_stripped_from_our_task_errors():
     assert summarize_spark_error(RuntimeError(text)) == (
         "spark-dask: on executor 0 (host h, partition 0): memory_limit=64 TiB per worker exceeds "
         "the 24 GiB of memory of the host; use 'auto'"
-    )
-
-
-def test_no_slot_warning_under_dynamic_allocation_below_its_maximum():
-    f = facts(executors=1, slots=1, dynamic_allocation=True, max_executors=2)
-    assert hog_warning(f, plan_gang(f, n_workers=1)) is None  # Spark adds an executor
-    assert "maxExecutors" in hog_warning(f, plan_gang(f, n_workers=2))
-    assert (
-        hog_warning(facts(executors=1, slots=1, dynamic_allocation=True), plan_gang(facts(dynamic_allocation=True)))
-        is None
     )
 
 

@@ -15,11 +15,13 @@ import pytest
 
 from spark_dask import gang as gang_module
 from spark_dask.aio import background
+from spark_dask.capacity import ClusterFacts, GangPlan
 from spark_dask.errors import PlanError
 from spark_dask.events import Events
 from spark_dask.gang import Gang
-from spark_dask.plan import ClusterFacts, GangPlan
-from spark_dask.pool import GangPool, adapt_bounds, size_per_worker
+from spark_dask.groups.adapt import adapt_bounds, size_per_worker
+from spark_dask.groups.pools import PoolContext
+from spark_dask.pool import GangPool
 from spark_dask.waits import watch_starved_stages
 from tests.support.task_specs import FakeLauncher, cluster_options, make_spec
 
@@ -93,8 +95,9 @@ def make_pool(n=2, options=OPTIONS, slots=4, adaptive=None):
         return Gang(None, plan, make_spec(scheduler_address="tls://s:1"), cluster_tag=TAG, index=index, first=first,
                     reason=reason)  # fmt: skip
 
-    pool = GangPool(shape, facts(slots), options, events, side, make_gang, lambda: facts(slots),
-                    adaptive=lambda: adaptive)  # fmt: skip
+    context = PoolContext(facts(slots), events, side)
+    pool = GangPool(shape, options, context, make_gang, lambda: facts(slots), adaptive=lambda: adaptive)
+    context.pools["default"] = pool
     side.scheduler.on_leave = pool.worker_removed
     return pool, side, events
 
@@ -369,7 +372,11 @@ def test_the_starved_stage_watch_survives_a_failed_round(caplog):
         return [], set()
 
     with caplog.at_level("DEBUG", logger="spark_dask"):
-        asyncio.run(asyncio.wait_for(watch_starved_stages(None, pool, TAG, 15.0, every=0.01, snapshot=snapshot), 10))
+        asyncio.run(
+            asyncio.wait_for(
+                watch_starved_stages(None, {"default": pool}, TAG, 15.0, every=0.01, snapshot=snapshot), 10
+            )
+        )
     assert rounds == [[pool.gangs[0].tag]] * 4
     failed = [r for r in caplog.records if "the watch on Spark stages" in r.getMessage()]
     assert [r.levelname for r in failed] == ["WARNING", "DEBUG"]

@@ -1,5 +1,5 @@
 """The workers' preload (spark_dask/executor/preload.py) and the task specification that carries
-it (spark_dask/executor/task_spec.py, built by spark_dask/gang_spec.py): what can be exercised without a worker or Spark. Fast.
+it (spark_dask/executor/task_spec.py, built by spark_dask/gang_maker.py): what can be exercised without a worker or Spark. Fast.
 
 The preload running for real in workers: tests/spark/test_fork_nanny.py, test_cluster.py."""
 
@@ -15,11 +15,11 @@ import threading
 import pytest
 from distributed import Nanny
 
-from spark_dask import gang_spec as spec
+from spark_dask import gang_maker as spec
 from spark_dask import options, shipping
+from spark_dask.capacity import ClusterFacts, GangPlan
 from spark_dask.executor import gang_task as task
-from spark_dask.executor import preload
-from spark_dask.plan import ClusterFacts, GangPlan
+from spark_dask.executor import preload, processes
 from tests.support.task_specs import make_spec
 
 pytestmark = pytest.mark.core
@@ -47,7 +47,7 @@ def test_spec_carries_the_module_source():
 
 
 def test_written_preload_imports_by_its_module_name(tmp_path, monkeypatch):
-    path = task.write_private(str(tmp_path / (task.PRELOAD_MODULE + ".py")), make_spec().preload)
+    path = processes.write_private(str(tmp_path / (task.PRELOAD_MODULE + ".py")), make_spec().preload)
     out = subprocess.run(
         [sys.executable, "-c", f"import {task.PRELOAD_MODULE} as p; print(p.__file__, callable(p.dask_setup))"],
         cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path)}, capture_output=True, text=True, check=True,

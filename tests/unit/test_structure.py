@@ -30,11 +30,13 @@ def test_package_is_no_worse_than_the_baseline():
 def test_package_holds_the_bounds():
     """Issue 23's bounds hold with nothing excused: the baseline lists no finding, so the
     check above fails on any class over 600 lines, function over 80, import cycle or
-    private name used across modules, or import across the executor boundary."""
+    private name used across modules, import across the executor boundary, or import of
+    pyspark or py4j outside spark_dask/spark/ and the shipped code."""
     with open(BASELINE, encoding="utf-8") as f:
         baseline = json.load(f)
     assert not any(
-        baseline[k] for k in ("classes_over", "functions_over", "cycle_imports", "private_names", "boundary")
+        baseline[k]
+        for k in ("classes_over", "functions_over", "cycle_imports", "private_names", "boundary", "spark_door")
     )
 
 
@@ -253,3 +255,74 @@ def test_the_executor_boundary(tmp_path, capsys):
     assert structure.worse_than(report, {**baseline, "boundary": baseline["boundary"][1:]}) == [
         f"executor boundary: {baseline['boundary'][0]} (new)"
     ]
+
+
+def test_the_door_to_spark(tmp_path, capsys):
+    """Only ``spark/`` and the shipped task code import pyspark or py4j, at module level
+    or inside a function; a name that only starts alike (``pysparkling``) is another library."""
+    root = package(
+        tmp_path,
+        **{
+            "spark.session": "import pyspark\n\n\ndef f():\n    from py4j.protocol import Py4JError\n    return Py4JError\n",
+            "spark.jobs.run": "from pyspark.resource import ResourceProfileBuilder\n",
+            "executor.__init__": "from pkg.executor import task\nSHIPPED = (task,)\n",
+            "executor.task": "def f():\n    from pyspark import TaskContext\n    return TaskContext\n",
+            "source": "from pkg import helper\nAS_SOURCE = (helper,)\n",
+            "helper": "def f():\n    import pyspark\n    return pyspark\n",
+            "driver": (
+                "import pysparkling\nfrom .spark import session\n\n\n"
+                "def f():\n    from pyspark.sql import functions as F\n    return F, session, pysparkling\n"
+            ),
+            "cli": "import py4j.java_gateway\nimport os, pyspark.sql\n",
+            "sparkly": "from pyspark import cloudpickle\n",
+        },
+    )
+    report = structure.measure(root)
+    found = {(s.path, s.line, s.target) for s in report.spark_imports}
+    assert found == {
+        ("pkg/driver.py", 6, "pyspark.sql"),
+        ("pkg/cli.py", 1, "py4j.java_gateway"),
+        ("pkg/cli.py", 2, "pyspark.sql"),
+        ("pkg/sparkly.py", 1, "pyspark"),  # pkg.sparkly is not pkg.spark
+    }, found
+    assert not report.ok() and structure.main([root]) == 1
+    out = capsys.readouterr().out
+    assert (
+        "Spark imported outside pkg/spark/ and shipped code (4):" in out
+        and "pkg/driver.py:6  imports pyspark.sql" in out
+    )
+    baseline = report.baseline()
+    assert baseline["spark_door"] == ["pkg.cli imports py4j.java_gateway", "pkg.cli imports pyspark.sql",
+                                      "pkg.driver imports pyspark.sql", "pkg.sparkly imports pyspark"]  # fmt: skip
+    assert structure.worse_than(report, baseline) == []
+    assert structure.worse_than(report, {**baseline, "spark_door": baseline["spark_door"][1:]}) == [
+        "Spark imported outside spark_dask/spark/: pkg.cli imports py4j.java_gateway (new)"
+    ]
+    (tmp_path / "clean").mkdir()
+    assert structure.better_than(structure.measure(package(tmp_path / "clean", **CLEAN)), baseline)[-1] == (
+        "Spark import behind its door now: pkg.sparkly imports pyspark"
+    )
+
+
+MAX_MODULE = 700  # lines of a module (issue 56), the option table excepted
+MAX_CLUSTER = 450  # lines of SparkCluster, measured as classes are: the Cluster contract only
+
+
+def test_modules_and_the_cluster_class_stay_small():
+    """Issue 56's bounds: no module of the package over 700 lines but the option table
+    (one row an option; it generates the YAML, docstrings, CLI and docs), and
+    ``SparkCluster`` under 450 lines: the start sequence, the worker groups and the gangs'
+    making live in modules of their own (startup, groups/, gang_maker)."""
+    package = os.path.join(ROOT, "spark_dask")
+    over = []
+    for folder, _, files in os.walk(package):
+        for name in files:
+            path = os.path.join(folder, name)
+            if name.endswith(".py") and os.path.relpath(path, package) != "options.py":
+                with open(path, encoding="utf-8") as f:
+                    n = sum(1 for _ in f)
+                if n > MAX_MODULE:
+                    over.append(f"{os.path.relpath(path, ROOT)}: {n} lines")
+    assert not over, f"modules over {MAX_MODULE} lines (split them along their jobs):\n" + "\n".join(over)
+    cluster = [b for b in structure.measure().classes if b.key == "spark_dask/cluster.py::SparkCluster"]
+    assert len(cluster) == 1 and cluster[0].lines < MAX_CLUSTER, cluster

@@ -40,7 +40,17 @@ def test_the_public_surface_is_distributeds_and_the_documented():
         a for a in _assigned(SparkCluster) if not a.startswith("_")
     }
     assert public - base == DOCUMENTED
-    for internal in ("side", "pool", "maker", "entry", "log_keeper", "events", "facts", "options", "gangs"):
+    for internal in (
+        "driver_scheduler",
+        "pools",
+        "makers",
+        "entry",
+        "log_keeper",
+        "events",
+        "facts",
+        "options",
+        "gangs",
+    ):
         assert internal not in public, internal
         assert internal in ClusterParts.__annotations__ or isinstance(getattr(ClusterParts, internal), property)
 

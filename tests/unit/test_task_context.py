@@ -17,6 +17,7 @@ from dataclasses import replace
 import pytest
 
 from spark_dask.executor import gang_task as task
+from spark_dask.executor import gpu_claims, task_context
 from spark_dask.executor.gang_task import WorkerStartError
 from spark_dask.executor.task_spec import TaskSpec
 from tests.support.task_specs import FakePlainContext, make_spec
@@ -37,8 +38,8 @@ def plain_task_context():
 
 
 def test_context_falls_back_to_the_plain_task_context(plain_task_context):
-    ctx = task._context()  # pyspark's BarrierTaskContext.get() refuses the plain context
-    assert isinstance(ctx, task._PlainContext)
+    ctx = task_context.barrier_context()  # pyspark's BarrierTaskContext.get() refuses the plain context
+    assert isinstance(ctx, task_context._PlainContext)
     assert "BARRIER" in ctx.reason.upper()  # NOT_IN_BARRIER_STAGE (3.5, 4.x)
     assert (ctx.partitionId(), ctx.cpus(), ctx.resources()["gpu"].addresses) == (1, 2, ["1"])
 
@@ -48,21 +49,21 @@ def test_no_task_context_at_all_is_a_clear_error():
 
     assert TaskContext.get() is None  # the test process is no Spark task
     with pytest.raises(WorkerStartError, match="no Spark task context"):
-        task._context()
+        task_context.barrier_context()
 
 
 def test_facts_and_gang_without_task_infos(monkeypatch):
     monkeypatch.setenv("SPARK_LOCAL_IP", "10.1.2.3")
     monkeypatch.setenv("SPARK_EXECUTOR_ID", "7")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")
-    ctx = task._PlainContext(FakePlainContext(1, gpus=["1"], cpus=2), "plain TaskContext")
+    ctx = task_context._PlainContext(FakePlainContext(1, gpus=["1"], cpus=2), "plain TaskContext")
     spec = make_spec(requires=[], n_workers=3, workers_per_task=1)
-    me = task.task_facts(ctx, spec)
+    me = task_context.task_facts(ctx, spec)
     assert (me["partition"], me["executor"], me["host"], me["executor_id"]) == (1, "10.1.2.3:7", "10.1.2.3", "7")
     assert me["gpus"] == ["6"] and me["cpus"] == 2  # address 1 through CUDA_VISIBLE_DEVICES
     assert "no barrier task infos" in me["context"]
     me["unreachable"] = None
-    gang = task._gang_from_task_infos(ctx, me)
+    gang = task_context.gang_from_task_infos(ctx, me)
     assert [t["partition"] for t in gang] == [0, 1, 2]
     assert gang[1] is me
     assert [(t["executor"], t["host"]) for t in (gang[0], gang[2])] == [(None, None), (None, None)]
@@ -70,7 +71,7 @@ def test_facts_and_gang_without_task_infos(monkeypatch):
 
 def test_host_without_spark_local_ip(monkeypatch):
     monkeypatch.delenv("SPARK_LOCAL_IP", raising=False)
-    host = task._fallback_host()
+    host = task_context._fallback_host()
     assert host in (socket.gethostname(), socket.gethostbyname(socket.gethostname()))
 
 
@@ -87,10 +88,10 @@ def test_barrier_context_still_gives_addresses_from_task_infos():
             return [message]
 
     ctx = FakeBarrier(1)
-    me = task.task_facts(ctx, make_spec(requires=[]))
+    me = task_context.task_facts(ctx, make_spec(requires=[]))
     assert (me["executor"], me["host"]) == ("10.0.0.2:4040", "10.0.0.2") and "context" not in me
     me["unreachable"] = None
-    gang = task._gang_from_task_infos(ctx, me)
+    gang = task_context.gang_from_task_infos(ctx, me)
     assert [t["host"] for t in gang] == ["10.0.0.1", "10.0.0.2"]
 
 
@@ -131,8 +132,8 @@ def _spec(tmp_path, listener, gather: bool) -> TaskSpec:
 
 
 def test_run_task_with_a_plain_context_starts_its_worker(tmp_path, listener, monkeypatch):
-    ctx = task._PlainContext(FakePlainContext(1, cpus=2), "plain TaskContext")
-    monkeypatch.setattr(task, "_context", lambda *barrier: ctx)
+    ctx = task_context._PlainContext(FakePlainContext(1, cpus=2), "plain TaskContext")
+    monkeypatch.setattr(task, "barrier_context", lambda *barrier: ctx)
     row = task.run_task(_spec(tmp_path, listener, gather=False))
     assert row["status"] == "ok" and row["partition"] == 1
     [worker] = row["workers"]
@@ -143,8 +144,8 @@ def test_run_task_with_a_plain_context_starts_its_worker(tmp_path, listener, mon
 
 
 def test_run_task_that_needs_all_gather_says_why(tmp_path, listener, monkeypatch):
-    ctx = task._PlainContext(FakePlainContext(0, gpus=["0"]), "plain TaskContext")
-    monkeypatch.setattr(task, "_context", lambda *barrier: ctx)
+    ctx = task_context._PlainContext(FakePlainContext(0, gpus=["0"]), "plain TaskContext")
+    monkeypatch.setattr(task, "barrier_context", lambda *barrier: ctx)
     with pytest.raises(WorkerStartError, match="no BarrierTaskContext") as e:
         task.run_task(_spec(tmp_path, listener, gather=True))
     assert "spark.task.resource.gpu.amount=1" in str(e.value)
@@ -153,8 +154,8 @@ def test_run_task_that_needs_all_gather_says_why(tmp_path, listener, monkeypatch
 def test_run_task_sharing_gpus_without_task_infos_says_why(tmp_path, listener, monkeypatch):
     # gpu_mode="shared": the tasks on an executor split its GPUs by their placement, which
     # a plain TaskContext does not tell: a clear error, not two workers on one GPU
-    ctx = task._PlainContext(FakePlainContext(0, gpus=["0"]), "plain TaskContext")
-    monkeypatch.setattr(task, "_context", lambda *barrier: ctx)
+    ctx = task_context._PlainContext(FakePlainContext(0, gpus=["0"]), "plain TaskContext")
+    monkeypatch.setattr(task, "barrier_context", lambda *barrier: ctx)
     spec = replace(_spec(tmp_path, listener, gather=False), pinned=True, gpu_mode="shared", gpus_per_executor=2)
     with pytest.raises(WorkerStartError, match="no BarrierTaskContext"):
         task.run_task(spec)
@@ -166,8 +167,8 @@ def test_run_task_sharing_gpus_without_task_infos_says_why(tmp_path, listener, m
 def test_plain_job_task_sizes_its_worker_from_its_own_cpus(tmp_path, listener, monkeypatch):
     # A plain job's task cannot see the other workers' tasks on its executor: its worker
     # gets the task's CPUs (not the executor's 2 cores) and is named from the gang's base.
-    ctx = task._PlainContext(FakePlainContext(0, cpus=1), task.PLAIN_JOB)
-    monkeypatch.setattr(task, "_context", lambda *barrier: ctx)
+    ctx = task_context._PlainContext(FakePlainContext(0, cpus=1), task_context.PLAIN_JOB)
+    monkeypatch.setattr(task, "barrier_context", lambda *barrier: ctx)
     spec = replace(_spec(tmp_path, listener, gather=False), barrier=False, n_workers=1, gang=3, name_base=7)
     row = task.run_task(spec)
     [worker] = row["workers"]
@@ -177,8 +178,8 @@ def test_plain_job_task_sizes_its_worker_from_its_own_cpus(tmp_path, listener, m
 
 def test_plain_job_task_reports_a_start_failure_as_a_row(tmp_path, listener, monkeypatch):
     # raising would make Spark retry the task (spark.task.maxFailures) before the error
-    ctx = task._PlainContext(FakePlainContext(0, cpus=1), task.PLAIN_JOB)
-    monkeypatch.setattr(task, "_context", lambda *barrier: ctx)
+    ctx = task_context._PlainContext(FakePlainContext(0, cpus=1), task_context.PLAIN_JOB)
+    monkeypatch.setattr(task, "barrier_context", lambda *barrier: ctx)
     spec = replace(_spec(tmp_path, listener, gather=False), barrier=False, n_workers=1, requires=["no_such_mod"])
     row = task._run_or_row(spec)
     assert row["status"] == "failed" and "WorkerStartError: spark-dask:" in row["error"]
@@ -191,22 +192,22 @@ def test_plain_job_task_reports_a_start_failure_as_a_row(tmp_path, listener, mon
 def test_gpu_claims_keep_one_worker_per_gpu_across_gangs():
     cluster = f"spark-dask-claims-{id(object())}"
     name = lambda gpu: f"spark-9-gpu{gpu}"  # noqa: E731
-    first, held = task.claim_gpus(cluster, [{"name": "spark-0-gpu0", "gpu": "0"}], ["0", "1"], 0, name, "here")
+    first, held = gpu_claims.claim_gpus(cluster, [{"name": "spark-0-gpu0", "gpu": "0"}], ["0", "1"], 0, name, "here")
     assert first == [{"name": "spark-0-gpu0", "gpu": "0"}]
     # a later gang's task placed on GPU 0 takes the free GPU 1, renamed
-    second, held2 = task.claim_gpus(cluster, [{"name": "spark-9-gpu0", "gpu": "0"}], ["0", "1"], 0, name, "here")
+    second, held2 = gpu_claims.claim_gpus(cluster, [{"name": "spark-9-gpu0", "gpu": "0"}], ["0", "1"], 0, name, "here")
     assert second == [{"name": "spark-9-gpu1", "gpu": "1"}]
     # every GPU in use: a clear error after the wait
     with pytest.raises(WorkerStartError, match=r"no free GPU .* GPUs \['0', '1'\] of this host"):
-        task.claim_gpus(cluster, [{"name": "x", "gpu": "0"}], ["0", "1"], 0.3, name, "here")
+        gpu_claims.claim_gpus(cluster, [{"name": "x", "gpu": "0"}], ["0", "1"], 0.3, name, "here")
     # a task's own (Spark-assigned) GPU only, without spares: taken is an error too
     with pytest.raises(WorkerStartError, match="no free GPU"):
-        task.claim_gpus(cluster, [{"name": "x", "gpu": "1"}], [], 0, name, "here")
+        gpu_claims.claim_gpus(cluster, [{"name": "x", "gpu": "1"}], [], 0, name, "here")
     # another cluster does not see these claims; a released claim is free again
-    other, held3 = task.claim_gpus(cluster + "-b", [{"name": "y", "gpu": "0"}], [], 0, name, "here")
+    other, held3 = gpu_claims.claim_gpus(cluster + "-b", [{"name": "y", "gpu": "0"}], [], 0, name, "here")
     for claim in held + held2 + held3:
         claim.close()
-    again, held4 = task.claim_gpus(cluster, [{"name": "spark-0-gpu0", "gpu": "0"}], [], 0, name, "here")
+    again, held4 = gpu_claims.claim_gpus(cluster, [{"name": "spark-0-gpu0", "gpu": "0"}], [], 0, name, "here")
     assert again[0]["gpu"] == "0"
     for claim in held4:
         claim.close()

@@ -21,7 +21,7 @@ import pytest
 
 from spark_dask.errors import HandoffError
 from spark_dask.executor import gang_task as task
-from spark_dask.executor import preload
+from spark_dask.executor import preload, processes
 from spark_dask.handoff import transfer as handoff_task
 from spark_dask.spark import launcher, session
 from tests.support.task_specs import make_spec
@@ -50,7 +50,8 @@ class _Unkillable:
 
 @pytest.mark.timeout(60)
 def test_a_worker_that_outlives_sigkill_does_not_pin_the_task(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(task, "KILL_WAIT", 0.05)
+    monkeypatch.setattr(processes, "KILL_WAIT", 0.05)  # the wait (stop_workers)
+    monkeypatch.setattr(task, "KILL_WAIT", 0.05)  # the note (_finish)
     real = subprocess.Popen(["sleep", "60"], start_new_session=True)
     try:
         workdir = tmp_path / "work"
@@ -78,7 +79,7 @@ PRINT_DEATH_SIGNAL = (
 @linux
 @pytest.mark.timeout(60)
 def test_the_death_signal_child_only_makes_the_call(monkeypatch):
-    preexec = task._make_death_signal(os.getpid())  # libc looked up here, in the parent
+    preexec = processes.make_death_signal(os.getpid())  # libc looked up here, in the parent
     monkeypatch.setitem(sys.modules, "ctypes", None)  # an import in the forked child fails
     child = subprocess.Popen([sys.executable, "-c", PRINT_DEATH_SIGNAL], stdout=subprocess.PIPE, text=True,
                              preexec_fn=preexec, start_new_session=True)  # fmt: skip
@@ -88,8 +89,8 @@ def test_the_death_signal_child_only_makes_the_call(monkeypatch):
 
 ORPHAN_PARENT = """
 import os, subprocess, sys, time
-from spark_dask.executor import gang_task as task
-child = subprocess.Popen(["sleep", "60"], preexec_fn=task._make_death_signal(os.getpid()), start_new_session=True)
+from spark_dask.executor import processes
+child = subprocess.Popen(["sleep", "60"], preexec_fn=processes.make_death_signal(os.getpid()), start_new_session=True)
 print(child.pid, flush=True)
 time.sleep(60)
 """

@@ -10,13 +10,14 @@ import warnings
 import pytest
 
 import spark_dask.errors
-from spark_dask import faults, idle, logdir, named, options, pool, slots, widget
+from spark_dask import faults, idle, logdir, options, pool, slots, widget
 from spark_dask.aio import blocking
+from spark_dask.capacity import ClusterFacts, GangPlan, hog_warning, no_slot_message, scale_step, transfer_slots
 from spark_dask.errors import SparkDaskError
 from spark_dask.events import Events
 from spark_dask.executor import command, logs, placement, rmm, sizing
-from spark_dask.handoff.capacity import no_slot_message, transfer_slots
-from spark_dask.plan import ClusterFacts, GangPlan, encryption_problem, hog_warning, scale_step
+from spark_dask.named import store
+from spark_dask.plan import encryption_problem
 from spark_dask.sizes import plural
 from spark_dask.spark import databricks
 from spark_dask.xlang import graph, scheduler
@@ -177,10 +178,10 @@ def refusals() -> list[str]:
         ),  # fmt: skip
         pool.relaunched_message(1, 1, 2, False, "spark-dask-a-g1"),
         pool.relaunched_message(2, 2, 2, True, "t"),
-        named.unknown_name_message("etl", ["a", "b"], "/run/user/0/spark-dask"),
-        named.unknown_name_message("etl", [], "/run/user/0/spark-dask"),
-        named.name_taken_message("etl", record),
-        named.not_running_message("etl", record),
+        store.unknown_name_message("etl", ["a", "b"], "/run/user/0/spark-dask"),
+        store.unknown_name_message("etl", [], "/run/user/0/spark-dask"),
+        store.name_taken_message("etl", record),
+        store.not_running_message("etl", record),
         idle.closing_message("etl", 1800),
         idle.closed_message("etl", 0.2),
         rmm.rmm_problem({"rmm_pool_size": "1GiB"}, False, "/usr/bin/python3"),

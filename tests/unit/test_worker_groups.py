@@ -14,14 +14,18 @@ import click
 import pytest
 
 from spark_dask import gang as gang_module
+from spark_dask.capacity import ClusterFacts, GangPlan, hog_warning
+from spark_dask.cli import group_values
 from spark_dask.errors import PlanError
 from spark_dask.events import Events
 from spark_dask.gang import Gang
 from spark_dask.groups.adapt import group_target, idle_to_close
+from spark_dask.groups.pools import GroupPools, PoolContext
 from spark_dask.groups.spec import check_groups, group_options, parse_flag, plan_groups
-from spark_dask.options import group_values
-from spark_dask.plan import ClusterFacts, GangPlan, hog_warning, plan_group
-from spark_dask.pool import GangPool, TaskNumbers
+from spark_dask.parts import ClusterParts
+from spark_dask.plan import plan_group
+from spark_dask.pool import GangPool
+from spark_dask.waits import watch_starved_stages
 from tests.support.task_specs import FakeLauncher, cluster_options, make_spec
 from tests.unit.test_pool import OPTIONS, TAG, FakeSide, facts, settle
 
@@ -133,7 +137,8 @@ def test_the_cli_flag_reads_yaml_values():
 # ---------------------------------------------------------------------------- two pools
 def two_pools():
     """The default group's pool and a CPU group's, one scheduler and task count."""
-    side, events, numbers = FakeSide(), Events([], quiet=True), TaskNumbers()
+    side, events = FakeSide(), Events([], quiet=True)
+    context = PoolContext(facts(8, 8), events, side)
 
     def maker(group):
         def make_gang(plan, reason, index, first):
@@ -145,8 +150,8 @@ def two_pools():
     pools = {}
     for group in ("default", "cpu"):
         shape = GangPlan("cpu", False, 2, 2, 1)
-        pools[group] = GangPool(shape, facts(8, 8), OPTIONS, events, side, maker(group), lambda: facts(8, 8),
-                                group=group, numbers=numbers)  # fmt: skip
+        pools[group] = GangPool(shape, OPTIONS, context, maker(group), lambda: facts(8, 8), group=group)
+    context.pools.update(pools)
 
     def removed(address):
         for pool in pools.values():
@@ -235,13 +240,69 @@ def test_removing_a_group_retires_all_its_workers_and_cancels_waiting_gangs():
     asyncio.run(main())
 
 
+def test_the_starved_stage_watch_counts_every_groups_tasks_and_scale_gangs():
+    """A Spark stage starved of slots is told every group's tasks, and a group's scale-up
+    gang waiting for slots is said as the default group's is (the watch saw the default
+    group's pool only: "holds 2 barrier tasks", and no line for the CPU group's gang)."""
+
+    async def main():
+        pools, side, events = two_pools()
+        start(pools, side)
+        scale = pools["cpu"].submit(pools["cpu"].shape, "scale")  # waits for its slots
+        starved = {"stageId": 7, "name": "collect at job.py:3", "numTasks": 2, "numActiveTasks": 0,
+                   "numCompletedTasks": 0}  # fmt: skip
+        rounds = []
+
+        def snapshot(spark, tags):
+            rounds.append(sorted(tags))
+            if len(rounds) == 2:
+                for pool in pools.values():
+                    pool.running = False
+            return [starved], set()
+
+        watch = watch_starved_stages(None, pools, TAG, 0.0, every=0.01, patience=0.0, snapshot=snapshot)
+        await asyncio.wait_for(watch, 10)
+        assert scale.tag in rounds[0] and len(rounds[0]) == 3  # every group's gangs
+        return [text for _, text in events.logs]
+
+    said = asyncio.run(main())
+    assert any("holds 6 barrier tasks (6 of the application's 8 cores)" in line for line in said), said
+    assert any(line.startswith(f"spark-dask: {TAG}-cpu-g1, the barrier stage for 2 more Dask workers") for line in said)
+
+
+def test_the_default_group_is_one_of_the_pools():
+    """Relaunches count every group's; adaptive's scale-down reaches each worker's own
+    group; each group's later gangs take the size of its own first workers (the default
+    group's pool was the only one the cluster's parts, scale-down and sizes saw)."""
+
+    async def main():
+        pools, side, _ = two_pools()
+        start(pools, side)
+        pools["cpu"].relaunches = 1
+        sizes = {"spark-0": (4, 8), "spark-1": (4, 8), "spark-2": (1, 2), "spark-3": (1, 2)}
+        side.worker_size = lambda of: min(v for n, v in sizes.items() if of is None or of(n))
+        parts = ClusterParts(OPTIONS, {}, None, side, pools=pools)
+        parts.makers = {name: SimpleNamespace(worker_size=None) for name in pools}
+        groups = GroupPools(parts, None, TAG, None, lambda: None, tuple)
+        for name in pools:
+            groups.running(name)
+        assert parts.relaunches == 1 and len(parts.gangs) == 2
+        assert {name: m.worker_size for name, m in parts.makers.items()} == {"default": (4, 8), "cpu": (1, 2)}
+        await groups.scale_down(["spark-3"])
+        await settle(pools["cpu"])
+        assert pools["cpu"].target == 1 and pools["default"].target == 2
+        assert side.scheduler.retired == [["spark-3"]]
+
+    asyncio.run(main())
+
+
 def test_a_groups_scale_up_fits_into_the_cores_the_other_groups_leave():
     async def main():
         pools, side, events = two_pools()
         start(pools, side)
         cpu = pools["cpu"]
-        # 8 executors of one core: the default group's two tasks hold two of them
-        cpu.beside = lambda: [("default", pools["default"].held(), 1)]
+        # 8 executors of one core: the default group's two tasks hold two of them (the
+        # pools' shared context holds every group's pool)
         with pytest.warns(UserWarning, match="other worker groups hold the executors' other cores"):
             await cpu.scale(10)
         await settle(cpu)

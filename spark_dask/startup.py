@@ -1,0 +1,228 @@
+"""How a :class:`~spark_dask.cluster.SparkCluster` starts (:class:`Startup`): the Spark
+facts and the scheduler at once, the plan (:func:`plan_start`) and every worker group's
+pool (:meth:`spark_dask.groups.pools.GroupPools.make_all`), the first gangs of every group
+and the wait for their workers; then the watchers that run while the cluster runs (lost
+workers of each group, stages starved of task slots or the Connect session's stop,
+decommissioned executors, idleness).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from contextlib import ExitStack, suppress
+
+from distributed.core import Status, rpc
+
+from spark_dask import drain, idle
+from spark_dask.aio import blocking
+from spark_dask.capacity import GangPlan, hog_warning, task_cpus
+from spark_dask.errors import PlanError
+from spark_dask.executor.gang_task import host_memory
+from spark_dask.executor.sizing import memory_problem
+from spark_dask.groups.pools import GroupPools
+from spark_dask.groups.spec import DEFAULT, group_holds, plan_groups
+from spark_dask.options import ClusterOptions
+from spark_dask.parts import parts_of
+from spark_dask.plan import check_request, gang_steps, plan_gang
+from spark_dask.sizes import plural
+from spark_dask.slots import other_clusters
+from spark_dask.spark.session import cluster_facts, connect_session_problem, is_connect
+from spark_dask.waits import StartWait, watch_faults, watch_session_stop, watch_starved_stages
+from spark_dask.worker_flags import check_worker_options
+
+
+async def first_failure(facts_job, scheduler_job) -> None:
+    """Raise the first failure of the two start jobs (the facts' first)."""
+    try:
+        done, _ = await asyncio.wait({facts_job, scheduler_job}, return_when=asyncio.FIRST_EXCEPTION)
+        for job in (facts_job, scheduler_job):
+            if job in done and job.exception() is not None:
+                raise job.exception()
+    except BaseException:
+        if not facts_job.done():
+            facts_job.add_done_callback(lambda j: j.cancelled() or j.exception())
+        raise
+
+
+def plan_start(
+    facts, opts: ClusterOptions, quiet: bool, others: tuple = ()
+) -> tuple[GangPlan, list[str], dict[str, GangPlan], bool]:
+    """The plan of a cluster's starting gang from the Spark facts and its options, after
+    the checks that refuse it (a :class:`~spark_dask.errors.PlanError` before anything
+    is submitted: the worker options among them); the start-up warnings (``others``: the
+    slots the application's other spark-dask clusters hold,
+    :func:`spark_dask.slots.other_clusters`); the plan of each worker group
+    (:func:`spark_dask.groups.spec.plan_groups`); and whether the slot warning is among
+    the warnings (it counted every group: said once)."""
+    plan = plan_gang(facts, opts.n_workers, opts.worker, opts.task_profile, opts.gpu_mode, opts.barrier)
+    group_plans = plan_groups(facts, opts.worker_groups, opts, ((plan.n_tasks, task_cpus(plan, facts)),))
+    check_request(facts, opts.threads_per_worker)
+    check_worker_options(opts.worker_options, plan.kind, opts.worker_command)
+    limit = opts.memory_limit
+    if limit != "auto" and facts.master.startswith("local"):
+        # the executors run on this host (local and local-cluster masters); elsewhere
+        # each task checks its own host
+        problem = memory_problem(int(limit), host_memory())
+        if problem:
+            raise PlanError("spark-dask: " + problem)
+    hog = None if quiet else hog_warning(facts, plan, others, group_holds(group_plans, facts))
+    return plan, [n for n in (*plan.notes, hog) if n], group_plans, hog is not None
+
+
+class Startup:
+    """The start of one cluster and the watchers it leaves running.
+
+    Parameters
+    ----------
+    cluster : SparkCluster
+        The cluster (its ``spark``, ``tag``, ``name``, ``quiet``, ``status``; its parts:
+        :func:`spark_dask.parts.parts_of`).
+    groups : GroupPools
+        The cluster's worker groups' pools.
+    exit_stack : ExitStack
+        What the cluster's teardown leaves (its name's entry, the log directory).
+    contract_start : callable
+        distributed's ``Cluster._start`` of the cluster (the worker-status subscription).
+    fail : callable
+        ``fail(msg)``: the cluster cannot go on (no workers for ``no-workers-timeout``).
+    close : callable
+        The cluster's close (a Connect session stopped).
+    idle_close : callable
+        The close after ``idle_timeout``.
+    register_signals : callable
+        The cluster's signal handlers.
+    """
+
+    def __init__(
+        self, cluster, groups: GroupPools, exit_stack: ExitStack, contract_start, fail, close, idle_close,
+        register_signals,
+    ):  # fmt: skip
+        self.cluster = cluster
+        self.groups = groups
+        self.exit_stack = exit_stack
+        self.contract_start = contract_start
+        self.fail = fail
+        self.close = close
+        self.idle_close = idle_close
+        self.register_signals = register_signals
+        self.connected = False  # every starting worker connected
+        self.watchers: list[asyncio.Task] = []  # faults; stage starvation or session stop; drains; idleness
+
+    async def run(self, t0: float) -> None:
+        """Start the cluster: on a failure, once what was started is settled, the
+        failure is raised (the cluster tears down what it made)."""
+        c, p = self.cluster, parts_of(self.cluster)
+        opts = p.options
+        scheduler_job = None
+        try:
+            self.exit_stack.enter_context(p.entry)  # the name is this cluster's until it closes
+            p.log_dir = self.exit_stack.enter_context(p.log_keeper)  # left after the gangs ended
+            if is_connect(c.spark):
+                problem = await blocking(connect_session_problem, c.spark, opts.scheduler_host)
+                if problem:
+                    raise PlanError(problem)
+            await blocking(p.credentials.read)  # without a source: refused now (a py4j read, off the loop)
+            p.connect = is_connect(c.spark)
+            # The facts (Spark calls) and the scheduler (credentials, listening sockets,
+            # dashboard) do not depend on each other: both at once.
+            facts_job = asyncio.ensure_future(blocking(cluster_facts, c.spark, opts.executor_wait, opts.n_workers))
+            scheduler_job = asyncio.ensure_future(self.start_scheduler(t0))
+            await first_failure(facts_job, scheduler_job)
+            p.facts = await facts_job
+            p.timings["facts"] = time.monotonic() - t0
+            self.plan()
+            await scheduler_job
+            c.status = Status.starting
+            p.driver_scheduler.watch_workers(
+                self.groups.worker_added, self.groups.worker_removed, self.groups.worker_leaving
+            )
+            t_submit = time.monotonic()
+            gangs = [pool.submit(step, "start") for pool in p.pools.values()
+                     for step in gang_steps(pool.shape, pool.shape.n_workers)]  # fmt: skip
+            wait = StartWait(
+                c.spark, p.driver_scheduler, p.facts, opts.slot_wait, p.connect, bool(opts.progress) and not c.quiet
+            )
+            await wait.wait(gangs, opts.timeout, c.tag)
+            await self.contract_start()  # the worker-status subscription; says running
+            self.started(t0, t_submit)
+            p.entry.publish(c)
+        except BaseException:
+            if scheduler_job is not None:
+                # the teardown closes the scheduler: let its start finish (or fail) first,
+                # also when the plan refused after the facts (the scheduler may still start)
+                with suppress(BaseException):
+                    await scheduler_job
+            raise
+
+    def plan(self) -> None:
+        """The plan of the starting gang, its warnings, and the pool of every group."""
+        c, p = self.cluster, parts_of(self.cluster)
+        plan, notes, group_plans, slot_warning_said = plan_start(p.facts, p.options, c.quiet, other_clusters(c))
+        for note in notes:
+            p.events.warn(note)
+        self.groups.make_all(plan, group_plans, slot_warning_said)
+        if not plan.barrier and p.facts.dynamic_allocation:
+            p.events.log(
+                "spark-dask: dynamic allocation is on, where Spark runs no barrier stages: each "
+                "Dask worker runs as a Spark job of one task, started as Spark finds (or adds) "
+                "an executor for it"
+            )
+
+    def started(self, t0: float, t_submit: float) -> None:
+        """Every worker connected: the cluster runs, its watchers start."""
+        c, p = self.cluster, parts_of(self.cluster)
+        now = time.monotonic()
+        p.timings["workers"] = now - t_submit
+        p.timings["start"] = now - t0
+        self.connected = True
+        for name in p.pools:
+            self.groups.running(name)
+        c.status = Status.running
+        # Connect: a stopped session does not end the collecting thread (the client
+        # keeps retrying), so watch the session itself.
+        if p.connect:
+            watch = watch_session_stop(c.spark, p.pools, p.events.log, self.close)
+        else:
+            watch = watch_starved_stages(c.spark, p.pools, c.tag, p.options.slot_wait)
+        drains = drain.watch_decommission(c.spark, c.tag, c.scheduler, lambda: list(p.pools.values()),
+                                          p.options.drain_timeout, p.events, p.drains.append)  # fmt: skip
+        for pool in p.pools.values():
+            self.watch_faults(pool)
+        self.watchers += [asyncio.ensure_future(watch), asyncio.ensure_future(drains)]
+        if p.options.idle_timeout:
+            idle_watch = idle.close_when_idle(c.scheduler, p.options.idle_timeout, self.idle_close)
+            self.watchers.append(asyncio.ensure_future(idle_watch))
+        self.register_signals()  # a no-op outside the main thread (sync start: __init__)
+        plan = p.pools[DEFAULT].shape
+        groups = "".join(
+            f" + worker group {name}: {plural(pool.shape.n_workers, pool.shape.kind + ' worker')}"
+            for name, pool in p.pools.items()
+            if name != DEFAULT
+        )
+        p.events.log(
+            f"spark-dask: {plural(plan.n_workers, plan.kind + ' worker')}{groups} connected to "
+            f"{c.scheduler.address} in {p.timings['start']:.1f}s (cluster {c.name!r}, Spark job tag {c.tag})"
+        )
+
+    def watch_faults(self, pool) -> None:
+        """Watch the lost workers of ``pool`` (a group's) while it runs
+        (:func:`spark_dask.waits.watch_faults`)."""
+        self.watchers.append(asyncio.ensure_future(watch_faults(pool, self.fail)))
+
+    async def start_scheduler(self, t0: float) -> None:
+        """The scheduler side (credentials, scheduler, dashboard) and the Cluster
+        contract's rpc to it (``Cluster._start`` subscribes once the workers run)."""
+        c, p = self.cluster, parts_of(self.cluster)
+        await p.driver_scheduler.start(c.spark, p.options)
+        c.scheduler_comm = rpc(c.scheduler.address, connection_args=c.security.get_connection_args("client"))
+        p.timings["scheduler"] = time.monotonic() - t0
+
+    def stop_watchers(self) -> None:
+        """The cluster closes: the watchers end (but the one that closes it)."""
+        for watcher in self.watchers:
+            if watcher is not None and watcher is not asyncio.current_task():
+                watcher.cancel()
+
+
+__all__ = ["Startup", "first_failure", "plan_start"]
