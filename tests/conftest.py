@@ -22,15 +22,18 @@ import pytest
 
 from tests.support import cds
 from tests.support import hosts as hostlib
+from tests.support.delta_tables import DELTA_SPARK
+from tests.support.extras import needs
+from tests.support.jars import require
 from tests.support.multihost import MULTIHOST_GPUS, multihost_or_skip
-from tests.support.spark import DEFAULT_SPARK, submit_args
+from tests.support.spark import DEFAULT_SPARK, PYSPARK_VERSION, submit_args
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # Each folder of test modules and its marker (registered in pyproject.toml).
 FOLDERS = ("unit", "spark", "multihost")
 # What a test under tests/unit must not request: Spark and the multi-host cluster.
-NOT_IN_UNIT = ("spark", "default_spark_pool", "multihost", "multihost_driver")
+NOT_IN_UNIT = ("spark", "default_spark_pool", "delta_spark", "multihost", "multihost_driver")
 
 
 def _folder(item) -> str | None:
@@ -75,26 +78,28 @@ def _mark_folders(items) -> None:
         raise pytest.UsageError("the tests' folders (tests/conftest.py):\n  " + "\n  ".join(problems))
 
 
+def _shares(module, its, fixture: str) -> bool:
+    """Whether ``module`` (its tests ``its``) uses the shared session of ``fixture``: the
+    default ``spark`` unless it defines a ``spark`` fixture of its own; ``delta_spark``."""
+    if isinstance(module, str) or not any(fixture in i.fixturenames for i in its):
+        return False
+    return fixture != "spark" or not hasattr(module, "spark")
+
+
 def _group_shared_spark(items) -> None:
-    """The modules that use the default ``spark`` (not a ``spark`` fixture of their own)
+    """The modules that share a session (the default ``spark``; the Delta ``delta_spark``)
     run one after the other, from the first one's place, so they share its application."""
     modules: dict = {}
     for item in items:  # a doctest has no module object: its file is the key
         modules.setdefault(getattr(item, "module", None) or str(item.path), []).append(item)
-    shared = [
-        m for m, its in modules.items()
-        if not isinstance(m, str) and not hasattr(m, "spark") and any("spark" in i.fixturenames for i in its)
-    ]  # fmt: skip
-    if len(shared) < 2:
-        return
-    order, placed = [], False
-    for m in modules:
-        if m in shared:
-            if not placed:
-                order += shared
-                placed = True
-        else:
-            order.append(m)
+    order = list(modules)
+    for fixture in ("spark", "delta_spark"):
+        shared = [m for m in order if _shares(m, modules[m], fixture)]
+        if len(shared) < 2:
+            continue
+        first = order.index(shared[0])
+        rest = [m for m in order if m not in shared]
+        order = rest[:first] + shared + rest[first:]
     items[:] = [item for m in order for item in modules[m]]
 
 
@@ -128,7 +133,7 @@ def pytest_unconfigure(config):
 
 def pytest_collection_modifyitems(session, config, items):
     """Each test gets its folder's marker (:func:`_mark_folders`), and the modules that
-    share the default session run one after the other (:func:`_group_shared_spark`)."""
+    share a session run one after the other (:func:`_group_shared_spark`)."""
     _mark_folders(items)
     _group_shared_spark(items)
 
@@ -145,6 +150,26 @@ def spark(default_spark_pool):
     that leave it as they found it: :class:`tests.support.spark.SharedSpark`)."""
     yield default_spark_pool.take()
     default_spark_pool.give_back()
+
+
+@pytest.fixture(scope="session")
+def delta_spark_pool():
+    yield DELTA_SPARK
+    DELTA_SPARK.release()
+
+
+@pytest.fixture(scope="module")
+def delta_spark(delta_spark_pool):
+    """local-cluster[2,1,1024] with Delta Lake's Spark connector
+    (:data:`tests.support.delta_tables.DELTA_SPARK`), shared by the modules that leave it
+    as they found it; skips on a pyspark other than 3.5 (tests/support/jars.py pins
+    Delta's jars for Spark 3.5 only) and without the delta extra."""
+    if PYSPARK_VERSION[:2] != (3, 5):
+        pytest.skip(f"tests/support/jars.py pins Delta Lake's jars for Spark 3.5 only (pyspark {PYSPARK_VERSION})")
+    needs("pyroaring", "delta")
+    require("delta-3.5")
+    yield delta_spark_pool.take()
+    delta_spark_pool.give_back()
 
 
 @pytest.fixture

@@ -39,9 +39,6 @@ import spark_dask
 from spark_dask.delta import features, files, log, prune, read
 from spark_dask.delta import schema as schemas
 from tests.support import delta_tables
-from tests.support.extras import needs
-from tests.support.jars import require
-from tests.support.spark import PYSPARK_VERSION, make_spark, stop_spark
 
 pytestmark = [pytest.mark.core, pytest.mark.spark, pytest.mark.timeout(600)]
 
@@ -88,25 +85,20 @@ def _select(first: int, last: int) -> str:
 
 
 @pytest.fixture(scope="module")
-def spark():
-    if PYSPARK_VERSION[:2] != (3, 5):
-        pytest.skip(f"tests/support/jars.py pins Delta Lake's jars for Spark 3.5 only (pyspark {PYSPARK_VERSION})")
-    needs("pyroaring", "delta")
-    confs = {
-        "spark.jars": ",".join(require("delta-3.5")),
-        "spark.sql.extensions": delta_tables.DELTA_EXTENSION,
-        "spark.sql.catalog.spark_catalog": delta_tables.DELTA_CATALOG,
-        "spark.sql.session.timeZone": ZONE,
-        "spark.databricks.delta.snapshotPartitions": "2",
-        "spark.sql.shuffle.partitions": "2",
-        **delta_tables.NO_REBASE,  # the year 0001 written as it is
-        # a few hundred rows: interpreting beats compiling each of Delta's many small plans
-        "spark.sql.codegen.wholeStage": "false",
-        "spark.sql.codegen.factoryMode": "NO_CODEGEN",
-    }
-    s = make_spark("local[2]", **confs)  # one JVM: this module only asks Spark for answers
-    yield s
-    stop_spark(s)
+def spark(delta_spark):
+    """The Delta session this module shares with test_delta_read.py and
+    test_delta_stores.py (tests/conftest.py), in New York time and writing the year 0001
+    as it is (``NO_REBASE``) while this module runs; its confs as they were after it."""
+    confs = {"spark.sql.session.timeZone": ZONE, **delta_tables.NO_REBASE}
+    before = {k: delta_spark.conf.get(k, None) for k in confs}
+    for k, v in confs.items():
+        delta_spark.conf.set(k, v)
+    yield delta_spark
+    for k, v in before.items():
+        if v is None:
+            delta_spark.conf.unset(k)
+        else:
+            delta_spark.conf.set(k, v)
 
 
 @pytest.fixture(scope="module")

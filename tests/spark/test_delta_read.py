@@ -7,7 +7,8 @@ implement, filters that read fewer files, the table left unchanged by reading, a
 ``write_delta`` through Spark's writer.
 
 Delta's jars (tests/support/jars.py) are for Spark 3.5: the module runs in CI's pyspark 3.5
-environment and skips on the newest pyspark (no Delta release for it; the deltalake
+environment (on the Delta session tests/conftest.py's ``delta_spark`` shares) and skips on
+the newest pyspark (no Delta release for it; the deltalake
 package's tables are read in tests/spark/test_delta_files.py there).
 """
 
@@ -21,21 +22,15 @@ import pytest
 import spark_dask
 from tests.support import delta_tables
 from tests.support.extras import needs
-from tests.support.jars import require
-from tests.support.spark import PYSPARK_VERSION, stop_spark
 
 pytestmark = [pytest.mark.core, pytest.mark.spark, pytest.mark.timeout(600)]
 
 
 @pytest.fixture(scope="module")
-def spark():
-    if PYSPARK_VERSION[:2] != (3, 5):
-        pytest.skip(f"tests/support/jars.py pins Delta Lake's jars for Spark 3.5 only (pyspark {PYSPARK_VERSION})")
-    needs("pyroaring", "delta")
-    require("delta-3.5")
-    s = delta_tables.spark_with_delta()
-    yield s
-    stop_spark(s)
+def spark(delta_spark):
+    """The Delta session this module shares with test_delta_stores.py and
+    test_delta_filters.py (tests/conftest.py)."""
+    return delta_spark
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,8 @@
 """Delta tables on an object store: a real S3 API server (moto's, tests/support/s3.py) that
-Spark writes to through ``s3a://`` (hadoop-aws, tests/support/jars.py's ``s3a-3.5``) and
-``read_delta`` reads through s3fs on the Dask workers of a spark-dask cluster.
+holds tables Spark wrote (on the local disk: the test puts their files on the server with
+s3fs, each commit's data files before its log entry, as a writer does), and ``read_delta``
+reads through s3fs on the Dask workers of a spark-dask cluster; Spark's own read of the
+same table is the answer.
 
 - every read sees the table as the store has it at that call (fsspec's object-store
   filesystems keep listings for the life of the process);
@@ -10,10 +12,11 @@ Spark writes to through ``s3a://`` (hadoop-aws, tests/support/jars.py's ``s3a-3.
 - a driver or a worker that the store refuses fails with one line naming the table;
 - in-commit timestamps decide ``timestamp=`` on a copied table (copies change the files'
   modification times), under Delta 3.3's property names and Delta 3.2's ``-preview`` ones;
-- ``write_delta(mode="error")`` asks Spark whether a cloud table exists (the credentials
-  are Spark's only).
+- ``write_delta(mode="error")`` asks Spark's Hadoop filesystem whether a table at a URI
+  exists (a cloud URI's credentials are often Spark's only).
 
-Delta's jars are for Spark 3.5: the module runs in CI's pyspark 3.5 environment.
+Delta's jars are for Spark 3.5: the module runs in CI's pyspark 3.5 environment, on the
+Delta session tests/conftest.py's ``delta_spark`` shares.
 """
 
 from __future__ import annotations
@@ -30,19 +33,9 @@ import pytest
 import spark_dask
 from tests.support import delta_tables
 from tests.support.extras import needs
-from tests.support.jars import require
 from tests.support.s3 import S3Server
-from tests.support.spark import PYSPARK_VERSION, stop_spark
 
-pytestmark = [
-    pytest.mark.core,
-    pytest.mark.spark,
-    pytest.mark.timeout(600),
-    pytest.mark.skipif(
-        PYSPARK_VERSION[:2] != (3, 5),
-        reason=f"tests/support/jars.py pins Delta Lake's jars for Spark 3.5 only (pyspark {PYSPARK_VERSION})",
-    ),
-]
+pytestmark = [pytest.mark.core, pytest.mark.spark, pytest.mark.timeout(600)]
 
 # botocore without credentials asks the EC2 instance metadata service (a link-local
 # address) for them: never from a test
@@ -58,18 +51,13 @@ def server(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def spark(server):
-    needs("pyroaring", "delta")
-    require("delta-3.5")
-    # on the class path where they are (not copied to each executor as spark.jars would)
-    jars = ":".join(require("s3a-3.5"))
-    confs = {"spark.driver.extraClassPath": jars, "spark.executor.extraClassPath": jars, **server.spark_conf()}
-    confs.update({f"spark.executorEnv.{k}": v for k, v in NO_METADATA.items()})
+def spark(delta_spark):
+    """The Delta session this module shares with test_delta_read.py and
+    test_delta_filters.py (tests/conftest.py); this process without the instance
+    metadata service while the module runs."""
     old = {k: os.environ.get(k) for k in NO_METADATA}
     os.environ.update(NO_METADATA)
-    s = delta_tables.spark_with_delta(**confs)
-    yield s
-    stop_spark(s)
+    yield delta_spark
     for k, v in old.items():
         if v is None:
             os.environ.pop(k, None)
@@ -84,6 +72,24 @@ def client(spark, server):
     env = {**server.environment(), **NO_METADATA}
     with spark_dask.start(spark, n_workers=1, progress=False, memory_limit="2GiB", env=env) as c:
         yield c
+
+
+def publish(fs, local: str, key: str) -> list[str]:
+    """Put the files of the table at ``local`` that the store lacks under ``key`` (bucket
+    and prefix): the data files and deletion vectors first, the log's files last (a
+    commit is visible once its ``_delta_log`` entry is). Returns the keys put."""
+    have = set(fs.find(key)) if fs.exists(key) else set()
+    files = sorted(
+        (os.path.relpath(os.path.join(d, n), local) for d, _, names in os.walk(local) for n in names),
+        key=lambda rel: (rel.startswith("_delta_log"), rel),
+    )
+    put = []
+    for rel in files:
+        target = f"{key}/{rel}"
+        if target not in have:
+            fs.put_file(os.path.join(local, rel), target)
+            put.append(target)
+    return put
 
 
 def sparks(spark, url: str, **options) -> pd.DataFrame:
@@ -111,23 +117,26 @@ def everything_shown(client, ddf) -> str:
     return "\n".join([repr(ddf), str(expr), repr(expr), *keys, *prefixes, *logs])
 
 
-def test_a_table_on_s3(spark, server, client, monkeypatch):
-    """One table that Spark writes through s3a:
+def test_a_table_on_s3(spark, server, client, monkeypatch, tmp_path):
+    """One table that Spark writes, on the store:
 
-    - Spark commits between two reads in one process: the second read (on the Dask
-      workers, through s3fs) has Spark's new version, and time travel knows it;
+    - Spark commits between two reads in one process (the commit reaches the store after
+      the first read listed the log): the second read (on the Dask workers, through
+      s3fs) has Spark's new version, and time travel knows it;
     - the key and secret of ``storage_options`` travel to the worker and show nowhere;
     - credentials from the environments only (the driver's, the workers' ``env=``): the
       task graph holds none;
     - a driver with a wrong secret, and a worker whose key was revoked after the log was
       read: one DeltaError line each, naming the table and the fix.
     """
-    url, s3a = server.url("fresh"), server.url("fresh").replace("s3://", "s3a://")
-    spark.range(0, 9000, 1, 3).selectExpr("id", "CAST(id % 7 AS INT) AS k").write.format("delta").save(s3a)
+    url, local, fs = server.url("fresh"), str(tmp_path / "fresh"), server.filesystem()
+    spark.range(0, 9000, 1, 3).selectExpr("id", "CAST(id % 7 AS INT) AS k").write.format("delta").save(local)
+    assert publish(fs, local, f"{server.bucket}/fresh")
     first = spark_dask.read_delta(url, storage_options=server.storage_options, via="files")
-    assert_rows(first, sparks(spark, s3a), "version 0")
-    spark.sql(f"DELETE FROM delta.`{s3a}` WHERE id % 3 = 0")  # version 1: 6,000 rows
-    want = sparks(spark, s3a)
+    assert_rows(first, sparks(spark, local), "version 0")
+    spark.sql(f"DELETE FROM delta.`{local}` WHERE id % 3 = 0")  # version 1: 6,000 rows
+    assert f"{server.bucket}/fresh/_delta_log/{1:020d}.json" in publish(fs, local, f"{server.bucket}/fresh")
+    want = sparks(spark, local)
     second = spark_dask.read_delta(url, storage_options=server.storage_options, via="files")
     assert_rows(second, want, "after Spark's DELETE")
     assert len(second) == 6000
@@ -202,13 +211,14 @@ def renamed(path: str, version: int, preview: bool) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-def test_write_delta_asks_spark_whether_a_cloud_table_exists(spark, server, client, monkeypatch):
-    """The credentials are Spark's only (its s3a confs): the driver's Python has none, but
-    ``mode="error"`` refuses an existing table before the Dask side is computed, and
-    writes a new one."""
+def test_write_delta_asks_spark_whether_a_table_at_a_uri_exists(spark, server, client, monkeypatch, tmp_path):
+    """A URI (``file:`` here, ``s3a:`` or ``abfss:`` on a cloud, whose credentials are often
+    Spark's only: its ``spark.hadoop.*`` confs) is looked up through Spark's Hadoop
+    filesystem: ``mode="error"`` writes a new table, and refuses an existing one before the
+    Dask side is computed."""
     monkeypatch.setenv("AWS_ENDPOINT_URL", server.endpoint)  # a Python S3 client, if any, asks moto, not AWS
     source = dd.from_pandas(pd.DataFrame({"id": range(50), "k": [i % 3 for i in range(50)]}), npartitions=2)
-    target = server.url("written").replace("s3://", "s3a://")
+    target = (tmp_path / "written").as_uri()
     spark_dask.write_delta(source, target, mode="error")
     assert spark.read.format("delta").load(target).count() == len(source)
     with pytest.raises(spark_dask.DeltaError, match="exists already: pass mode='append' or mode='overwrite'"):

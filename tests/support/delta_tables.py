@@ -78,7 +78,7 @@ import fsspec
 
 from spark_dask.delta import dv as dvs
 from tests.support.jars import require
-from tests.support.spark import make_spark, stop_spark
+from tests.support.spark import SharedSpark, make_spark, stop_spark
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
@@ -106,11 +106,11 @@ class Table:
     notes: str
 
 
-def spark_with_delta(**conf):
-    """A classic SparkSession on ``local-cluster[2,1,1024]`` with Delta Lake's Spark
-    connector (tests/support/jars.py's ``delta-3.5``); ``conf`` adds to or overrides its confs
-    (keys with dots: ``spark_with_delta(**{"spark.x": "y"})``)."""
-    confs = {
+def delta_conf(**conf) -> dict[str, str]:
+    """The confs of a classic SparkSession with Delta Lake's Spark connector
+    (tests/support/jars.py's ``delta-3.5``); ``conf`` adds to or overrides them (keys with
+    dots: ``delta_conf(**{"spark.x": "y"})``)."""
+    return {
         "spark.jars": ",".join(require("delta-3.5")),
         "spark.sql.extensions": DELTA_EXTENSION,
         "spark.sql.catalog.spark_catalog": DELTA_CATALOG,
@@ -126,7 +126,18 @@ def spark_with_delta(**conf):
         "spark.sql.codegen.factoryMode": "NO_CODEGEN",
         **conf,
     }
-    return make_spark("local-cluster[2,1,1024]", **confs)
+
+
+def spark_with_delta(**conf):
+    """A classic SparkSession on ``local-cluster[2,1,1024]`` with Delta Lake's Spark
+    connector (:func:`delta_conf`, ``conf`` added)."""
+    return make_spark(SharedSpark.MASTER, **delta_conf(**conf))
+
+
+# The Delta session the test modules share (tests/conftest.py's ``delta_spark``): one
+# application for tests/spark/test_delta_read.py, test_delta_stores.py and
+# test_delta_filters.py, which leave it as they found it.
+DELTA_SPARK = SharedSpark(SharedSpark.MASTER, delta_conf)
 
 
 # --- the log, read as files -----------------------------------------------------------

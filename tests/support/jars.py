@@ -1,13 +1,15 @@
 """Spark's own artifacts from Maven Central that some tests load, pinned and checked.
 
 pyspark's pip package carries Spark's jars but not these: the Spark Connect server for
-Spark 3.5 (pyspark 4 ships its own), Delta Lake's Spark connector, Hadoop's S3A
-filesystem (``s3a://``) and the RAPIDS Accelerator. ``tests/run-all.sh`` fetches them once into a cache outside the
-repository; the tests that need one ask :func:`require` for its path (a skip locally
-when it is absent, a failure under CI)::
+Spark 3.5 (pyspark 4 ships its own), Delta Lake's Spark connector and the RAPIDS
+Accelerator, which the tests load (:data:`TESTS`), and Hadoop's S3A filesystem
+(``s3a://``), which only ``python -m benchmarks.delta``'s S3 runs load.
+``tests/run-all.sh`` fetches the tests' once into a cache outside the repository; the
+tests that need one ask :func:`require` for its path (a skip locally when it is absent, a
+failure under CI)::
 
-    python -m tests.support.jars fetch            # all of them (about 900 MB, once)
-    python -m tests.support.jars fetch delta-3.5  # one group
+    python -m tests.support.jars fetch            # the tests' groups (about 620 MB, once)
+    python -m tests.support.jars fetch s3a-3.5    # one group
     python -m tests.support.jars path rapids-3.5  # where a group's jars are
 
 The cache is ``$SPARK_DASK_JAR_CACHE``, by default ``~/.cache/spark-dask/jars``.
@@ -37,7 +39,7 @@ JARS = {
         ("io.delta", "delta-spark_2.12", "3.3.2", "07fff11b74e7284eec27fe106f31c95b3acc8018"),
         ("io.delta", "delta-storage", "3.3.2", "e24b01486ee7a26df8a2735eb186f4ee1821fc9e"),
     ],
-    # Spark's s3a:// (tests/spark/test_delta_stores.py writes Delta to an S3 API server): the
+    # Spark's s3a:// (benchmarks/delta.py's S3 runs; not the tests': CI does not fetch it): the
     # hadoop-aws of pyspark 3.5.5's Hadoop (its jars/hadoop-client-api-3.3.4.jar) and the AWS SDK
     # bundle that hadoop-aws 3.3.4's POM names (1.12.262, 268 MiB)
     "s3a-3.5": [
@@ -48,6 +50,9 @@ JARS = {
         ("com.nvidia", "rapids-4-spark_2.12", "25.04.0", "8441bfcb8211ca12b2ed0f0bb853b1c3986ea6e2"),
     ],
 }
+
+# The groups the tests load: what ``fetch`` with no group names fetches (tests/run-all.sh).
+TESTS = ("connect-3.5", "delta-3.5", "rapids-3.5")
 
 
 def cache_dir() -> str:
@@ -114,7 +119,7 @@ def main(argv: list[str]) -> int:
     if len(argv) < 1 or argv[0] not in ("fetch", "path"):
         print(__doc__, file=sys.stderr)
         return 2
-    groups = argv[1:] or list(JARS)
+    groups = argv[1:] or list(TESTS)
     unknown = [g for g in groups if g not in JARS]
     if unknown:
         print(f"unknown group(s) {unknown}; known: {sorted(JARS)}", file=sys.stderr)

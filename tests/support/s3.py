@@ -11,7 +11,7 @@ key gets ``InvalidAccessKeyId``, a wrong secret ``SignatureDoesNotMatch`` (both 
     with S3Server.start() as server:
         fs = server.filesystem()          # s3fs, with the user's key
         server.storage_options            # for read_delta(..., storage_options=...)
-        server.spark_conf()               # s3a:// for Spark (hadoop-aws, tests/support/jars.py)
+        server.spark_conf()               # s3a:// for Spark (hadoop-aws: benchmarks/delta.py)
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Real Spark applications on ``local-cluster`` for the tests: sessions in a fresh JVM,
-the default session shared from one test module to the next (:class:`SharedSpark`,
-behind the ``spark`` fixture of ``tests/conftest.py``), and leak checks."""
+the default session and the Delta Lake one shared from one test module to the next
+(:class:`SharedSpark`, behind the ``spark`` and ``delta_spark`` fixtures of
+``tests/conftest.py``), and leak checks."""
 
 from __future__ import annotations
 
@@ -97,7 +98,8 @@ def make_spark(master: str, **conf):
     JVM (so no conf of an earlier test module's session leaks into it)."""
     from pyspark.sql import SparkSession
 
-    DEFAULT_SPARK.release()
+    for shared in SHARED:
+        shared.release()
     fresh_jvm()
 
     builder = (
@@ -126,21 +128,31 @@ def stop_spark(spark) -> None:
 
 
 class SharedSpark:
-    """The default session (``local-cluster[2,1,1024]``), kept from one test module to
-    the next while each leaves it as it found it (:meth:`as_found`); a module that
-    changed it, or one that needs other confs (:func:`make_spark`), gets a fresh one.
-    An application start is ~8-10 s of CI time per module; pytest_collection_modifyitems
-    runs the modules that use it one after the other."""
+    """A session kept from one test module to the next while each leaves it as it found
+    it (:meth:`as_found`); a module that changed it, or one that needs other confs
+    (:func:`make_spark`, which ends every shared session: one JVM at a time), gets a
+    fresh one. An application start is ~8-10 s of CI time per module;
+    pytest_collection_modifyitems runs the modules that share one after the other.
+
+    ``DEFAULT_SPARK`` (``local-cluster[2,1,1024]``, the ``spark`` fixture) and
+    :data:`tests.support.delta_tables.DELTA_SPARK` (the same with Delta Lake's connector,
+    the ``delta_spark`` fixture) are the two; ``conf`` is called at each start for the
+    session's confs."""
 
     MASTER = "local-cluster[2,1,1024]"
 
-    def __init__(self):
+    def __init__(self, master: str = MASTER, conf=dict):
+        self.master = master
+        self.make_conf = conf
         self.session = None
         self.conf: set = set()
+        SHARED.append(self)
 
     def take(self):
+        if self.session is not None and not running(self.session):
+            self.session = None  # ended with its JVM (a module's fresh_jvm)
         if self.session is None:
-            self.session = make_spark(self.MASTER)
+            self.session = make_spark(self.master, **self.make_conf())
             self.conf = runtime_conf(self.session)
         return self.session
 
@@ -174,7 +186,7 @@ class SharedSpark:
 
     def release(self) -> None:
         s, self.session = self.session, None
-        if s is not None:
+        if s is not None and running(s):  # not one whose JVM a module already shut down
             stop_spark(s)
 
 
@@ -183,6 +195,16 @@ def runtime_conf(s) -> set:
     return {(r[0], r[1]) for r in s.sql("SET").collect()}
 
 
+def running(s) -> bool:
+    """Whether ``s`` is this process's active Spark application (not stopped, its JVM
+    not shut down for another's)."""
+    from pyspark import SparkContext
+
+    return SparkContext._active_spark_context is s.sparkContext and s.sparkContext._jsc is not None
+
+
+# Every SharedSpark: make_spark ends them all before it starts a session (one JVM at a time).
+SHARED: list[SharedSpark] = []
 DEFAULT_SPARK = SharedSpark()
 
 
