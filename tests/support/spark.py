@@ -190,9 +190,16 @@ class SharedSpark:
             stop_spark(s)
 
 
+# What Spark's own code sets in a session's runtime conf as it works, not a module's change:
+# Delta 3.3 records the version of the session's last commit (DeltaSQLConf's
+# DELTA_LAST_COMMIT_VERSION_IN_SESSION, set by OptimisticTransactionImpl on every commit).
+BOOKKEEPING = {"spark.databricks.delta.lastCommitVersionInSession"}
+
+
 def runtime_conf(s) -> set:
-    """The session's runtime SQL conf set beyond the defaults (``SET``)."""
-    return {(r[0], r[1]) for r in s.sql("SET").collect()}
+    """The session's runtime SQL conf set beyond the defaults (``SET``), Spark's own
+    bookkeeping (:data:`BOOKKEEPING`) left out."""
+    return {(r[0], r[1]) for r in s.sql("SET").collect() if r[0] not in BOOKKEEPING}
 
 
 def running(s) -> bool:
