@@ -21,8 +21,7 @@ from spark_dask.connection import ENV_SCHEDULER_FILE, proxied_dashboard_link
 from spark_dask.connection import client_config as connection_config
 from spark_dask.parts import parts_of
 from spark_dask.sizes import plural
-from spark_dask.spark import databricks
-from spark_dask.spark.builder import get_or_create_session, quiet_task_failures
+from spark_dask.spark.builder import command_session, quiet_task_failures
 
 
 def client_config(cluster) -> dict:
@@ -164,19 +163,13 @@ def run_script(
     **start_kwargs
         :class:`spark_dask.SparkCluster` keyword arguments.
     """
-    created = False
-    if spark is None:
-        spark, created = get_or_create_session(master, conf, app_name)
-    stop_session = created and databricks.detect(spark) is None
+    spark, stop_session = command_session(spark, master, conf, app_name)
     cluster = client = None
     code = 1
     with _sigterm_as_exit():
         try:
-            try:
-                with quiet_task_failures(spark):
-                    cluster = SparkCluster(spark, **start_kwargs)
-            except Exception as e:  # noqa: BLE001 - reported, exit status 1
-                print(f"spark-dask: the Dask cluster did not start: {e}", file=sys.stderr)
+            cluster = start_cluster(spark, start_kwargs)
+            if cluster is None:
                 return 1
             print(
                 f"spark-dask: {plural(len(cluster.scheduler.workers), 'worker')} at "
@@ -193,6 +186,17 @@ def run_script(
                 with suppress(Exception):
                     spark.stop()
     return code
+
+
+def start_cluster(spark, start_kwargs: dict) -> SparkCluster | None:
+    """A command's cluster (Spark's task failures kept out of the terminal while it starts),
+    or None once why it did not start is said on stderr."""
+    try:
+        with quiet_task_failures(spark):
+            return SparkCluster(spark, **start_kwargs)
+    except Exception as e:  # noqa: BLE001 - reported, the command exits with 1
+        print(f"spark-dask: the Dask cluster did not start: {e}", file=sys.stderr)
+        return None
 
 
 def _close(cluster, client, code: int) -> None:

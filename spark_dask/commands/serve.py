@@ -12,11 +12,10 @@ import threading
 import time
 from contextlib import contextmanager, suppress
 
-from spark_dask.cluster import SparkCluster
+from spark_dask.commands.run import start_cluster
 from spark_dask.parts import parts_of
 from spark_dask.sizes import plural
-from spark_dask.spark import databricks
-from spark_dask.spark.builder import get_or_create_session, quiet_task_failures
+from spark_dask.spark.builder import command_session
 
 
 def join_text(cluster) -> str:
@@ -68,18 +67,12 @@ def serve_cluster(*, spark=None, master=None, conf=None, app_name=None, ready=No
     **start_kwargs
         :class:`spark_dask.SparkCluster` keyword arguments (``name=`` above all).
     """
-    created = False
-    if spark is None:
-        spark, created = get_or_create_session(master, conf, app_name)
-    stop_session = created and databricks.detect(spark) is None
+    spark, stop_session = command_session(spark, master, conf, app_name)
     stop = threading.Event()
     cluster = None
     try:
-        try:
-            with quiet_task_failures(spark):
-                cluster = SparkCluster(spark, **start_kwargs)
-        except Exception as e:  # noqa: BLE001 - reported, exit status 1
-            print(f"spark-dask: the Dask cluster did not start: {e}", file=sys.stderr)
+        cluster = start_cluster(spark, start_kwargs)
+        if cluster is None:
             return 1
         parts_of(cluster).entry.on_close_request = stop.set  # a handle's close(): this thread closes it
         with _stop_on_signals(stop):

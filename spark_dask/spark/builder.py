@@ -13,6 +13,7 @@ import os
 import sys
 from contextlib import contextmanager, suppress
 
+from spark_dask.spark import databricks
 from spark_dask.spark.pyspark_warnings import pandas3_warning_off
 from spark_dask.spark.session import require_pyspark
 
@@ -87,6 +88,16 @@ def get_or_create_session(master: str | None = None, conf: dict | None = None, a
 # The loggers of a failed task's Java stack trace on the driver: TaskSetManager's "Lost
 # task", and with local[N] masters the executor's (the same JVM).
 TASK_FAILURE_LOGGERS = ("org.apache.spark.scheduler.TaskSetManager", "org.apache.spark.executor.Executor")
+
+
+def command_session(spark, master: str | None, conf: dict | None, app_name: str | None):
+    """(session, stop it after): ``spark``, or the active or a new session
+    (:func:`get_or_create_session`); a command stops the session it started, except on
+    Databricks, whose session is the cluster's."""
+    created = False
+    if spark is None:
+        spark, created = get_or_create_session(master, conf, app_name)
+    return spark, created and databricks.detect(spark) is None
 
 
 @contextmanager

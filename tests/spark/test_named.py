@@ -581,9 +581,9 @@ class FakeServed:
 def test_serve_keeps_the_cluster_until_told(state, monkeypatch, capsys, how):
     """serve_cluster's wait: SIGTERM, SIGINT, a handle's close() or the cluster's own end
     stop it; it closes the cluster and returns 0; its signal handlers are put back."""
-    from spark_dask.commands import serve
+    from spark_dask.commands import run, serve
 
-    monkeypatch.setattr(serve, "SparkCluster", FakeServed)
+    monkeypatch.setattr(run, "SparkCluster", FakeServed)  # what serve's start_cluster makes
     before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
 
     def ready(cluster):

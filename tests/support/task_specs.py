@@ -1,5 +1,6 @@
 """A :class:`~spark_dask.executor.task_spec.TaskSpec` for tests that run task code without a cluster,
-and stand-ins for what that code talks to: a plain TaskContext, a gang's launcher."""
+stand-ins for what that code talks to (a plain TaskContext, a gang's launcher), and the Spark
+facts the pure rules are tested on."""
 
 from __future__ import annotations
 
@@ -9,8 +10,16 @@ import threading
 import distributed
 
 from spark_dask import options
+from spark_dask.capacity import ClusterFacts
 from spark_dask.executor.task_spec import TaskSpec
 from spark_dask.gang_maker import preload_source
+
+
+def small_facts(**kw) -> ClusterFacts:
+    """The facts of ``local-cluster[2,1,1024]`` (2 executors of 1 core and 1 GiB), with ``kw``."""
+    base = dict(executors=2, executor_cores=1, executor_memory=2**30, slots=2, master="local-cluster[2,1,1024]")
+    base.update(kw)
+    return ClusterFacts(**base)
 
 
 def cluster_options(**changes) -> options.ClusterOptions:

@@ -7,7 +7,6 @@ import pytest
 from spark_dask import options
 from spark_dask import plan as plan_module
 from spark_dask.capacity import (
-    ClusterFacts,
     GangPlan,
     max_workers,
     tasks_for,
@@ -25,16 +24,14 @@ from spark_dask.executor.sizing import memory_problem, worker_memory, worker_thr
 from spark_dask.groups.spec import check_group
 from spark_dask.plan import PlanError, check_memory_limit, gang_steps, plan_gang, workers_for
 from spark_dask.spark.session import _memory
+from tests.support.task_specs import small_facts
 
 GiB = 2**30
 
 pytestmark = pytest.mark.core
 
 
-def facts(**kw) -> ClusterFacts:
-    base = dict(executors=2, executor_cores=1, executor_memory=GiB, slots=2, master="local-cluster[2,1,1024]")
-    base.update(kw)
-    return ClusterFacts(**base)
+facts = small_facts
 
 
 # ----------------------------------------------------------------------------- plan_gang

@@ -10,7 +10,6 @@ import pytest
 
 from spark_dask import capacity
 from spark_dask.capacity import (
-    ClusterFacts,
     ScaleStep,
     adapt_maximum,
     gang_capacity,
@@ -22,16 +21,14 @@ from spark_dask.capacity import (
 from spark_dask.errors import PlanError
 from spark_dask.plan import plan_gang
 from spark_dask.slots import starved_stages
+from tests.support.task_specs import small_facts
 
 GiB = 2**30
 
 pytestmark = pytest.mark.core
 
 
-def facts(**kw) -> ClusterFacts:
-    base = dict(executors=2, executor_cores=1, executor_memory=GiB, slots=2, master="local-cluster[2,1,1024]")
-    base.update(kw)
-    return ClusterFacts(**base)
+facts = small_facts
 
 
 def test_spare_slots_beside_the_gang():
