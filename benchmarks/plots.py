@@ -8,7 +8,9 @@
 - ``teardown.svg``: close → nothing left, against the floor (cancel of an empty stage)
   and Ray-on-Spark's shutdown;
 - ``handoff.svg``: Spark ↔ Dask hand-off throughput, when the run measured it (a
-  ``handoff`` entry: ``{"<direction>": {"<rows>": {"seconds": s, "mb": MB}}}``).
+  ``handoff`` entry: ``{"<direction>": {"<rows>": {"seconds": s, "mb": MB}}}``);
+- ``scale.png`` (:func:`scale`, ``python -m benchmarks scale``): start-up, teardown, the
+  driver idle, memory, drain and hand-off against the number of workers.
 
 Figures are medians of the run's repetitions; where the run recorded every repetition
 (``*_runs`` lists) the bars span their minimum to maximum. SVG output is deterministic
@@ -209,5 +211,53 @@ def handoff_hosts(M: dict, path: str) -> str | None:
     fig.text(0.01, 0.005, f"{ho['gb']:g} GB, {M['master']} (network namespaces on one VM), median of {ho['reps']}, "
                           "bars: min-max", fontsize=7, color="gray")  # fmt: skip
     path = _save(fig, path)
+    plt.close(fig)
+    return path
+
+
+SCALE_PANELS = (
+    ("start-up, s", (("start", "spark-dask"), ("stage", "empty barrier stage"), ("naive", "naive floor (bare workers)"))),
+    ("teardown, s", (("close", "spark-dask close"), ("close_floor", "cancel of an empty stage"))),
+    ("driver idle CPU, % of a core", (("py_cpu_pct_with", "Python, N workers"), ("py_cpu_pct_without", "Python, no cluster"),
+                                      ("jvm_cpu_pct_with", "JVM, N workers"), ("jvm_cpu_pct_without", "JVM, no cluster"))),
+    ("driver idle: per second / count", (("py4j_per_s_with", "py4j calls/s, N workers"),
+                                         ("py4j_per_s_without", "py4j calls/s, no cluster"),
+                                         ("threads_with", "Python threads, N workers"))),
+    ("memory, MB", (("rss_growth_mb", "driver RSS growth"), ("worker_uss_mb", "a worker process's USS"),
+                    ("executor_rss_mb", "an executor JVM's RSS"))),
+    ("drain and hand-off, s", (("drained_s", "drain of 8 workers"), ("drain_full_s", "N workers again"),
+                               ("to_dask_s", "to_dask 1 GB"), ("to_spark_s", "to_spark 1 GB"),
+                               ("spark_only_s", "Spark alone, 1 GB"))),
+)  # fmt: skip
+
+
+def scale(R: dict, path: str) -> str:
+    """``scale.png``: each measure of ``python -m benchmarks scale`` against N (log-log
+    where every value is positive), one panel per kind of measure."""
+    plt = _setup()
+    by_n = R["by_n"]
+    fig, axes = plt.subplots(2, 3, figsize=(14, 8))
+    for ax, (title, series) in zip(axes.flat, SCALE_PANELS):
+        drawn = False
+        for key, label in series:
+            pts = sorted((int(n), f[key]) for n, f in by_n.items() if f.get(key) is not None)
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+                drawn = True
+        ax.set_title(title)
+        ax.set_xscale("log", base=2)
+        ns = sorted(int(n) for n in by_n)
+        ax.set_xticks(ns, [str(n) for n in ns])
+        ax.set_xlabel("N (Dask workers)")
+        if drawn:
+            ax.legend(fontsize=8)
+        else:
+            ax.text(0.5, 0.5, "not measured in this run", ha="center", transform=ax.transAxes)
+    m = R["machine"]
+    fig.suptitle(f"python -m benchmarks scale: {m['cpus']} CPUs, {m['memory_gib']} GiB, pyspark {m['pyspark']}, "
+                 f"distributed {m['distributed']}; load {m['load_before'][0]:.1f} before, "
+                 f"{m.get('load_after', [float('nan')])[0]:.1f} after", fontsize=10)  # fmt: skip
+    fig.tight_layout()
+    fig.savefig(path, format="png", dpi=90, metadata={"Software": "spark-dask benchmarks"})
     plt.close(fig)
     return path

@@ -206,8 +206,9 @@ class Gang:
 
     @property
     def connected(self) -> int:
-        """Workers connected now, those asked to leave not counted."""
-        return sum(1 for n in self.workers if n not in self.retiring)
+        """Workers connected now, those asked to leave not counted (asked each time a
+        worker joins: as many steps as workers leaving, not as workers connected)."""
+        return len(self.workers) - sum(1 for n in self.retiring if n in self.workers)
 
     @property
     def pending(self) -> bool:

@@ -103,7 +103,7 @@ class GangPool:
         self.group = group
         self.numbers = context.numbers  # the cluster-wide number of the next gang's first task
         self.slot_warning_said = slot_warning_said
-        self._by_address: dict[str, Gang] = {}
+        self._by_address: dict[str, tuple[Gang, str]] = {}  # address -> (its gang, the worker's name)
         self._gone: dict[str, asyncio.Future] = {}  # address -> set when it leaves
         self._lock = asyncio.Lock()
         self._reconcile: asyncio.Task | None = None
@@ -172,8 +172,8 @@ class GangPool:
         gang = self.gangs[index] if isinstance(index, int) and 0 <= index < len(self.gangs) else None
         if gang is None:
             return
-        self._by_address[address] = gang
         was, name = gang.status, str(ws.name)
+        self._by_address[address] = (gang, name)
         gang.worker_joined(
             name,
             address,
@@ -207,13 +207,13 @@ class GangPool:
 
     def worker_removed(self, address: str) -> None:
         """Scheduler plugin: a worker left; unless it was leaving on purpose, it is lost."""
-        gang = self._by_address.pop(address, None)
+        gang, name = self._by_address.pop(address, (None, ""))
         gone = self._gone.pop(address, None)
         if gone is not None and not gone.done():
             gone.set_result(None)
         leaving = address in self.recovery.leaving
         self.recovery.leaving.discard(address)
-        for name in [n for n, a in (gang.workers.items() if gang else ()) if a == address]:
+        if gang is not None and gang.workers.get(name) == address:  # not one that joined again elsewhere
             gang.worker_left(name, on_purpose=leaving)
             running = self.running and not gang.done
             lost = lost_worker(

@@ -215,8 +215,10 @@ class DriverScheduler:
         watch.on_add, watch.on_remove, watch.on_leaving = on_add, on_remove, on_leaving
 
     def running_workers(self) -> int:
-        """Workers in status ``running`` (connected and ready)."""
-        return sum(ws.status == Status.running for ws in self.scheduler.workers.values())
+        """Workers in status ``running`` (connected and ready): the size of the scheduler's
+        own set of them (the start-up wait asks each time a worker joins: counting the
+        workers each time made a start of n workers n² steps)."""
+        return len(self.scheduler.running)
 
     def worker_size(self, of=None) -> tuple[int, int] | None:
         """(threads, memory limit) of the cluster's workers (``of(name)``: those it

@@ -197,18 +197,27 @@ class Entry:
 
 
 class EntryWatch(SchedulerPlugin):
-    """Keeps the entry's worker count current (``spark-dask list`` reads it)."""
+    """Keeps the entry's worker count current (``spark-dask list`` reads it) while the
+    cluster runs; once its record says ``closing`` the count is left as it was: the
+    teardown removes every worker, and a rewrite of the record for each of them was
+    work that grew with the cluster (issue 57), for an entry removed moments later."""
 
     name = "spark-dask-entry"
 
     def __init__(self, entry: Entry):
         self.entry = entry
 
+    def closing(self) -> bool:
+        """Whether the record says the cluster closes (or there is none)."""
+        return (self.entry.record or {}).get("status", "closing") == "closing"
+
     def add_worker(self, scheduler, worker):
-        self.entry.update(workers=len(scheduler.workers))
+        if not self.closing():
+            self.entry.update(workers=len(scheduler.workers))
 
     def remove_worker(self, scheduler, worker, **kwargs):
-        self.entry.update(workers=sum(1 for a in scheduler.workers if a != worker))
+        if not self.closing():
+            self.entry.update(workers=len(scheduler.workers) - (worker in scheduler.workers))
 
 
 class HandleWatch(WorkerStatusPlugin):

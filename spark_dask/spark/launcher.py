@@ -15,6 +15,7 @@ import logging
 import re
 import threading
 import time
+import weakref
 from collections.abc import Callable
 
 from spark_dask import executor
@@ -236,13 +237,22 @@ def stage_snapshot(spark, tags) -> tuple[list[dict], set[int]]:
     spark-dask gang's, this cluster's or another's (:data:`spark_dask.spark.jobtags.GANG`);
     a stage that waits with no task running, and another cluster's gang, also get the
     ``description`` of their job (the user's ``setJobDescription``, a gang's own words),
-    which names them better than Spark's call site."""
+    which names them better than Spark's call site.
+
+    The watches read it every few seconds while the cluster runs: only the active jobs
+    are looked up (Spark's tracker keeps every gang job of the application's past, up to
+    ``spark.ui.retainedJobs``), and each array of ids comes over py4j in one call
+    (:func:`java_ints`), not one call per element."""
     sc = spark.sparkContext
+    jtracker = sc._jsc.statusTracker()
+    active = java_ints(sc, jtracker.getActiveJobIds())
+    mine = {j for tag in tags for j in java_ints(sc, jtracker.getJobIdsForGroup(tag))} & active
+    tagged = java_ints(sc, sc._jsc.sc().statusTracker().getJobIdsForTag(jobtags.GANG)) & active if active else set()
+    ours = _stage_ids(sc, jtracker, mine)
+    gangs = ours | _stage_ids(sc, jtracker, tagged - mine)
     tracker = sc.statusTracker()
-    ours = _stage_ids(tracker, (j for tag in tags for j in tracker.getJobIdsForGroup(tag)))
-    gangs = ours | _stage_ids(tracker, sc._jsc.sc().statusTracker().getJobIdsForTag(jobtags.GANG))
     stages = []
-    for sid in tracker.getActiveStageIds():
+    for sid in sorted(java_ints(sc, jtracker.getActiveStageIds())):
         info = tracker.getStageInfo(sid)
         if info is None:
             continue
@@ -254,13 +264,28 @@ def stage_snapshot(spark, tags) -> tuple[list[dict], set[int]]:
     return stages, ours
 
 
-def _stage_ids(tracker, jobs) -> set[int]:
+def _stage_ids(sc, jtracker, jobs) -> set[int]:
     out: set[int] = set()
     for job in jobs:
-        info = tracker.getJobInfo(job)
+        info = jtracker.getJobInfo(job)
         if info is not None:
-            out.update(int(s) for s in info.stageIds)
+            out |= java_ints(sc, info.stageIds())
     return out
+
+
+_ARRAYS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # SparkContext -> java.util.Arrays.toString
+
+
+def java_ints(sc, array) -> set[int]:
+    """The ints of a JVM ``int[]`` (a py4j ``JavaArray``) in one py4j call:
+    ``java.util.Arrays.toString`` (looked up once per SparkContext) and parsed here;
+    iterating the array asks the JVM for each element."""
+    if array is None:
+        return set()
+    text = _ARRAYS.get(sc)
+    if text is None:
+        text = _ARRAYS[sc] = sc._jvm.java.util.Arrays.toString
+    return {int(i) for i in str(text(array)).strip("[]").split(",") if i.strip()}
 
 
 def _description(sc, stage_id: int) -> str | None:

@@ -20,7 +20,7 @@ from spark_dask import SparkCluster
 from spark_dask.parts import parts_of
 from tests.support.paths import ROOT
 from tests.support.processes import dask_processes, wait_until
-from tests.support.spark import active_jobs, assert_no_leftovers
+from tests.support.spark import active_jobs, assert_no_leftovers, make_spark, stop_spark
 
 
 class _Records(logging.Handler):
@@ -245,11 +245,18 @@ def test_two_named_clusters_and_one_closes_itself_when_idle(spark, tmp_path):
             shy = SparkCluster(spark, name="shy", n_workers=1, idle_timeout=4, progress=False, quiet=True)
             try:
                 assert [c["name"] for c in spark_dask.list_clusters()] == ["kept", "shy"]
-                for name in ("kept", "shy"):  # found by name from another process (it joins and leaves)
-                    out = subprocess.run([sys.executable, "-c", JOINER, name], env=env, capture_output=True,
-                                         text=True, timeout=120)  # fmt: skip
-                    assert out.stdout.split() == ["6", "1"], out.stderr[-2000:]
                 with Client(shy) as client:
+                    # A task no worker can run waits (unrunnable): work, by the idle rule, while
+                    # the joiners start. A joiner's Python takes seconds to import before it
+                    # connects, and the one for "kept" comes first: without the waiting task
+                    # "shy" was idle for its 4s meanwhile (and closed) on a busy machine.
+                    waiting = client.submit(sum, [1], resources={"nothing-has-this": 1}, pure=False)
+                    for name in ("kept", "shy"):  # found by name from another process (it joins and leaves)
+                        out = subprocess.run([sys.executable, "-c", JOINER, name], env=env, capture_output=True,
+                                             text=True, timeout=120)  # fmt: skip
+                        assert out.stdout.split() == ["6", "1"], out.stderr[-2000:]
+                    assert shy.status.name == "running"
+                    client.cancel(waiting)
                     assert client.submit(_make_slow(6), 1).result(timeout=60) == 2  # busy beyond the timeout
                     assert shy.status.name == "running"
                     assert _spark_count(spark, 2) is None  # both slots are the clusters'
@@ -269,3 +276,33 @@ def test_two_named_clusters_and_one_closes_itself_when_idle(spark, tmp_path):
     assert not shy._loop_runner.is_started()
     assert_no_leftovers(spark, shy)
     assert_no_leftovers(spark, kept)
+
+
+@pytest.fixture
+def wide_spark():
+    """local-cluster[2,16,1024]: 32 task slots on two executors (an application of its
+    own: it ends the shared one, which the next module starts again)."""
+    s = make_spark("local-cluster[2,16,1024]")
+    yield s
+    stop_spark(s)
+
+
+def test_thirty_two_workers_start_compute_and_close(wide_spark):
+    """Issue 57: 32 Dask workers (one thread, the smallest memory limit each) in one
+    barrier stage, all connected, a computation spread over every one of them, and
+    nothing left after close: no worker process, no Spark job, no port."""
+    cluster = SparkCluster(wide_spark, n_workers=32, threads_per_worker=1, memory_limit="256MiB", progress=False,
+                           quiet=True)  # fmt: skip
+    try:
+        with Client(cluster) as client:
+            workers = client.scheduler_info()["workers"]
+            assert len(workers) == 32 and {w["nthreads"] for w in workers.values()} == {1}
+            assert len({w["name"] for w in workers.values()}) == 32
+            futures = client.map(_make_slow(0.2), range(128))
+            assert client.gather(futures) == [2 * x for x in range(128)]
+            ran = {ws for ws in client.who_has(futures).values() for ws in ws}
+            assert len(ran) == 32, len(ran)  # spread over every worker
+        assert len(dask_processes(cluster.tag)) >= 32
+    finally:
+        cluster.close()
+    assert_no_leftovers(wide_spark, cluster)

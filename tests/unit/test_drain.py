@@ -89,3 +89,45 @@ def test_no_watch_where_spark_does_not_decommission(monkeypatch):
     events = Events([], quiet=True)
     watch(monkeypatch, never, scheduler(("spark-0", "1")), [Pool(["spark-0"])], events, window=None)
     assert events.logs == []
+
+
+class TaskScheduler:
+    """A stand-in for the driver's ``TaskSchedulerImpl`` as py4j shows it (no JVM here):
+    ``pending`` executors decommissioning, each py4j call counted."""
+
+    def __init__(self, pending=()):
+        self.pending, self.calls = set(pending), 0
+
+    def executorsPendingDecommission(self):
+        self.calls += 1
+        return SimpleNamespace(isEmpty=lambda: self.count(not self.pending))
+
+    def getExecutorDecommissionState(self, executor):
+        self.calls += 1
+        state = SimpleNamespace(startTime=lambda: self.count(1000))
+        return SimpleNamespace(isDefined=lambda: self.count(executor in self.pending), get=lambda: self.count(state))
+
+    def count(self, value):
+        self.calls += 1
+        return value
+
+
+def session(task_scheduler):
+    jsc = SimpleNamespace(sc=lambda: SimpleNamespace(taskScheduler=lambda: task_scheduler))
+    jvm = SimpleNamespace(System=SimpleNamespace(currentTimeMillis=lambda: task_scheduler.count(5000)))
+    return SimpleNamespace(sparkContext=SimpleNamespace(_jsc=jsc, _jvm=jvm))
+
+
+@pytest.mark.parametrize("executors", [1, 8, 64])
+def test_a_watch_round_reads_the_same_whatever_the_number_of_executors(executors):
+    """Issue 57: the watch asks every 0.5 s; with no executor decommissioning its py4j
+    reads do not grow with the executors of the cluster's workers (they were two calls
+    per executor: 130 a round at 64)."""
+    from spark_dask.spark.decommission import decommissioning
+
+    ids = [str(i) for i in range(executors)]
+    idle = TaskScheduler()
+    assert decommissioning(session(idle), ids) == {}
+    assert idle.calls == 2, idle.calls
+    busy = TaskScheduler(pending={"0"})
+    assert decommissioning(session(busy), ids) == {"0": 4.0}  # then each executor is asked

@@ -12,6 +12,7 @@ from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
+from distributed.core import Status
 
 from spark_dask import gang as gang_module
 from spark_dask.aio import background
@@ -22,6 +23,7 @@ from spark_dask.gang import Gang
 from spark_dask.groups.adapt import adapt_bounds, size_per_worker
 from spark_dask.groups.pools import PoolContext
 from spark_dask.pool import GangPool
+from spark_dask.scheduler import DriverScheduler
 from spark_dask.waits import watch_starved_stages
 from tests.support.task_specs import FakeLauncher, cluster_options, make_spec
 
@@ -449,3 +451,55 @@ def test_a_drain_longer_than_its_window_ends_the_workers_anyway():
         assert first.wanted == 1 and pool.relaunches == 0 and not pool.recovery.missing
 
     asyncio.run(main())
+
+
+class Steps(dict):
+    """A gang's ``workers`` that counts the entries every look through it visits."""
+
+    steps = 0
+
+    def __iter__(self):
+        for key in super().__iter__():
+            self.steps += 1
+            yield key
+
+    def items(self):
+        for item in super().items():
+            self.steps += 1
+            yield item
+
+    def values(self):
+        for _, value in self.items():
+            yield value
+
+
+@pytest.mark.parametrize("n", [16, 256])
+def test_a_worker_joining_or_leaving_looks_through_no_list_of_workers(n):
+    """Issue 57: each registration counted the gang's connected workers (twice), each
+    removal looked for the worker's name among them: steps growing as n² (66 048 for a
+    start and 32 896 for a close of 256 workers); now none."""
+    pool, side, _ = make_pool(n, slots=n)
+    gang = pool.submit(pool.shape, "start")
+    gang.workers = Steps()
+    addresses = [join(pool, side, gang, k) for k in range(n)]
+    assert gang.status == "running" and pool.connected() == n
+    joined = gang.workers.steps
+    for address in addresses:
+        leave(pool, side, address)
+    assert not gang.workers and pool.connected() == 0
+    assert (joined, gang.workers.steps - joined) == (0, 0)
+
+
+def test_the_start_wait_counts_the_running_workers_without_looking_through_them():
+    """Issue 57: the start-up wait counts the running workers each time one joins; that
+    count looked through every worker (n² steps for a start of n: 65 536 at 256), now it
+    is the size of the scheduler's own set of running workers."""
+
+    class WorkerState(SimpleNamespace):
+        __hash__ = object.__hash__  # as distributed's
+
+    running = [WorkerState(status=Status.running) for _ in range(255)]
+    workers = Steps({f"tls://w{k}:1": ws for k, ws in enumerate([*running, WorkerState(status=Status.paused)])})
+    side = DriverScheduler(asyncio.Event())
+    side.scheduler = SimpleNamespace(workers=workers, running=set(running))
+    assert side.running_workers() == 255 and workers.steps == 0
