@@ -7,7 +7,9 @@ python -m benchmarks delta [options]: reading a Delta table with deletion vector
 (``benchmarks/delta.py``; ``--store s3``: on an S3 API server), not part of the full run;
 python -m benchmarks delta-log [options]: replaying a 10,000-commit Delta log against
 Spark's snapshot (``benchmarks/delta_log.py``). python -m benchmarks soak
-[--minutes N --seed S]: a chaos soak on the multi-host cluster (``benchmarks/soak.py``)."""
+[--minutes N --seed S]: a chaos soak on the multi-host cluster (``benchmarks/soak.py``). python -m benchmarks
+scale [options]: 2 to 64 workers, 2 and 8 hosts (``benchmarks/scale.py``). python -m benchmarks
+mlflow [options]: what the MLflow sampler costs a running workload (``benchmarks/mlflow.py``)."""
 
 import sys
 
@@ -24,6 +26,14 @@ elif args[:1] == ["delta-log"]:
     from benchmarks import delta_log
 
     delta_log.main(args[1:])
+elif args[:1] == ["scale"]:
+    from benchmarks import scale
+
+    scale.main(args[1:])
+elif args[:1] == ["mlflow"]:
+    from benchmarks import mlflow as sampler_overhead
+
+    sampler_overhead.main(args[1:])
 elif args[:1] == ["soak"]:
     from benchmarks import soak
 

@@ -289,10 +289,7 @@ def main() -> None:
     # when the session starts; pandas is not used through Spark here (the rows go to Spark
     # as Arrow batches), so that one warning is off, as in the quick start
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
-    import numpy as np
     from pyspark.sql import SparkSession
-
-    import spark_dask
 
     active = SparkSession.getActiveSession()
     extensions = active.conf.get("spark.sql.extensions", "") if active is not None else ""
@@ -301,7 +298,10 @@ def main() -> None:
     fresh = not (args.path and os.path.exists(os.path.join(args.path, "_delta_log")))
     problem = flag_problem(args, writer, fresh, active is not None, on_databricks)
     if problem:
-        parser.error(problem)  # before Spark starts: exit status 2
+        parser.error(problem)  # before Spark starts (and spark_dask is imported): exit status 2
+    import numpy as np
+
+    import spark_dask
 
     # without --path: a scratch directory, removed at the end
     scratch = None if args.path else tempfile.TemporaryDirectory(prefix="spark-dask-delta-")

@@ -25,6 +25,7 @@ from spark_dask.errors import (
 )
 from spark_dask.handoff.driver import to_dask, to_spark
 from spark_dask.named import NamedCluster, list_clusters
+from spark_dask.tracking import log_cluster
 from spark_dask.xlang.graph import XLangError, XLangTaskError
 
 __version__ = "0.1.0"
@@ -48,6 +49,7 @@ __all__ = [
     "XLangTaskError",
     "doctor",
     "list_clusters",
+    "log_cluster",
     "read_delta",
     "start",
     "to_dask",

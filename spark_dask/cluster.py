@@ -174,6 +174,11 @@ class SparkCluster(Cluster):
         Level below which the scheduler's log lines are not printed; ``false`` prints
         them all. Default: ``'warning'``. (``spark-dask.silence-logs``; CLI
         ``--silence-logs``)
+    mlflow : {'auto', True, False}, optional
+        Keep what the cluster did in the MLflow run: its workers and versions (params),
+        its workers, memory, tasks and GPUs over time (metrics), its performance report
+        and logs (artifacts at close). Default: ``'auto'``. (``spark-dask.mlflow``; CLI
+        ``--mlflow``)
     gpu_mode : {'auto', 'shared', 'exclusive'}, optional
         GPU executors: run the workers beside Spark's own GPU tasks (``shared``) or hold
         their GPUs whole (``exclusive``). Default: ``'auto'``. (``spark-dask.gpu-mode``;
@@ -194,10 +199,10 @@ class SparkCluster(Cluster):
     ``executor-wait``, ``slot-wait``, ``close-timeout``, ``death-timeout``,
     ``kill-grace``, ``lost-worker-grace``, ``no-workers-timeout``, ``drain-timeout``,
     ``close-on-sigterm``, ``state-dir``, ``connect-timeout``, ``dashboard-prefix``,
-    ``rapids.rmm-pool-size``, ``rapids.rmm-reserve``, ``rapids.rmm-fraction``,
-    ``rapids.spill-fraction``, ``rapids.dask-fraction``. The configuration page of the
-    docs describes each one (generated, like this section, from
-    ``spark_dask/options.py``).
+    ``mlflow-interval``, ``rapids.rmm-pool-size``, ``rapids.rmm-reserve``,
+    ``rapids.rmm-fraction``, ``rapids.spill-fraction``, ``rapids.dask-fraction``. The
+    configuration page of the docs describes each one (generated, like this section,
+    from ``spark_dask/options.py``).
 
     Examples
     --------
@@ -244,6 +249,7 @@ class SparkCluster(Cluster):
         idle_timeout: str | float | None = None,
         log_directory: str | None = None,
         databricks_credentials: bool | None = None,
+        mlflow: bool | str | None = None,
         quiet: bool = False,
     ):
         self._parts = ClusterParts(options.resolve(**options.given(locals())), dict(env or {}), None, None)

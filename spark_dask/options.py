@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import importlib.util
 import inspect
 import os
 import re
@@ -623,6 +624,35 @@ OPTIONS: tuple[Option, ...] = (
         keyword=True,
         cli=Cli("--silence-logs", "str", metavar="LEVEL|false"),
     ),
+    Option(
+        "mlflow",
+        "auto",
+        "{'auto', True, False}, optional",
+        "Keep what the cluster did in the MLflow run: its workers and versions (params), its "
+        "workers, memory, tasks and GPUs over time (metrics), its performance report and logs "
+        "(artifacts at close).",
+        "`auto`: on when an MLflow run is active in the thread that starts the cluster (the "
+        "`with spark_dask.start(...)` block inside `mlflow.start_run()`); off, at no cost, where "
+        "MLflow was never imported. `true`: on; without an active run the cluster makes a run of "
+        "its own in the current experiment and ends it at close; refused at once where MLflow is "
+        "not installed (`pip install 'spark-dask[mlflow]'`). `false`: off. Any tracking URI MLflow "
+        "takes; a tracking server that cannot be reached costs one line, not the cluster. "
+        "`spark_dask.log_cluster(cluster)` does the same for a running cluster. See "
+        "[MLflow](user-guide.md#the-cluster-in-your-mlflow-run).",
+        group="output",
+        keyword=True,
+        cli=Cli("--mlflow", "bool-choice", ("run",), choices=("auto", "true", "false")),
+    ),
+    Option(
+        "mlflow-interval",
+        "5s",
+        "str",
+        "Time between two samples of the cluster's metrics in the MLflow run.",
+        "Each sample is one snapshot of the scheduler's state in the driver (no call to the "
+        "workers) and one `log_batch` to the tracking server, sent from a thread of its own.",
+        group="output",
+        time=True,
+    ),
     # ------------------------------------------------------------------ GPUs
     Option(
         "gpu-mode",
@@ -751,6 +781,8 @@ class ClusterOptions:
     dashboard_prefix: str | bool | None
     progress: bool
     silence_logs: str | bool
+    mlflow: str | bool
+    mlflow_interval: float
     gpu_mode: str
     rapids_rmm_pool_size: str | int | bool | None
     rapids_rmm_reserve: str | int
@@ -833,7 +865,29 @@ def resolve(**given) -> ClusterOptions:
         )
     check_gpu_mode(opts["gpu_mode"])
     check_barrier(opts["barrier"], False)
+    check_mlflow(opts["mlflow"], opts["mlflow_interval"])
     return ClusterOptions(**opts)
+
+
+def check_mlflow(mlflow, interval) -> None:
+    """Refuse an ``mlflow`` value that is none of ``auto``, True, False, ``True`` where
+    MLflow is not installed (looked up, not imported: an import takes seconds), and an
+    ``mlflow-interval`` that is not a positive duration.
+
+    >>> check_mlflow("yes", 5)
+    Traceback (most recent call last):
+    ...
+    spark_dask.errors.PlanError: spark-dask: mlflow must be 'auto', True or False, got 'yes'
+    """
+    if mlflow not in ("auto", True, False):
+        raise PlanError(f"spark-dask: mlflow must be 'auto', True or False, got {mlflow!r}")
+    if mlflow is True and importlib.util.find_spec("mlflow") is None:
+        raise PlanError(
+            "spark-dask: mlflow=True, but MLflow is not installed in this Python: "
+            "pip install 'spark-dask[mlflow]' (or mlflow=False)"
+        )
+    if isinstance(interval, bool) or not isinstance(interval, (int, float)) or interval <= 0:
+        raise PlanError(f"spark-dask: mlflow-interval must be a positive duration such as '5s', got {interval!r}")
 
 
 def check_idle_timeout(value) -> float | None:

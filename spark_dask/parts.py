@@ -51,6 +51,10 @@ class ClusterParts:
         Whether the session is Spark Connect.
     drains : list of dict
         What each drain of a decommissioned executor did (:func:`spark_dask.drain.drain_executor`).
+    tracking : spark_dask.tracking.Tracking or None
+        The cluster's record in an MLflow run (made with the start).
+    handoff_bytes : int
+        Bytes moved by ``to_dask`` / ``to_spark`` so far (the MLflow metric).
     """
 
     options: Any
@@ -67,6 +71,8 @@ class ClusterParts:
     timings: dict = field(default_factory=dict)
     connect: bool = False
     drains: list = field(default_factory=list)
+    tracking: Any = None
+    handoff_bytes: int = 0
 
     @property
     def gangs(self) -> list:

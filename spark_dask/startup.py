@@ -28,6 +28,7 @@ from spark_dask.plan import check_request, gang_steps, plan_gang
 from spark_dask.sizes import plural
 from spark_dask.slots import other_clusters
 from spark_dask.spark.session import cluster_facts, connect_session_problem, is_connect
+from spark_dask.tracking import Tracking
 from spark_dask.waits import StartWait, watch_faults, watch_session_stop, watch_starved_stages
 from spark_dask.worker_flags import check_worker_options
 
@@ -107,6 +108,8 @@ class Startup:
         self.idle_close = idle_close
         self.register_signals = register_signals
         self.connected = False  # every starting worker connected
+        # in the thread that starts the cluster: MLflow's active run is that thread's
+        parts_of(cluster).tracking = Tracking(parts_of(cluster).options.mlflow)
         self.watchers: list[asyncio.Task] = []  # faults; stage starvation or session stop; drains; idleness
 
     async def run(self, t0: float) -> None:
@@ -194,6 +197,7 @@ class Startup:
             idle_watch = idle.close_when_idle(c.scheduler, p.options.idle_timeout, self.idle_close)
             self.watchers.append(asyncio.ensure_future(idle_watch))
         self.register_signals()  # a no-op outside the main thread (sync start: __init__)
+        p.tracking.begin(c)  # in the background: the start never waits on MLflow
         plan = p.pools[DEFAULT].shape
         groups = "".join(
             f" + worker group {name}: {plural(pool.shape.n_workers, pool.shape.kind + ' worker')}"

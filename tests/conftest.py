@@ -25,6 +25,7 @@ from tests.support import hosts as hostlib
 from tests.support.delta_tables import DELTA_SPARK
 from tests.support.extras import needs
 from tests.support.jars import require
+from tests.support.mlflow_server import MLflowServer, server_or_skip
 from tests.support.multihost import MULTIHOST_GPUS, multihost_or_skip
 from tests.support.spark import DEFAULT_SPARK, PYSPARK_VERSION, submit_args
 
@@ -170,6 +171,21 @@ def delta_spark(delta_spark_pool):
     require("delta-3.5")
     yield delta_spark_pool.take()
     delta_spark_pool.give_back()
+
+
+@pytest.fixture(scope="session")
+def mlflow_server(request, tmp_path_factory):
+    """A real ``mlflow server`` for the session (sqlite store, artifacts served through it,
+    a port the OS picks: :class:`tests.support.mlflow_server.MLflowServer`): its ``uri``,
+    ``down()`` for a block while it is stopped. Its log stays under pytest's temporary
+    directory; its tail is printed at the end of a session with a failed test."""
+    server = MLflowServer(server_or_skip(), str(tmp_path_factory.mktemp("mlflow-server")))
+    with server:
+        yield server
+    if request.session.testsfailed:
+        reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"\nmlflow server's log ({server.log}), the end:\n{server.log_tail()}")
 
 
 @pytest.fixture

@@ -17,9 +17,10 @@
 #            tests/support/jars.py fetches those (pinned, sha1-checked) into ~/.cache/spark-dask/jars
 #
 # First ruff (lint and format check, pyproject.toml's [tool.ruff]); then the .venv suite
-# (multi-host tests excepted), then the .venv35 core tests beside the multi-host tests and,
-# once those end, a short benchmark (python -m benchmarks --quick: N = 2, 1 repetition) that
-# prints its table; it fails only if the benchmark breaks, not on timings.
+# (multi-host tests excepted, and a few that run later: LATER below), then the .venv35 core
+# tests beside the multi-host tests and, once those end, the LATER tests and a short
+# benchmark (python -m benchmarks --quick: N = 2, 1 repetition) that prints its table; it
+# fails only if the benchmark breaks, not on timings.
 #
 # Needs Python >= 3.10 as python3 (or $PYTHON) and Java 17. Arguments go to every pytest
 # run (e.g. -x). Exit status: non-zero when an environment fails to install, ruff finds
@@ -29,18 +30,37 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 
 venv() {  # venv DIR PIP-ARGS...: create DIR (once) and install into it
-    # --no-compile: no bytecode for every installed file (~20 s of CPU for .venv); Python
-    # compiles what the tests import, once
+    # --no-compile: pip would compile every installed file in turn, in the install's time;
+    # bytecode() does it after, on both cores, beside other work
     local dir=$1
     shift
     [ -x "$dir/bin/python" ] || "$PYTHON" -m venv "$dir" || return 1
     "$dir/bin/pip" install -q --no-compile "$@"
 }
 
+bytecode() {  # bytecode DIR: the bytecode of DIR's packages and of this repository's code
+    # Where PYTHONDONTWRITEBYTECODE is set (this project's machines set it) Python writes
+    # no .pyc as it imports: without these, every process the tests start (each Dask
+    # worker, pyspark's Python workers, the CLI, the examples) compiles all it imports
+    # again (tests/unit's subprocess-heavy modules took twice the CPU: 33 s, 16 s with
+    # them). compileall writes them whatever that setting says; a file it cannot compile
+    # only costs speed.
+    "$1/bin/python" -m compileall -q -j 2 "$1"/lib/python3*/site-packages \
+        spark_dask tests tools examples benchmarks conftest.py >/dev/null 2>&1
+    return 0
+}
+
 fetches() {  # the downloads that need no venv, beside the pip installs below
+    # the MLflow tracking server the MLflow tests start, in an environment of its own (the full
+    # mlflow package caps pyarrow below the newest that .venv tests): ~650 MB, once; beside
+    # the jars (both mostly downloads)
+    timeout 900 "$PYTHON" -m tests.support.mlflow_server install >/dev/null &
+    local mlflow_pid=$!
     # Spark's own artifacts the pyspark 3.5 tests load (Connect server, Delta, RAPIDS)
     timeout 900 "$PYTHON" -m tests.support.jars fetch >/dev/null ||
-        { echo "run-all: fetching the jars from Maven Central failed (python -m tests.support.jars fetch)" >&2; return 1; }
+        { echo "run-all: fetching the jars from Maven Central failed (python -m tests.support.jars fetch)" >&2; kill "$mlflow_pid"; return 1; }
+    wait "$mlflow_pid" ||
+        { echo "run-all: installing the MLflow server failed (python -m tests.support.mlflow_server install)" >&2; return 1; }
     # the Node.js client and worker examples' packages (tests/spark/test_connection.py,
     # test_xlang.py and test_node_worker.py run them); without npm those checks skip
     # locally and fail under CI
@@ -71,8 +91,20 @@ venv .venv35 -e '.[test-core]' 'pyspark[connect]==3.5.5' 'pandas<3' 'numpy<2' 'p
     'deltalake>=0.18' 'dask-deltatable>=0.3' "dask[dataframe,array]==$(lowest dask)" "distributed==$(lowest distributed)" \
     > "$logs/install-venv35.log" 2>&1 ||
     { cat "$logs/install-venv35.log" >&2; echo "run-all: installing .venv35 failed" >&2; kill "$fetches_pid" "$venv_pid"; exit 1; }
+# .venv35's bytecode, then the class-data archives of its JVMs (tests/support/cds.py: each
+# Spark application of the tests then starts ~35 % quicker), built once per JDK and pyspark
+# (~/.cache/spark-dask/cds): .venv35 installs first (.venv has the more packages: 287 s
+# against 395 s side by side on a loaded machine), and the pip installs leave a core
+# mostly idle, so they start here rather than beside the unit tests of the first pytest
+# run. A failed build only costs that speed.
+{ bytecode .venv35; .venv35/bin/python -m tests.support.cds build; } &
+cds_old=$!
 wait "$venv_pid" ||
-    { cat "$logs/install-venv.log" >&2; echo "run-all: installing .venv failed" >&2; kill "$fetches_pid"; exit 1; }
+    { cat "$logs/install-venv.log" >&2; echo "run-all: installing .venv failed" >&2; kill "$fetches_pid" "$cds_old"; exit 1; }
+# .venv's bytecode beside ruff, its class-data archives and the first unit tests (a module
+# imported before its .pyc is written is compiled in memory, as without them)
+bytecode .venv &
+bytecode_newest=$!
 t1=$SECONDS
 wait "$fetches_pid" || exit 1
 t2=$SECONDS
@@ -96,20 +128,34 @@ status_lint=$?
 # XDG_RUNTIME_DIR (the state directory of named clusters), its own pytest temporary
 # directory, no pytest cache; its output goes to a log printed when it ends.
 # --durations: where the CI time goes.
+#
+# LATER: tests of the newest pyspark only (none of them core) that each run a Spark
+# application of their own in a subprocess (the examples, the notebooks, the post's
+# walk-through): ~185 s of the first run on CI's two cores, keeping ~0.9 of them busy
+# (164 s of CPU, the process tree's, measured). They run after the multi-host tests
+# instead, beside the rest of the 3.5 core tests, which outlast the multi-host tests by
+# ~240 s and there had the machine to themselves but for the benchmark. Node ids
+# (file::name) are deselected from the first run, modules ignored: the two runs together
+# are the whole suite.
+LATER=(tests/spark/test_examples.py tests/spark/test_notebooks.py tests/spark/test_docs.py::test_post_python_blocks_run)
+not_later=()
+for t in "${LATER[@]}"; do
+    case $t in
+        *::*) not_later+=(--deselect "$t") ;;
+        *) not_later+=(--ignore "$t") ;;
+    esac
+done
 t2=$SECONDS
-# The class-data archives of both environments' JVMs (tests/support/cds.py: each Spark
-# application of the tests then starts ~35 % quicker), built once per JDK and pyspark
-# (~/.cache/spark-dask/cds) beside the unit tests, which start no JVM; the first Spark
-# test of each run waits for its environment's (tests/conftest.py). A failed build only
-# costs that speed.
+# The class-data archives of .venv's JVMs (.venv35's: above), built beside the unit
+# tests, which start no JVM; the first Spark test of each run waits for its environment's
+# (tests/conftest.py).
 .venv/bin/python -m tests.support.cds build &
 cds_newest=$!
-.venv35/bin/python -m tests.support.cds build &
-cds_old=$!
-echo "run-all: pyspark $newest: the whole suite but the multi-host tests (-m 'not multihost')"
-.venv/bin/python -m pytest -m "not multihost" --durations=25 "$@"
+echo "run-all: pyspark $newest: the whole suite but the multi-host tests (-m 'not multihost')" \
+    "and the ones that run after them (${LATER[*]})"
+.venv/bin/python -m pytest -m "not multihost" "${not_later[@]}" --durations=25 "$@"
 status_newest=$?
-wait "$cds_newest" "$cds_old"
+wait "$cds_newest" "$cds_old" "$bytecode_newest"
 t3=$SECONDS
 echo "run-all: pyspark $old, distributed $lowest_dask: the core tests (-m 'core and not newest')," \
     "beside the multi-host tests; their output follows the multi-host tests'"
@@ -128,11 +174,16 @@ echo "run-all: pyspark $newest: the multi-host tests (-m multihost)"
 .venv/bin/python -m pytest -m multihost --durations=10 "$@"
 status_multihost=$?
 t4=$SECONDS
+echo "run-all: pyspark $newest: the tests that run after the multi-host tests (${LATER[*]})," \
+    "beside the rest of the 3.5 core tests"
+.venv/bin/python -m pytest -m "not multihost" --durations=10 "$@" "${LATER[@]}"
+status_later=$?
+t4b=$SECONDS
 # A short benchmark (N = 2, 1 repetition, one master): it prints the start-up and
 # teardown table; it fails only when the benchmark itself breaks, never on timings. It
-# runs beside the rest of the 3.5 core tests, which outlast the multi-host tests by some
-# 150 s and leave a core free (~45 s saved); its figures are a smoke check, not figures:
-# docs/benchmarks.md's come from runs with nothing beside them.
+# runs beside the rest of the 3.5 core tests (the multi-host tests' slack, with the LATER
+# tests); its figures are a smoke check, not figures: docs/benchmarks.md's come from
+# runs with nothing beside them.
 echo "run-all: short benchmark (python -m benchmarks --quick), beside the rest of the 3.5 core tests"
 bench_json=$(mktemp -d)/bench.json
 timeout 900 .venv/bin/python -m benchmarks --quick --reps 1 --master 'local-cluster[2,1,1024]' \
@@ -150,6 +201,7 @@ echo "run-all: ruff: exit $status_lint;" \
     "pyspark $newest suite (not multihost): exit $status_newest in $((t3 - t2)) s;" \
     "pyspark $old core tests: exit $status_old in $old_s s;" \
     "multi-host tests: exit $status_multihost in $((t4 - t3)) s;" \
-    "short benchmark: exit $status_bench in $((t5 - t4)) s (the three together: $((t6 - t3)) s); total $((t6 - t0)) s"
+    "the tests after them: exit $status_later in $((t4b - t4)) s;" \
+    "short benchmark: exit $status_bench in $((t5 - t4b)) s (the four together: $((t6 - t3)) s); total $((t6 - t0)) s"
 [ "$status_lint" -eq 0 ] && [ "$status_newest" -eq 0 ] && [ "$status_old" -eq 0 ] &&
-    [ "$status_multihost" -eq 0 ] && [ "$status_bench" -eq 0 ]
+    [ "$status_multihost" -eq 0 ] && [ "$status_later" -eq 0 ] && [ "$status_bench" -eq 0 ]

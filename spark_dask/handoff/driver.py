@@ -370,6 +370,7 @@ def to_dask(df, *, client=None, npartitions: int | None = None, backend: str | N
             df, spec, schema, tz, large, cpu_only, f"{cluster.tag}-to-dask-{tid}", f"spark-dask: to_dask -> {cluster.tag}",
         )  # fmt: skip
         parts = ordered_parts(rows)
+        parts_of(cluster).handoff_bytes += sum(p["bytes"] for p in parts)
         futures = _load(client, transfers, tid, parts, backend)
     except BaseException:
         transfers.remove_now(tid)
@@ -507,6 +508,7 @@ def to_spark(ddf, spark=None, *, client=None, schema=None, checkpoint: bool = Fa
         rows = batch_rows(arrow_schema, WRITE_BATCH_BYTES)
         tasks = [write(part, i, dirname, schema_bytes, rows, infer) for i, part in enumerate(parts)]
         written = client.gather(client.compute(tasks))
+        parts_of(cluster).handoff_bytes += sum(w["bytes"] for w in written)
         transfers.add(tid, {(w["hostname"], _parent(w["path"])) for w in written if w["path"]})
         if infer:
             spark_schema = arrow_types.merged_object_types(spark_schema, written, infer)

@@ -10,7 +10,6 @@ import pytest
 
 from spark_dask import widget
 from tests.support.processes import wait_until
-from tests.support.spark import make_spark, stop_spark
 from tests.support.web import Chromium, chromium_or_skip
 
 TABLE_PARTS = {"table", "thead", "tbody", "tfoot", "tr"}
@@ -126,11 +125,11 @@ def chromium():
     return chromium_or_skip()
 
 
-@pytest.fixture(scope="module")
-def spark(chromium):  # the browser is checked first: no Spark start for a skipped test
-    s = make_spark("local-cluster[2,1,1024]")
-    yield s
-    stop_spark(s)
+def _executor_ids(spark) -> list[str]:
+    """The session's executors (the shared ``spark`` of tests/conftest.py: its first two,
+    or those Spark's master started in place of lost ones)."""
+    ids = spark.sparkContext._jsc.sc().getExecutorIds()
+    return sorted(ids.apply(i) for i in range(ids.size()))
 
 
 OPEN_ALL_DETAILS = "document.querySelectorAll('details').forEach(d => d.open = true); true"
@@ -167,8 +166,11 @@ async def _render(chromium: str, page_html: str, path: str, shot: str) -> dict:
 @pytest.mark.spark
 @pytest.mark.timeout(300)
 def test_widget_repr_and_task_log_of_a_real_cluster(chromium, spark, tmp_path):
+    # chromium first: a skipped test starts no Spark; spark: the shared local-cluster[2,1,1024]
     from spark_dask import SparkCluster
 
+    live = _executor_ids(spark)
+    assert len(live) == 2, live
     cluster = SparkCluster(spark, n_workers=2, progress=False)
     try:
         assert wait_until(lambda: len(cluster.scheduler_info["workers"]) == 2, 30)
@@ -182,7 +184,7 @@ def test_widget_repr_and_task_log_of_a_real_cluster(chromium, spark, tmp_path):
             f"task {p} on executor {w['spark']['executor_id']} ({w['spark']['host']}): running"
             for p, w in sorted((w["spark"]["partition"], w) for w in cluster.scheduler_info["workers"].values())
         ], log
-        assert len(task_lines) == 2 and executors == ["0", "1"]
+        assert len(task_lines) == 2 and executors == live
         assert "workers=2, status=running" in repr(cluster)
 
         page = cluster._repr_html_()
@@ -196,7 +198,7 @@ def test_widget_repr_and_task_log_of_a_real_cluster(chromium, spark, tmp_path):
         assert "Workers: 2" in seen["sched"] and "Total threads: 2" in seen["sched"], seen["sched"]
         assert seen["taskSummary"] == "Spark barrier tasks: 2 (running)"
         assert [r[0] for r in seen["taskRows"]] == ["0", "1"] and all(r[-1] == "running" for r in seen["taskRows"])
-        assert sorted(r[1] for r in seen["taskRows"]) == ["0", "1"]
+        assert sorted(r[1] for r in seen["taskRows"]) == live
         assert all(r[2] and "spark-" in r[4] for r in seen["taskRows"]), seen["taskRows"]
     finally:
         cluster.close()
