@@ -62,8 +62,8 @@ DISTRIBUTED: tuple[Internal, ...] = (
     ),
     Internal(
         "Scheduler.running, .idle, .idle_task_count, .saturated",
-        "xlang_scheduler, scheduler",
-        "the sets every placement of an unrestricted task picks from; the start-up wait counts .running",
+        "xlang_scheduler",
+        "the sets every placement of an unrestricted task picks from",
     ),
     Internal(
         "Scheduler.transition(key, finish, stimulus_id, **kwargs), .transitions(recommendations, stimulus_id)",

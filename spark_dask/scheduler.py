@@ -215,10 +215,12 @@ class DriverScheduler:
         watch.on_add, watch.on_remove, watch.on_leaving = on_add, on_remove, on_leaving
 
     def running_workers(self) -> int:
-        """Workers in status ``running`` (connected and ready): the size of the scheduler's
-        own set of them (the start-up wait asks each time a worker joins: counting the
-        workers each time made a start of n workers n² steps)."""
-        return len(self.scheduler.running)
+        """Workers in status ``running`` (connected and ready). Their status, not the
+        scheduler's ``running`` set: the cross-language scheduler takes workers of other
+        languages out of that set (no Python task is placed on them), and they count here
+        (a start of Node.js workers waited for them in vain). n per call, n² over a start
+        of n workers: 4,096 comparisons at 64, microseconds."""
+        return sum(ws.status == Status.running for ws in self.scheduler.workers.values())
 
     def worker_size(self, of=None) -> tuple[int, int] | None:
         """(threads, memory limit) of the cluster's workers (``of(name)``: those it

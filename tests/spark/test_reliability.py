@@ -10,7 +10,6 @@ import textwrap
 import threading
 import time
 
-import dask
 import psutil
 import pytest
 from distributed import Client
@@ -113,14 +112,12 @@ def test_start_close_cycles_do_not_leak(spark):
 
 @pytest.mark.core
 def test_busy_slots_fail_fast_and_name_the_holder(spark):
-    # the start gives up after slot-wait (15 s by default) without a running task: 3 s
-    # here, what is checked is that it fails, and says why, not how long the default is
-    with spark_dask.start(spark, n_workers=2, progress=False) as holder, dask.config.set({"spark-dask.slot-wait": 3}):
+    with spark_dask.start(spark, n_workers=2, progress=False) as holder:
         t0 = time.monotonic()
         with pytest.raises(SparkDaskError, match="got no free task slots") as e:
             spark_dask.start(spark, n_workers=1, progress=False)
         assert time.monotonic() - t0 < 45
-        assert "within 3s" in str(e.value) and "running tasks" in str(e.value)
+        assert "running tasks" in str(e.value)
         assert holder.submit(slow_inc, 1).result() == 2  # the first cluster is unharmed
         assert len(active_jobs(spark)) == 1
     assert wait_until(lambda: not active_jobs(spark))

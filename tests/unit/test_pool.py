@@ -12,7 +12,6 @@ from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
-from distributed.core import Status
 
 from spark_dask import gang as gang_module
 from spark_dask.aio import background
@@ -23,7 +22,6 @@ from spark_dask.gang import Gang
 from spark_dask.groups.adapt import adapt_bounds, size_per_worker
 from spark_dask.groups.pools import PoolContext
 from spark_dask.pool import GangPool
-from spark_dask.scheduler import DriverScheduler
 from spark_dask.waits import watch_starved_stages
 from tests.support.task_specs import FakeLauncher, cluster_options, make_spec
 
@@ -488,18 +486,3 @@ def test_a_worker_joining_or_leaving_looks_through_no_list_of_workers(n):
         leave(pool, side, address)
     assert not gang.workers and pool.connected() == 0
     assert (joined, gang.workers.steps - joined) == (0, 0)
-
-
-def test_the_start_wait_counts_the_running_workers_without_looking_through_them():
-    """Issue 57: the start-up wait counts the running workers each time one joins; that
-    count looked through every worker (n² steps for a start of n: 65 536 at 256), now it
-    is the size of the scheduler's own set of running workers."""
-
-    class WorkerState(SimpleNamespace):
-        __hash__ = object.__hash__  # as distributed's
-
-    running = [WorkerState(status=Status.running) for _ in range(255)]
-    workers = Steps({f"tls://w{k}:1": ws for k, ws in enumerate([*running, WorkerState(status=Status.paused)])})
-    side = DriverScheduler(asyncio.Event())
-    side.scheduler = SimpleNamespace(workers=workers, running=set(running))
-    assert side.running_workers() == 255 and workers.steps == 0
