@@ -14,7 +14,7 @@ from dask.utils import parse_timedelta
 
 from spark_dask.spark.conf import conf
 
-__all__ = ["ENABLED", "FORCE_KILL", "KILL_INTERVAL", "any_pending", "decommissioning", "decommissions", "kill_timeouts"]
+__all__ = ["ENABLED", "FORCE_KILL", "KILL_INTERVAL", "decommissioning", "decommissions", "kill_timeouts"]
 
 ENABLED = "spark.decommission.enabled"
 # Spark kills a decommissioned executor after this (optional; driver side) ...
@@ -39,15 +39,9 @@ def kill_timeouts(spark) -> tuple[float | None, float | None]:
 def decommissioning(spark, executor_ids: list[str]) -> dict[str, float]:
     """``{executor id: seconds since Spark began decommissioning it}`` for those of
     ``executor_ids`` that Spark decommissions (blocking: py4j reads of the driver's task
-    scheduler, a classic session only).
-
-    The watch asks every half second: first whether Spark decommissions any executor at
-    all (:func:`any_pending`, a read of the same size whatever the number of executors),
-    and only then about each of ``executor_ids``."""
+    scheduler, a classic session only)."""
     jsc = spark.sparkContext._jsc.sc()
     scheduler = jsc.taskScheduler()
-    if not executor_ids or not any_pending(scheduler):
-        return {}
     now = spark.sparkContext._jvm.System.currentTimeMillis()
     out = {}
     for executor in executor_ids:
@@ -55,14 +49,3 @@ def decommissioning(spark, executor_ids: list[str]) -> dict[str, float]:
         if state.isDefined():
             out[executor] = max(now - state.get().startTime(), 0) / 1000
     return out
-
-
-def any_pending(scheduler) -> bool:
-    """Whether the driver's task scheduler (``TaskSchedulerImpl``) decommissions an
-    executor now: its ``executorsPendingDecommission`` map (a public accessor in Spark
-    3.5 and 4.x, ``javap``) not empty. True where it cannot be read that way (the caller
-    then asks about each executor, ``getExecutorDecommissionState``)."""
-    try:
-        return not scheduler.executorsPendingDecommission().isEmpty()
-    except Exception:  # noqa: BLE001 - another scheduler or Spark version: ask each executor
-        return True
