@@ -118,10 +118,9 @@ def close_and_exit(nanny):
         ``spark_dask_close(reason=...)``, to put in ``nanny.handlers``.
     """
 
-    async def spark_dask_close(reason="spark-dask cluster closed"):
-        # The cluster is closing: stop the worker process, then leave at once. An
-        # interpreter shutdown after `dask worker` ends costs 0.1-0.5 s that the Spark
-        # task (and so the end of the Spark job) would wait for.
+    leaving: list[asyncio.Task] = []  # the close task, referenced until the process leaves
+
+    async def close_then_leave(reason: str) -> None:
         try:
             await asyncio.wait_for(nanny.close(reason=reason), NANNY_CLOSE_WAIT)
         except asyncio.TimeoutError:
@@ -132,6 +131,17 @@ def close_and_exit(nanny):
         finally:
             logging.shutdown()  # flush the log the Spark task reads
             os._exit(0)
+
+    async def spark_dask_close(reason="spark-dask cluster closed"):
+        # The cluster is closing: stop the worker process, then leave at once. An
+        # interpreter shutdown after `dask worker` ends costs 0.1-0.5 s that the Spark
+        # task (and so the end of the Spark job) would wait for. The close runs in a task
+        # of its own, shielded: the nanny's close cancels the tasks that serve its comms,
+        # this handler's among them (Server.close stops its background tasks), and the
+        # process would otherwise leave half-way through it.
+        if not leaving:
+            leaving.append(asyncio.ensure_future(close_then_leave(reason)))
+        await asyncio.shield(leaving[0])
 
     return spark_dask_close
 
