@@ -192,6 +192,51 @@ def worker_floor(n: int, nanny: bool = True) -> float:
     return asyncio.run(main())
 
 
+def idle_floor(n: int, seconds: float, settle: float = 2.0) -> dict:
+    """distributed's own idle cost at N workers: a bare ``Scheduler`` in this process
+    (TLS, as spark-dask's; no dashboard) and N bare ``dask worker --nanny`` processes
+    (TLS, one thread), all registered, then ``settle`` seconds (their first heartbeats),
+    then this process's CPU over ``seconds`` (% of one core; the measurement window
+    itself, not a wait for something). The floor under the idle cluster's figure."""
+    import logging
+    import tempfile
+
+    from distributed import Scheduler
+    from distributed.security import Security
+
+    logging.getLogger("distributed").setLevel(logging.WARNING)
+    security = Security.temporary()
+    me = psutil.Process()
+
+    async def main(pem: str):
+        async with Scheduler(port=0, dashboard=False, host="127.0.0.1", protocol="tls", security=security) as s:
+            cmd = [sys.executable, "-m", "distributed.cli.dask_worker", s.address, "--nthreads", "1",
+                   "--no-dashboard", "--nanny", "--tls-ca-file", pem, "--tls-cert", pem, "--tls-key", pem]  # fmt: skip
+            procs = [subprocess.Popen(cmd, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL) for _ in range(n)]
+            try:
+                deadline = time.monotonic() + 60 + 5 * n  # N interpreters' imports on a small machine
+                while len(s.workers) < n:
+                    if time.monotonic() > deadline:
+                        return {"error": f"{len(s.workers)} of {n} bare workers registered"}
+                    await asyncio.sleep(0.05)
+                await asyncio.sleep(settle)
+                t0, c0 = time.monotonic(), me.cpu_times()
+                await asyncio.sleep(seconds)
+                dt, c1 = time.monotonic() - t0, me.cpu_times()
+                return {"py_cpu_pct": 100 * ((c1.user + c1.system) - (c0.user + c0.system)) / dt}
+            finally:
+                for p in procs:
+                    p.terminate()
+                for p in procs:
+                    p.wait(30)
+
+    with tempfile.TemporaryDirectory() as d:
+        pem = os.path.join(d, "bench.pem")  # the key and its certificate, one file
+        with open(pem, "w") as f:
+            f.write(security.tls_worker_key + "\n" + security.tls_worker_cert)
+        return asyncio.run(main(pem))
+
+
 # ------------------------------------------------------------------------------ ours
 def ours(spark, n: int, options: dict, where: bool = False) -> dict:
     """start() -> N workers connected; close() -> no Dask process, no active Spark job.

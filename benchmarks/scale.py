@@ -383,13 +383,16 @@ def startup_part(spark, n: int, reps: int, options: dict, note, naive: bool = Tr
     return out
 
 
-def idle_part(spark, n: int, seconds: float, options: dict):
-    """The driver idle without a cluster, then with N workers running; the cluster is
-    returned running (the next parts use it)."""
+def idle_part(spark, n: int, seconds: float, options: dict, floor: bool = True):
+    """The driver idle without a cluster, distributed's own floor (a bare scheduler with
+    N bare workers: :func:`measure.idle_floor`, where ``floor``), then the driver with N
+    workers running; the cluster is returned running (the next parts use it)."""
     from spark_dask import SparkCluster
 
     measure.wait_idle(spark)
     out = {"without": sample_idle(seconds)}
+    if floor:
+        out["floor"] = measure.idle_floor(n, seconds)
     rss0 = rss_now()
     cluster = SparkCluster(spark, n_workers=n, **options)
     time.sleep(2.0)  # excluded from the window: the start's own after-work (first heartbeats)
@@ -497,7 +500,7 @@ def one_size(n: int, args, note) -> dict:
         if "startup" in args.parts:
             R["startup"] = startup_part(spark, n, args.reps, options, note, n <= args.naive_max)
         if {"idle", "drain", "handoff"} & set(args.parts):  # one cluster for these parts
-            idle, cluster = idle_part(spark, n, args.idle_seconds, options)
+            idle, cluster = idle_part(spark, n, args.idle_seconds, options, n <= args.naive_max)
             try:
                 R["idle"] = idle
                 note(f"N={n} idle: {json.dumps(idle['with'])}; without a cluster: {json.dumps(idle['without'])}")
@@ -547,6 +550,8 @@ def summarize(sizes: list[dict]) -> dict:
                 for k, v in idle[when].items():
                     if not isinstance(v, dict):
                         f[f"{k}_{when}"] = v
+            if "py_cpu_pct" in idle.get("floor", {}):
+                f["py_cpu_pct_floor"] = idle["floor"]["py_cpu_pct"]
             f["rss_growth_mb"] = idle["rss_growth_mb"]
             f["worker_uss_mb"] = idle["workers_memory"]["uss_mb"]
             f["executor_rss_mb"] = med(idle["executor_rss_mb"])
@@ -573,14 +578,16 @@ def render(R: dict) -> str:
                     "naive ÷ stage", "teardown s", "cancel stage s"], rows)  # fmt: skip
     if any("py_cpu_pct_with" in f for f in by_n.values()):
         rows = [[n, f"{fmt(f.get('py_cpu_pct_with'), 1)} ({fmt(f.get('py_cpu_pct_without'), 1)})",
+                 fmt(f.get("py_cpu_pct_floor"), 1),
                  f"{fmt(f.get('jvm_cpu_pct_with'), 1)} ({fmt(f.get('jvm_cpu_pct_without'), 1)})",
                  f"{fmt(f.get('threads_with'), 0)} ({fmt(f.get('threads_without'), 0)})",
                  f"{fmt(f.get('py4j_per_s_with'), 1)} ({fmt(f.get('py4j_per_s_without'), 1)})",
                  fmt(f.get("rss_growth_mb"), 0), fmt(f.get("worker_uss_mb"), 0), fmt(f.get("executor_rss_mb"), 0)]
                 for n, f in by_n.items() if "py_cpu_pct_with" in f]  # fmt: skip
         lines += ["", f"driver idle over {R['idle_seconds']:g} s with N workers running (in brackets: the same "
-                  "application without a cluster)", ""]  # fmt: skip
-        lines += table(["N", "Python CPU %", "JVM CPU %", "Python threads", "py4j calls/s", "driver RSS growth MB",
+                  "application without a cluster; distributed's floor: a bare scheduler in the benchmark's "
+                  "process with N bare workers, TLS, idle as long)", ""]  # fmt: skip
+        lines += table(["N", "Python CPU %", "distributed's floor %", "JVM CPU %", "Python threads", "py4j calls/s", "driver RSS growth MB",
                         "worker process USS MB", "executor JVM RSS MB"], rows)  # fmt: skip
     rows = [[n, fmt(f.get("drained_s")), fmt(f.get("drain_full_s"))] for n, f in by_n.items() if "drained_s" in f]
     if rows:
@@ -598,6 +605,9 @@ def render(R: dict) -> str:
         for part in ("drain", "handoff"):
             if "error" in (S.get(part) or {}):
                 lines += ["", f"N={S['n']}: the {part} part failed: {S[part]['error']}"]
+        floor = (S.get("idle") or {}).get("floor") or {}
+        if "error" in floor:
+            lines += ["", f"N={S['n']}: distributed's idle floor failed: {floor['error']}"]
     keys = [k for k in ("start", "stage", "naive", "close", "py_cpu_pct_with", "py4j_per_s_with", "threads_with",
                         "rss_growth_mb", "drain_full_s", "to_dask_s") if any(k in f for f in by_n.values())]  # fmt: skip
     rows = [[k, fmt(growth(by_n, k)), fmt(extrapolate(by_n, k))] for k in keys]
@@ -610,14 +620,16 @@ def render(R: dict) -> str:
 def render_hosts(H: dict) -> str:
     """The lost-host table (and why a bed failed, if one did)."""
     rows = []
-    for w, e in H["runs"].items():
+    for key, e in H["runs"].items():
+        w = key.split()[0]  # "8 isolated"; runs before the two modes: "8" (one barrier stage)
+        mode = "one barrier stage" if e.get("barrier", True) else "a Spark job per worker"
         after = e["dask_back_s"] - e["spark_back_s"] if e.get("dask_back_s") and e.get("spark_back_s") else None
-        rows.append([w, str(e["workers"]), fmt(e.get("replace_s")), fmt(e.get("spark_back_s")),
+        rows.append([w, mode, str(e["workers"]), fmt(e.get("replace_s")), fmt(e.get("spark_back_s")),
                      fmt(e.get("dask_back_s")), fmt(after), fmt(e.get("start_s")),
                      fmt(after / e["start_s"] if after and e.get("start_s") else None)])  # fmt: skip
     lines = [f"a worker host lost (every process killed) and a fresh one started in its place; {H['cores']} cores "
              "and as many stand-in GPUs per host, a Dask worker per GPU; seconds from the kill", ""]  # fmt: skip
-    lines += table(["worker hosts", "Dask workers", "new host up", "Spark's executors back", "Dask cluster full again",
+    lines += table(["worker hosts", "workers run as", "Dask workers", "new host up", "Spark's executors back", "Dask cluster full again",
                     "Dask after Spark", "warm start-up of as many", "after Spark ÷ start-up"], rows)  # fmt: skip
     if H.get("error"):
         lines += ["", f"the lost-host part failed: {H['error']}"]

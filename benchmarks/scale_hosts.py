@@ -1,14 +1,16 @@
 """The lost-host part of ``python -m benchmarks scale`` (``benchmarks/scale.py``): on the
 multi-host bed (``tests/support/hosts.py``: network namespaces on this machine, root), W
 worker hosts of 2 cores and 2 stand-in GPUs each, a spark-dask cluster with a worker per
-GPU (2W workers, one barrier stage). One worker host is killed (every process at once, a
-lost machine) and a fresh one started in its place (``Hosts.replace_host``: a new
-holder, an empty disk, its Spark Worker). Measured from the kill, on the driver (the
-same monotonic clock, one machine): when Spark has all W executors again, and when the
-Dask cluster has its 2W workers again, none of the lost host's old ones among them;
-beside them, the warm start-up of the same 2W workers on the same bed just before (a
-barrier gang that lost a host starts all its workers again). The hosts are removed at
-the end, also on failure.
+GPU (2W workers), once as one barrier stage (``barrier=True``, the default) and once as a
+Spark job per worker (``barrier=False``), on the same bed. One worker host is killed
+(every process at once, a lost machine) and a fresh one started in its place
+(``Hosts.replace_host``: a new holder, an empty disk, its Spark Worker). Measured from
+the kill, on the driver (the same monotonic clock, one machine): when Spark has all W
+executors again, and when the Dask cluster has its 2W workers again, none of the lost
+host's old ones among them; beside them, the warm start-up of the same 2W workers on the
+same bed just before (a barrier gang that lost a host starts all its workers again,
+Spark's barrier semantics; without barrier only the lost host's). The hosts are removed
+at the end, also on failure.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ _STATE: dict = {}
 
 
 # ------------------------------------------------------------------ in the driver service
-def start(n: int, victim_ip: str) -> dict:
+def start(n: int, victim_ip: str, barrier: bool = True) -> dict:
     """A cluster of ``n`` workers; the addresses of its workers on the victim host."""
     import logging
     import warnings
@@ -38,7 +40,7 @@ def start(n: int, victim_ip: str) -> dict:
     logging.getLogger("distributed").setLevel(logging.ERROR)
     close()  # the warm-up's cluster
     t0 = time.perf_counter()
-    cluster = SparkCluster(session(), n_workers=n, worker="cpu", progress=False, quiet=True)
+    cluster = SparkCluster(session(), n_workers=n, worker="cpu", progress=False, quiet=True, barrier=barrier)
     took = time.perf_counter() - t0
     _STATE["cluster"] = cluster
     old = [a for a, w in cluster.scheduler.workers.items() if w.host == victim_ip]
@@ -92,34 +94,41 @@ def watched(timeout: float) -> dict:
 
 
 # ------------------------------------------------------------------ the run
-def one(workers: int, note) -> dict:
-    """One bed of ``workers`` worker hosts: a cluster of a worker per GPU, a host lost and
-    replaced; seconds from the kill."""
+def one(workers: int, note, modes=(True, False)) -> dict:
+    """One bed of ``workers`` worker hosts: for each barrier mode of ``modes`` in turn, a
+    cluster of a worker per GPU, a host lost and replaced; ``{mode: seconds from the
+    kill}`` (mode ``"barrier"`` or ``"isolated"``)."""
     from tests.support import hosts as hostlib
 
     n = workers * CORES
     gpus = {f"worker-{i}": [str(g) for g in range(CORES)] for i in range(1, workers + 1)}
     h = hostlib.Hosts.up(workers=workers, cores=CORES, memory="1g", gpus=gpus)
+    runs = {}
     try:
         note(f"{workers} hosts up")
         d = h.driver(**GPU_CONF)
         d.call("benchmarks.measure:ship_by_value")
-        d.call(f"{__name__}:start", n, h.hosts[VICTIM].ip, timeout=300)  # warm-up: the Python workers
-        started = d.call(f"{__name__}:start", n, h.hosts[VICTIM].ip, timeout=300)
-        d.call(f"{__name__}:watch", n, workers, started["old"], 300)
-        t_kill = time.monotonic()
-        h.kill_host(VICTIM)
-        t_replace = time.monotonic()
-        h.replace_host(VICTIM)
-        t_ready = time.monotonic()
-        seen = d.call(f"{__name__}:watched", 320, timeout=360)
+        for barrier in modes:
+            victim = h.hosts[VICTIM].ip
+            d.call(f"{__name__}:start", n, victim, barrier, timeout=300)  # warm-up: the Python workers
+            started = d.call(f"{__name__}:start", n, victim, barrier, timeout=300)
+            d.call(f"{__name__}:watch", n, workers, started["old"], 300)
+            t_kill = time.monotonic()
+            h.kill_host(VICTIM)
+            t_replace = time.monotonic()
+            h.replace_host(VICTIM)
+            t_ready = time.monotonic()
+            seen = d.call(f"{__name__}:watched", 320, timeout=360)
+            out = {"workers": n, "barrier": barrier, "replace_s": t_ready - t_replace, "kill_s": t_replace - t_kill,
+                   "start_s": started["start_s"]}  # fmt: skip
+            for k, v in seen.items():
+                out[f"{k}_s"] = v - t_kill
+            runs["barrier" if barrier else "isolated"] = out
+            note(f"lost host on {workers} hosts, barrier={barrier}: {out}")
         d.close()
     finally:
         h.down()
-    out = {"workers": n, "replace_s": t_ready - t_replace, "kill_s": t_replace - t_kill, "start_s": started["start_s"]}
-    for k, v in seen.items():
-        out[f"{k}_s"] = v - t_kill
-    return out
+    return runs
 
 
 def lost_host(sizes: list[int], note) -> dict:
@@ -132,8 +141,8 @@ def lost_host(sizes: list[int], note) -> dict:
     runs = {}
     for w in sizes:
         try:
-            runs[str(w)] = one(w, note)
+            for mode, out in one(w, note).items():
+                runs[f"{w} {mode}"] = out
         except Exception as e:  # noqa: BLE001  (reported, the other figures kept)
             return {"cores": CORES, "runs": runs, "error": f"{w} hosts: {type(e).__name__}: {e}"[:1500]}
-        note(f"lost host on {w} hosts: {runs[str(w)]}")
     return {"cores": CORES, "runs": runs}

@@ -36,6 +36,11 @@ logger = logging.getLogger("spark_dask")
 
 MARGIN = 5.0  # seconds kept before Spark's own kill for the Spark tasks to return
 GIVE_UP = 3  # failed reads of the driver's scheduler in a row after which the watch ends
+# Executors asked about per round (two py4j reads each): every half second at most 8
+# reads, whatever the number of executors; each is asked at least every ceil(E / 4)
+# rounds (32 executors: every 4 s; a spot reclaim's notice is 30 s to 2 minutes, and the
+# drain's window counts from when Spark began, not from when the watch saw it)
+PER_ROUND = 4
 
 
 def unreadable_message(error: str) -> str:
@@ -173,10 +178,10 @@ async def watch_decommission(spark, tag: str, scheduler, pools, drain_timeout: f
         return
     draining: dict[str, asyncio.Task] = {}
     try:
-        failed = 0  # rounds in a row
+        failed, turn = 0, 0  # rounds in a row; where the next round's executors begin
         while any(p.running for p in pools()):
             places = executors_of(scheduler, tag)
-            ids = sorted(e for e in places if e not in draining)
+            ids, turn = in_turn(sorted(e for e in places if e not in draining), turn)
             try:
                 found = await blocking(decommissioning, spark, ids) if ids else {}
                 failed = 0
@@ -197,6 +202,23 @@ async def watch_decommission(spark, tag: str, scheduler, pools, drain_timeout: f
         for task in draining.values():
             with suppress(BaseException):
                 await task
+
+
+def in_turn(ids: list[str], turn: int, k: int = PER_ROUND) -> tuple[list[str], int]:
+    """The ``k`` of ``ids`` from position ``turn`` on (wrapping round), and where the
+    next round begins: all of them when they are ``k`` or fewer.
+
+    >>> in_turn(["1", "2", "3"], 0)
+    (['1', '2', '3'], 0)
+    >>> in_turn(list("abcdef"), 0, 4)
+    (['a', 'b', 'c', 'd'], 4)
+    >>> in_turn(list("abcdef"), 4, 4)
+    (['e', 'f', 'a', 'b'], 2)
+    """
+    if len(ids) <= k:
+        return list(ids), 0
+    turn %= len(ids)
+    return [ids[(turn + i) % len(ids)] for i in range(k)], (turn + k) % len(ids)
 
 
 def _drain_ended(executor: str, drained, task: asyncio.Task) -> None:

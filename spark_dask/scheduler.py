@@ -222,6 +222,12 @@ class DriverScheduler:
         of n workers: 4,096 comparisons at 64, microseconds."""
         return sum(ws.status == Status.running for ws in self.scheduler.workers.values())
 
+    def worker_infos(self) -> dict:
+        """``{address: info}`` of the workers, as distributed's worker-status subscription
+        sends them (``Scheduler.identity()``'s, less ``metrics`` and ``last_seen``)."""
+        workers = self.scheduler.identity()["workers"] if self.scheduler is not None else {}
+        return {a: {k: v for k, v in info.items() if k not in ("metrics", "last_seen")} for a, info in workers.items()}
+
     def worker_size(self, of=None) -> tuple[int, int] | None:
         """(threads, memory limit) of the cluster's workers (``of(name)``: those it
         says yes to), the smallest; None without any."""

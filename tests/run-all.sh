@@ -17,7 +17,8 @@
 #            tests/support/jars.py fetches those (pinned, sha1-checked) into ~/.cache/spark-dask/jars
 #
 # First ruff (lint and format check, pyproject.toml's [tool.ruff]); then the .venv suite
-# (multi-host tests excepted, and a few that run later: LATER below), then the .venv35 core
+# (multi-host tests excepted, and a few that run later: LATER below) in two halves side by
+# side (HALF below), then the .venv35 core
 # tests beside the multi-host tests and, once those end, the LATER tests and a short
 # benchmark (python -m benchmarks --quick: N = 2, 1 repetition) that prints its table; it
 # fails only if the benchmark breaks, not on timings.
@@ -118,13 +119,15 @@ echo "run-all: ruff check and ruff format --check"
 .venv/bin/ruff check . && .venv/bin/ruff format --check .
 status_lint=$?
 
-# The pytest runs: the newest pyspark's suite without the multi-host tests; then the core
-# tests on pyspark 3.5 and the lowest dask/distributed beside the multi-host tests. The first
-# two side by side (tried at 3e97e8d) took 1987 s for what took some 1550 s in turn: on CI's
-# two cores both are mostly CPU-bound (JVM starts), and each of their tests took 2-3x
-# longer. The multi-host run is not: its hosts mostly wait (fault windows, link shaping) and
-# keep ~0.9 of the two cores busy, so the 3.5 core tests fill the rest (~1100 s in turn,
-# ~800 s side by side). The .venv35 run keeps to itself what the two could share: its own
+# The pytest runs: the newest pyspark's suite without the multi-host tests (in two halves
+# side by side, HALF below); then the core tests on pyspark 3.5 and the lowest
+# dask/distributed beside the multi-host tests. The newest suite and the 3.5 core tests side
+# by side (tried at 3e97e8d, before the bytecode and the class-data archives above) took
+# 1987 s for what took some 1550 s in turn; the newest suite's two halves side by side took
+# 646 s for what took 968 s in one run (c4d192c's tree, this project's 2-core machine).
+# The multi-host run mostly waits (fault windows, link shaping) and keeps ~0.9 of the two
+# cores busy, so the 3.5 core tests fill the rest (~1100 s in turn, ~800 s side by side).
+# The .venv35 run keeps to itself what the two could share: its own
 # XDG_RUNTIME_DIR (the state directory of named clusters), its own pytest temporary
 # directory, no pytest cache; its output goes to a log printed when it ends.
 # --durations: where the CI time goes.
@@ -151,10 +154,41 @@ t2=$SECONDS
 # (tests/conftest.py).
 .venv/bin/python -m tests.support.cds build &
 cds_newest=$!
+# The newest pyspark's suite in two halves side by side: alone, a run of it keeps ~1.07
+# of the two cores busy (tests/spark/test_cluster.py and test_reliability.py: 141 core-s
+# in 132 s, /proc/stat), its tests mostly waiting on Spark, on workers' start and on the
+# timeouts they test; the two halves fill the other core, as the 3.5 core tests and the
+# multi-host tests do below. HALF: the second half, modules of ~half the time
+# (--durations=0 of a whole run); the first half is the rest, so a new module runs in it,
+# and the two runs together are the whole suite. The second keeps to itself what the
+# two could share (its state directory, its pytest temporary directory, no pytest cache);
+# its output goes to a log printed when the first ends.
+HALF=(tests/spark/test_cli.py tests/spark/test_cluster.py tests/spark/test_drain.py tests/spark/test_faults.py
+    tests/spark/test_gpu_shared.py tests/spark/test_handoff.py tests/spark/test_logdir_cluster.py
+    tests/spark/test_reliability.py tests/spark/test_scale.py tests/spark/test_signals.py
+    tests/spark/test_workers_without_spark_dask.py)
+not_half=()
+for t in "${HALF[@]}"; do not_half+=(--ignore "$t"); done
 echo "run-all: pyspark $newest: the whole suite but the multi-host tests (-m 'not multihost')" \
-    "and the ones that run after them (${LATER[*]})"
-.venv/bin/python -m pytest -m "not multihost" "${not_later[@]}" --durations=25 "$@"
+    "and the ones that run after them (${LATER[*]}), in two halves side by side (the second: ${HALF[*]})"
+state_half=$(mktemp -d)
+(
+    XDG_RUNTIME_DIR=$state_half env --default-signal=INT .venv/bin/python -m pytest -m "not multihost" \
+        "${not_later[@]}" --durations=25 -p no:cacheprovider --basetemp="$state_half/pytest" "$@" "${HALF[@]}" \
+        > "$logs/half.log" 2>&1
+    echo $? > "$logs/half.rc"
+    echo $((SECONDS - t2)) > "$logs/half.s"
+) &
+half_pid=$!
+.venv/bin/python -m pytest -m "not multihost" "${not_later[@]}" "${not_half[@]}" --durations=25 "$@"
 status_newest=$?
+first_s=$((SECONDS - t2))
+wait "$half_pid"
+echo "run-all: pyspark $newest: the second half's output (${HALF[*]})"
+cat "$logs/half.log"
+status_half=$(cat "$logs/half.rc" 2>/dev/null || echo 1)
+[ "$status_half" -eq 0 ] || status_newest=$status_half
+echo "run-all: pyspark $newest: the first half took $first_s s, the second $(cat "$logs/half.s" 2>/dev/null || echo "?") s"
 wait "$cds_newest" "$cds_old" "$bytecode_newest"
 t3=$SECONDS
 echo "run-all: pyspark $old, distributed $lowest_dask: the core tests (-m 'core and not newest')," \

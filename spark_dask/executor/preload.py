@@ -121,10 +121,12 @@ def close_and_exit(nanny):
     leaving: list[asyncio.Task] = []  # the close task, referenced until the process leaves
 
     async def close_then_leave(reason: str) -> None:
+        log = logging.getLogger("distributed.nanny")  # the logger the worker's log file has
         try:
             await asyncio.wait_for(nanny.close(reason=reason), NANNY_CLOSE_WAIT)
+            log.info("spark-dask: the nanny closed (spark_dask_close); its process leaves")
         except asyncio.TimeoutError:
-            logging.getLogger("distributed.nanny").warning(
+            log.warning(
                 "spark-dask: the nanny did not close within %gs (spark_dask_close); its process leaves anyway",
                 NANNY_CLOSE_WAIT,
             )

@@ -10,6 +10,9 @@ The drain policy that acts on it is :mod:`spark_dask.drain`'s.
 
 from __future__ import annotations
 
+import time
+import weakref
+
 from dask.utils import parse_timedelta
 
 from spark_dask.spark.conf import conf
@@ -39,13 +42,20 @@ def kill_timeouts(spark) -> tuple[float | None, float | None]:
 def decommissioning(spark, executor_ids: list[str]) -> dict[str, float]:
     """``{executor id: seconds since Spark began decommissioning it}`` for those of
     ``executor_ids`` that Spark decommissions (blocking: py4j reads of the driver's task
-    scheduler, a classic session only)."""
-    jsc = spark.sparkContext._jsc.sc()
-    scheduler = jsc.taskScheduler()
-    now = spark.sparkContext._jvm.System.currentTimeMillis()
+    scheduler, a classic session only): two reads per executor, the scheduler looked up
+    once per SparkContext. Its state's start is the driver's wall clock in milliseconds
+    (``TaskSchedulerImpl``'s ``SystemClock``), which is this process's ``time.time()``."""
+    sc = spark.sparkContext
+    scheduler = _SCHEDULERS.get(sc)
+    if scheduler is None:
+        scheduler = _SCHEDULERS[sc] = sc._jsc.sc().taskScheduler()
+    now = time.time() * 1000
     out = {}
     for executor in executor_ids:
         state = scheduler.getExecutorDecommissionState(executor)
         if state.isDefined():
             out[executor] = max(now - state.get().startTime(), 0) / 1000
     return out
+
+
+_SCHEDULERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # SparkContext -> its task scheduler

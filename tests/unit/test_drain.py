@@ -89,3 +89,19 @@ def test_no_watch_where_spark_does_not_decommission(monkeypatch):
     events = Events([], quiet=True)
     watch(monkeypatch, never, scheduler(("spark-0", "1")), [Pool(["spark-0"])], events, window=None)
     assert events.logs == []
+
+
+def test_many_executors_are_asked_about_a_few_at_a_time_and_each_in_turn(monkeypatch):
+    # 10 executors: 4 per round (8 py4j reads), each asked within 3 rounds
+    workers = [(f"spark-{i}", str(i)) for i in range(10)]
+    pool = Pool([n for n, _ in workers])
+    asked = []
+
+    def read(spark, ids):
+        asked.append(ids)
+        return {e: 1.0 for e in ids if e == "7"}
+
+    drained = watch(monkeypatch, read, scheduler(*workers), [pool], Events([], quiet=True))
+    assert all(len(ids) <= drain.PER_ROUND for ids in asked), asked
+    assert asked[:3] == [["0", "1", "2", "3"], ["4", "5", "6", "7"], ["8", "9", "0", "1"]][: len(asked)]
+    assert [d["executor"] for d in drained] == ["7"] and pool.calls == [(["spark-7"], 29.0)]

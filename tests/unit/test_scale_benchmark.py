@@ -51,6 +51,7 @@ def run(sizes=(2, 8, 64)) -> dict:
             "idle": {"without": {"py_cpu_pct": 0.5, "threads": 4, "py4j_per_s": 0.4, "py4j_callers": {}},
                      "with": {"py_cpu_pct": 1.0, "threads": 9, "py4j_per_s": 2.0 * n, "jvm_cpu_pct": 3.0,
                               "py4j_callers": {"spark_dask/decommission.py:decommissioning": 2.0}},
+                     "floor": {"py_cpu_pct": 0.01 * n} if n < 64 else {"error": "3 of 64 bare workers registered"},
                      "rss_growth_mb": 10.0 + n, "workers_memory": {"uss_mb": 20.0},
                      "executor_rss_mb": [260.0]},
         })  # fmt: skip
@@ -68,6 +69,7 @@ def test_the_ratios_are_taken_in_the_same_run():
     assert f["vs_stage"] == pytest.approx(6.5 / 0.2) and f["vs_naive"] == pytest.approx(6.5 / 3.2)
     assert f["py4j_per_s_with"] == 128 and f["py4j_per_s_without"] == 0.4
     assert "py4j_callers_with" not in f  # the breakdown stays in the run's JSON, not in the flat figures
+    assert by_n["8"]["py_cpu_pct_floor"] == pytest.approx(0.08) and "py_cpu_pct_floor" not in f  # 64's failed
     assert scale.growth(by_n, "py4j_per_s_with") == pytest.approx(1.0)  # per worker: linear
     assert scale.growth(by_n, "stage") == pytest.approx(0.0)
     assert scale.extrapolate(by_n, "py4j_per_s_with") == pytest.approx(512)
@@ -79,6 +81,18 @@ def test_the_tables_name_the_machine_its_load_and_every_size():
     text = scale.render(R)
     assert "load average (1 min) before/after each N: N=2 1.0/2.0" in text
     assert "| 64 | local-cluster[8,10,512] | 6.50 | 0.20 | 3.20 | 32.50 | 2.03 | 16.00 | 0.30 | 0.05 |" in text
-    assert "| 64 | 1.0 (0.5) | 3.0 (-) | 9 (4) | 128.0 (0.4) | 74 | 20 | 260 |" in text
+    assert "| 64 | 1.0 (0.5) | - | 3.0 (-) | 9 (4) | 128.0 (0.4) | 74 | 20 | 260 |" in text
+    assert "| 8 | 1.0 (0.5) | 0.1 | 3.0 (-) |" in text
+    assert "N=64: distributed's idle floor failed: 3 of 64 bare workers registered" in text
     assert "| py4j_per_s_with | 1.00 | 512.00 |" in text
     assert "drain" not in text.split("growth with N")[0]  # no drain measured: no drain table
+
+
+def test_the_lost_host_table_has_a_row_per_bed_and_mode():
+    run = {"workers": 4, "replace_s": 3.0, "spark_back_s": 6.0, "dask_back_s": 10.0, "start_s": 2.0}
+    H = {"cores": 2, "runs": {"2 barrier": {**run, "barrier": True}, "2 isolated": {**run, "barrier": False},
+                              "8": {**run, "workers": 16}}}  # fmt: skip
+    text = scale.render_hosts(H)
+    assert "| 2 | one barrier stage | 4 | 3.00 | 6.00 | 10.00 | 4.00 | 2.00 | 2.00 |" in text
+    assert "| 2 | a Spark job per worker | 4 |" in text
+    assert "| 8 | one barrier stage | 16 |" in text  # a run recorded before the two modes
