@@ -490,6 +490,12 @@ def reported(part, *args) -> dict:
         return {"error": f"{type(e).__name__}: {e}"[:500]}
 
 
+def idle_and_cluster(spark, n: int, args, options: dict) -> dict:
+    """:func:`idle_part`'s figures and its running cluster, as one dict."""
+    idle, cluster = idle_part(spark, n, args.idle_seconds, options, n <= args.naive_max)
+    return {"idle": idle, "cluster": cluster}
+
+
 def one_size(n: int, args, note) -> dict:
     """Every part but ``hosts`` for N workers, in one application of their own bed."""
     master, executors = bed(n, args.executor_memory)
@@ -498,12 +504,18 @@ def one_size(n: int, args, note) -> dict:
     R: dict = {"n": n, "master": master, "executors": executors, "load_before": os.getloadavg()[0]}
     try:
         if "startup" in args.parts:
-            R["startup"] = startup_part(spark, n, args.reps, options, note, n <= args.naive_max)
+            R["startup"] = reported(startup_part, spark, n, args.reps, options, note, n <= args.naive_max)
+        got = {}
         if {"idle", "drain", "handoff"} & set(args.parts):  # one cluster for these parts
-            idle, cluster = idle_part(spark, n, args.idle_seconds, options, n <= args.naive_max)
+            got = reported(idle_and_cluster, spark, n, args, options)
+            if "error" in got:  # reported in the table; the application is stopped below
+                R.update({part: got for part in {"idle", "drain", "handoff"} & set(args.parts)})
+        if "cluster" in got:
+            idle, cluster = got["idle"], got["cluster"]
             try:
                 R["idle"] = idle
-                note(f"N={n} idle: {json.dumps(idle['with'])}; without a cluster: {json.dumps(idle['without'])}")
+                note(f"N={n} idle: {json.dumps(idle['with'])}; without a cluster: {json.dumps(idle['without'])}; "
+                     f"distributed's floor: {json.dumps(idle.get('floor'))}")  # fmt: skip
                 wanted = {"handoff", "drain"} & set(args.parts)
                 got = reported(lambda: {"cluster": shared(cluster, spark, n, options)}) if wanted else {}
                 if "error" in got:  # reported in the table as the failed parts, the others kept
@@ -536,7 +548,7 @@ def summarize(sizes: list[dict]) -> dict:
     for S in sizes:
         f = by_n[str(S["n"])] = {}
         s = S.get("startup")
-        if s:
+        if s and "error" not in s:
             f.update(start=med(s["start"]), stage=med(s["stage"]), close=med(s["close"]),
                      close_floor=med(s["close_floor"]))  # fmt: skip
             f["vs_stage"] = f["start"] / f["stage"]
@@ -545,7 +557,7 @@ def summarize(sizes: list[dict]) -> dict:
                 f["vs_naive"] = f["start"] / f["naive"]
                 f["naive_vs_stage"] = f["naive"] / f["stage"]
         idle = S.get("idle")
-        if idle:
+        if idle and "error" not in idle:
             for when in ("without", "with"):
                 for k, v in idle[when].items():
                     if not isinstance(v, dict):
@@ -574,7 +586,7 @@ def render(R: dict) -> str:
              + ", ".join(f"N={S['n']} {S['load_before']:.1f}/{S['load_after']:.1f}" for S in R["sizes"]), ""]  # fmt: skip
     keys = ("start", "stage", "naive", "vs_stage", "vs_naive", "naive_vs_stage", "close", "close_floor")
     rows = [[n, R["masters"][n], *(fmt(f.get(k)) for k in keys)] for n, f in by_n.items() if "start" in f]
-    lines += table(["N", "bed", "start-up s", "empty stage s", "naive floor s", "÷ stage", "÷ naive",
+    lines += [] if not rows else table(["N", "bed", "start-up s", "empty stage s", "naive floor s", "÷ stage", "÷ naive",
                     "naive ÷ stage", "teardown s", "cancel stage s"], rows)  # fmt: skip
     if any("py_cpu_pct_with" in f for f in by_n.values()):
         rows = [[n, f"{fmt(f.get('py_cpu_pct_with'), 1)} ({fmt(f.get('py_cpu_pct_without'), 1)})",
@@ -602,7 +614,7 @@ def render(R: dict) -> str:
     if R.get("hosts"):
         lines += ["", render_hosts(R["hosts"])]
     for S in R["sizes"]:
-        for part in ("drain", "handoff"):
+        for part in ("startup", "idle", "drain", "handoff"):
             if "error" in (S.get(part) or {}):
                 lines += ["", f"N={S['n']}: the {part} part failed: {S[part]['error']}"]
         floor = (S.get("idle") or {}).get("floor") or {}

@@ -96,3 +96,14 @@ def test_the_lost_host_table_has_a_row_per_bed_and_mode():
     assert "| 2 | one barrier stage | 4 | 3.00 | 6.00 | 10.00 | 4.00 | 2.00 | 2.00 |" in text
     assert "| 2 | a Spark job per worker | 4 |" in text
     assert "| 8 | one barrier stage | 16 |" in text  # a run recorded before the two modes
+
+
+def test_a_size_that_failed_is_said_and_the_others_kept():
+    R = run(sizes=(8, 64))
+    R["sizes"][1]["startup"] = {"error": "ClusterTimeoutError: spark-dask: only 63 of 64 Dask workers connected"}
+    R["sizes"][1]["idle"] = {"error": "ClusterTimeoutError: ..."}
+    R["by_n"] = scale.summarize(R["sizes"])
+    assert "start" in R["by_n"]["8"] and R["by_n"]["64"] == {}
+    text = scale.render(R)
+    assert "N=64: the startup part failed: ClusterTimeoutError: spark-dask: only 63 of 64" in text
+    assert "| 8 | local-cluster[1,10,512] |" in text
