@@ -33,7 +33,7 @@ import warnings
 from dask.utils import format_bytes, parse_bytes
 
 from spark_dask.parts import parts_of
-from tests.support.processes import executor_jvm
+from tests.support.processes import driver_url, executor_jvm
 from tests.support.spark import decommission_executor
 
 BLOCK = 16 << 20
@@ -70,7 +70,7 @@ def one(spark, size: int, way: str) -> dict:
             decommission_executor(spark, executor, "benchmark")
             settled = _wait(lambda: parts_of(cluster).drains, 60)
         else:
-            os.kill(executor_jvm(spark.sparkContext.applicationId, executor), signal.SIGKILL)
+            os.kill(executor_jvm(driver_url(spark), executor), signal.SIGKILL)
             settled = _wait(lambda: victim not in cluster.scheduler.workers, 60)
         full = _wait(lambda: len(cluster.scheduler.workers) == 2 and victim not in cluster.scheduler.workers, 120)
         tasks = cluster.scheduler.tasks

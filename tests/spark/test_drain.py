@@ -28,7 +28,7 @@ import pytest
 
 import spark_dask
 from spark_dask.parts import parts_of
-from tests.support.processes import executor_jvm, wait_until
+from tests.support.processes import driver_url, executor_jvm, wait_until
 from tests.support.spark import active_jobs, assert_no_leftovers, decommission_executor, make_spark, stop_spark
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(180)]
@@ -63,7 +63,7 @@ def _decommission_by_signal(spark, executor: str) -> None:
 
 def _signal_executor(spark, executor: str, sig: int) -> None:
     """``sig`` to the executor's JVM."""
-    os.kill(executor_jvm(spark.sparkContext.applicationId, executor), sig)
+    os.kill(executor_jvm(driver_url(spark), executor), sig)
 
 
 def _kill_executor(spark, executor: str) -> None:

@@ -15,7 +15,7 @@ from distributed import Client
 import spark_dask
 from spark_dask import SparkCluster
 from spark_dask.parts import parts_of
-from tests.support.processes import wait_until
+from tests.support.processes import driver_url, wait_until
 from tests.support.spark import assert_no_leftovers, make_spark, stop_spark
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
@@ -115,7 +115,7 @@ def test_a_worker_that_cannot_start_fails_fast_without_spark_retries(spark):
 
 def test_spark_reruns_a_plain_job_task_lost_with_its_executor(spark):
     """Last in this module: it kills an executor."""
-    app_id = spark.sparkContext.applicationId
+    app_id = driver_url(spark)  # unique on this machine, where application ids are not
     cluster = SparkCluster(spark, n_workers=1, progress=False)
     try:
         client = Client(cluster)

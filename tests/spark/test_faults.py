@@ -24,7 +24,7 @@ from spark_dask import SparkDaskError, faults
 from spark_dask.capacity import placeable
 from spark_dask.faults import lost_worker
 from spark_dask.parts import parts_of
-from tests.support.processes import executor_jvm, wait_until
+from tests.support.processes import driver_url, executor_jvm, wait_until
 from tests.support.spark import active_jobs, assert_no_leftovers
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(240)]
@@ -126,7 +126,7 @@ def _executor_of(client, address: str) -> str:
 def test_isolated_workers_a_lost_executor_costs_only_its_own_worker(spark, two_executors):
     """barrier=False: each worker is a Spark job of its own; killing one executor JVM
     leaves the other worker (and its data) alone, and the lost one is replaced."""
-    app_id = spark.sparkContext.applicationId
+    app_id = driver_url(spark)  # unique on this machine, where application ids are not
     # a grace that Spark's retry of the task fits in even on a loaded 2-CPU machine
     # (under load it took longer than the default 20 s, and the worker was replaced)
     with (

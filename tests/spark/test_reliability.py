@@ -18,7 +18,7 @@ from distributed.security import Security
 import spark_dask
 from spark_dask import PlanError, SparkCluster, SparkDaskError
 from spark_dask.parts import parts_of
-from tests.support.processes import dask_processes, wait_until
+from tests.support.processes import dask_processes, driver_url, wait_until
 from tests.support.spark import active_jobs, assert_no_leftovers
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(240)]
@@ -63,7 +63,7 @@ def _executor_jvms(app_id: str) -> list[psutil.Process]:
 
 
 def test_lost_executor_gang_is_relaunched_and_the_computation_completes(spark):
-    app_id = spark.sparkContext.applicationId
+    app_id = driver_url(spark)  # unique on this machine, where application ids are not
     with spark_dask.start(spark, progress=False) as client:
         cluster = client.cluster
         futures = client.map(slow_inc, range(60), pure=False)

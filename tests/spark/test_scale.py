@@ -19,7 +19,7 @@ import spark_dask
 from spark_dask import SparkCluster
 from spark_dask.parts import parts_of
 from tests.support.paths import ROOT
-from tests.support.processes import dask_processes, wait_until
+from tests.support.processes import dask_processes, driver_url, wait_until
 from tests.support.spark import active_jobs, assert_no_leftovers, make_spark, stop_spark
 
 
@@ -193,7 +193,7 @@ def _executor_jvm(app_id: str, executor_id: str) -> psutil.Process:
 
 def test_lost_executor_relaunches_only_its_gang(spark):
     """Last in this module: it kills an executor of the module's application."""
-    app_id = spark.sparkContext.applicationId
+    app_id = driver_url(spark)  # unique on this machine, where application ids are not
     cluster = SparkCluster(spark, n_workers=1, progress=False)
     try:
         client = Client(cluster)

@@ -29,10 +29,33 @@ def port_open(address: str) -> bool:
         return s.connect_ex((host, int(port))) == 0
 
 
+def driver_url(spark) -> str:
+    """The ``--driver-url`` the application's executor JVMs are started with: unique
+    among the applications running on this machine, where application ids are not (two
+    local-cluster masters started in the same second, as in run-all.sh's two halves side
+    by side, both name theirs ``app-<that second>-0000``)."""
+    conf = spark.sparkContext.getConf()
+    return f"spark://CoarseGrainedScheduler@{conf.get('spark.driver.host')}:{conf.get('spark.driver.port')}"
+
+
+def executor_log_urls(spark) -> set[str]:
+    """The stderr log URL of every executor, live or gone, of the application (Spark's
+    status store): each executor's ``SPARK_LOG_URL_STDERR``, which names its Worker's
+    address, so unique on this machine where the application id alone is not."""
+    executors = spark.sparkContext._jsc.sc().statusStore().executorList(False)
+    urls = set()
+    for i in range(executors.size()):
+        url = executors.apply(i).executorLogs().get("stderr")
+        if url.isDefined():
+            urls.add(str(url.get()))
+    return urls
+
+
 def dask_processes(tag: str | None = None, spark=None) -> list[psutil.Process]:
     """Worker processes started by spark-dask: for one cluster tag, for one Spark
-    application (``spark``), or any."""
+    application (``spark``: its executors' processes, by their log URL), or any."""
     app = spark.sparkContext.applicationId if spark is not None else None
+    urls = executor_log_urls(spark) if spark is not None else None
     found = []
     for p in psutil.process_iter(["pid", "cmdline"]):
         try:
@@ -42,7 +65,8 @@ def dask_processes(tag: str | None = None, spark=None) -> list[psutil.Process]:
             continue
         if owner is None or (tag is not None and owner != tag):
             continue
-        if app is not None and app not in env.get("SPARK_LOG_URL_STDERR", ""):
+        if app is not None and (app not in env.get("SPARK_LOG_URL_STDERR", "")
+                                or (urls and env.get("SPARK_LOG_URL_STDERR") not in urls)):  # fmt: skip
             continue
         found.append(p)
     return found
@@ -56,12 +80,13 @@ def no_workers_left(output: str) -> bool:
     return wait_until(lambda: not any(dask_processes(t) for t in tags), timeout=20)
 
 
-def executor_jvm(app_id: str, executor_id: str) -> int:
-    """The pid of Spark application ``app_id``'s executor JVM ``executor_id`` on this
-    machine (its command line: ``CoarseGrainedExecutorBackend ... --executor-id N``)."""
+def executor_jvm(driver: str, executor_id: str) -> int:
+    """The pid of executor JVM ``executor_id`` of the application whose driver is
+    ``driver`` (:func:`driver_url`) on this machine (its command line:
+    ``CoarseGrainedExecutorBackend --driver-url DRIVER ... --executor-id N``)."""
     for p in psutil.process_iter(["cmdline"]):
         cmd = p.info["cmdline"] or []
-        if "org.apache.spark.executor.CoarseGrainedExecutorBackend" in cmd and app_id in cmd:
+        if "org.apache.spark.executor.CoarseGrainedExecutorBackend" in cmd and driver in cmd:
             if cmd[cmd.index("--executor-id") + 1] == executor_id:
                 return p.pid
-    raise LookupError(f"no JVM for executor {executor_id} of {app_id}")
+    raise LookupError(f"no JVM for executor {executor_id} of the application of {driver}")
