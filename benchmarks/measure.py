@@ -165,6 +165,22 @@ def teardown_floor(spark, n: int) -> float:
     return elapsed
 
 
+@contextlib.asynccontextmanager
+async def bare_workers(address: str, n: int, nanny: bool = True, extra: tuple = ()):
+    """N bare ``dask worker`` processes (one thread, no dashboard) of the scheduler at
+    ``address``, started at once; terminated when the block ends."""
+    cmd = [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1",
+           "--no-dashboard", "--nanny" if nanny else "--no-nanny", *extra]  # fmt: skip
+    procs = [subprocess.Popen(cmd, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL) for _ in range(n)]
+    try:
+        yield procs
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait(30)
+
+
 def worker_floor(n: int, nanny: bool = True) -> float:
     """N bare `dask worker` processes, started at once, to registration."""
     import logging
@@ -175,19 +191,11 @@ def worker_floor(n: int, nanny: bool = True) -> float:
 
     async def main():
         async with Scheduler(port=0, dashboard=False, host="127.0.0.1") as s:
-            cmd = [sys.executable, "-m", "distributed.cli.dask_worker", s.address, "--nthreads", "1",
-                   "--no-dashboard", "--nanny" if nanny else "--no-nanny"]  # fmt: skip
             t0 = time.perf_counter()
-            procs = [subprocess.Popen(cmd, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL) for _ in range(n)]
-            try:
+            async with bare_workers(s.address, n, nanny):
                 while len(s.workers) < n:
                     await asyncio.sleep(0.005)
                 return time.perf_counter() - t0
-            finally:
-                for p in procs:
-                    p.terminate()
-                for p in procs:
-                    p.wait(30)
 
     return asyncio.run(main())
 
@@ -210,10 +218,7 @@ def idle_floor(n: int, seconds: float, settle: float = 2.0) -> dict:
 
     async def main(pem: str):
         async with Scheduler(port=0, dashboard=False, host="127.0.0.1", protocol="tls", security=security) as s:
-            cmd = [sys.executable, "-m", "distributed.cli.dask_worker", s.address, "--nthreads", "1",
-                   "--no-dashboard", "--nanny", "--tls-ca-file", pem, "--tls-cert", pem, "--tls-key", pem]  # fmt: skip
-            procs = [subprocess.Popen(cmd, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL) for _ in range(n)]
-            try:
+            async with bare_workers(s.address, n, extra=("--tls-ca-file", pem, "--tls-cert", pem, "--tls-key", pem)):
                 deadline = time.monotonic() + 60 + 5 * n  # N interpreters' imports on a small machine
                 while len(s.workers) < n:
                     if time.monotonic() > deadline:
@@ -224,11 +229,6 @@ def idle_floor(n: int, seconds: float, settle: float = 2.0) -> dict:
                 await asyncio.sleep(seconds)
                 dt, c1 = time.monotonic() - t0, me.cpu_times()
                 return {"py_cpu_pct": 100 * ((c1.user + c1.system) - (c0.user + c0.system)) / dt}
-            finally:
-                for p in procs:
-                    p.terminate()
-                for p in procs:
-                    p.wait(30)
 
     with tempfile.TemporaryDirectory() as d:
         pem = os.path.join(d, "bench.pem")  # the key and its certificate, one file

@@ -65,8 +65,8 @@ def dask_processes(tag: str | None = None, spark=None) -> list[psutil.Process]:
             continue
         if owner is None or (tag is not None and owner != tag):
             continue
-        if app is not None and (app not in env.get("SPARK_LOG_URL_STDERR", "")
-                                or (urls and env.get("SPARK_LOG_URL_STDERR") not in urls)):  # fmt: skip
+        stderr = env.get("SPARK_LOG_URL_STDERR", "")
+        if spark is not None and (stderr not in urls if urls else app not in stderr):
             continue
         found.append(p)
     return found
