@@ -166,12 +166,14 @@ def teardown_floor(spark, n: int) -> float:
 
 
 @contextlib.asynccontextmanager
-async def bare_workers(address: str, n: int, nanny: bool = True, extra: tuple = ()):
+async def bare_workers(address: str, n: int, nanny: bool = True, extra: tuple = (), env: dict | None = None):
     """N bare ``dask worker`` processes (one thread, no dashboard) of the scheduler at
-    ``address``, started at once; terminated when the block ends."""
+    ``address``, started at once (``env``: added to this process's environment);
+    terminated when the block ends."""
     cmd = [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1",
            "--no-dashboard", "--nanny" if nanny else "--no-nanny", *extra]  # fmt: skip
-    procs = [subprocess.Popen(cmd, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL) for _ in range(n)]
+    environ = {**os.environ, **(env or {})}
+    procs = [subprocess.Popen(cmd, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=environ) for _ in range(n)]
     try:
         yield procs
     finally:
@@ -181,8 +183,8 @@ async def bare_workers(address: str, n: int, nanny: bool = True, extra: tuple = 
             p.wait(30)
 
 
-def worker_floor(n: int, nanny: bool = True) -> float:
-    """N bare `dask worker` processes, started at once, to registration."""
+def worker_floor(n: int, nanny: bool = True, env: dict | None = None) -> float:
+    """N bare `dask worker` processes, started at once, to registration (``env``: theirs)."""
     import logging
 
     from distributed import Scheduler
@@ -192,7 +194,7 @@ def worker_floor(n: int, nanny: bool = True) -> float:
     async def main():
         async with Scheduler(port=0, dashboard=False, host="127.0.0.1") as s:
             t0 = time.perf_counter()
-            async with bare_workers(s.address, n, nanny):
+            async with bare_workers(s.address, n, nanny, env=env):
                 while len(s.workers) < n:
                     await asyncio.sleep(0.005)
                 return time.perf_counter() - t0
@@ -200,12 +202,13 @@ def worker_floor(n: int, nanny: bool = True) -> float:
     return asyncio.run(main())
 
 
-def idle_floor(n: int, seconds: float, settle: float = 2.0) -> dict:
+def idle_floor(n: int, seconds: float, settle: float = 2.0, env: dict | None = None) -> dict:
     """distributed's own idle cost at N workers: a bare ``Scheduler`` in this process
     (TLS, as spark-dask's; no dashboard) and N bare ``dask worker --nanny`` processes
     (TLS, one thread), all registered, then ``settle`` seconds (their first heartbeats),
     then this process's CPU over ``seconds`` (% of one core; the measurement window
-    itself, not a wait for something). The floor under the idle cluster's figure."""
+    itself, not a wait for something). The floor under the idle cluster's figure (``env``:
+    the workers')."""
     import logging
     import tempfile
 
@@ -218,7 +221,8 @@ def idle_floor(n: int, seconds: float, settle: float = 2.0) -> dict:
 
     async def main(pem: str):
         async with Scheduler(port=0, dashboard=False, host="127.0.0.1", protocol="tls", security=security) as s:
-            async with bare_workers(s.address, n, extra=("--tls-ca-file", pem, "--tls-cert", pem, "--tls-key", pem)):
+            tls = ("--tls-ca-file", pem, "--tls-cert", pem, "--tls-key", pem)
+            async with bare_workers(s.address, n, extra=tls, env=env):
                 deadline = time.monotonic() + 60 + 5 * n  # N interpreters' imports on a small machine
                 while len(s.workers) < n:
                     if time.monotonic() > deadline:
@@ -254,15 +258,38 @@ def ours(spark, n: int, options: dict, where: bool = False) -> dict:
         info = cluster.sync(cluster.scheduler_comm.identity)
         hosts = sorted(w["host"] for w in info["workers"].values())
     footprint = launcher_rss(tag)
+    # the processes the close must end, listed before it: a scan of the whole process
+    # table (each one's environment) every few ms took most of a core at 64 workers,
+    # on the 2 cores the closing workers need
+    procs = gang_processes(tag)
+    me = psutil.Process()
+    cpu0, mine0 = psutil.cpu_times(), me.cpu_times()
     t1 = time.perf_counter()
     cluster.close()
-    while gang_processes(tag) or active_jobs(spark):
+    while procs:
+        procs = [p for p in procs if alive(p)]
+        time.sleep(0.002)
+    while active_jobs(spark):
         time.sleep(0.002)
     close = time.perf_counter() - t1
-    out = {"start": start, "close": close, "launcher_rss": footprint, "timings": dict(parts_of(cluster).timings)}
+    cpu1, mine1 = psutil.cpu_times(), me.cpu_times()
+    busy = (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)  # the machine's, all processes
+    driver = (mine1.user + mine1.system) - (mine0.user + mine0.system)  # this process: the scheduler's part
+    if gang_processes(tag):  # untimed: nothing of the cluster may be left
+        raise RuntimeError(f"processes of {tag} left after close(): {gang_processes(tag)}")
+    out = {"start": start, "close": close, "close_cpu_s": busy, "close_driver_cpu_s": driver, "launcher_rss": footprint,
+           "timings": dict(parts_of(cluster).timings)}  # fmt: skip
     if where:
         out["where"] = hosts
     return out
+
+
+def alive(p: psutil.Process) -> bool:
+    """Whether ``p`` still runs (a zombie has ended)."""
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def launcher_rss(tag: str) -> list[tuple[int, int]]:

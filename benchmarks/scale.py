@@ -14,6 +14,9 @@ M MiB (``--executor-memory``); C1-only, serial-GC executor JVMs. spark-dask runs
 worker per GPU: ``--worker cpu`` (default; a plain worker pinned to its GPU, its nanny
 forked from the task: the cheapest worker there is, only our overhead counts) or
 ``--worker cuda`` (the stand-in ``dask cuda worker`` of the tests, a new interpreter each).
+The workers of the bed and of the floors alike run without distributed's profiler and with
+slower system and memory monitors (:data:`LEAN_WORKERS`). From N = 32 the start-up limits (``timeout``, ``death-timeout``, ``connect-timeout``) are
+longer (:func:`bed_limits`): all N workers start on this one machine.
 
 **Per size, in one application** (``--parts`` picks, default all):
 
@@ -65,6 +68,7 @@ import sys
 import sysconfig
 import time
 
+import dask.config
 import psutil
 
 from benchmarks import measure
@@ -73,6 +77,16 @@ from benchmarks.machine import machine_facts
 SIZES = (2, 4, 8, 16, 32, 64)
 PARTS = ("startup", "idle", "drain", "handoff", "hosts")
 GPUS = 8  # stand-in GPUs per executor, as on a p4d / A100 node
+# The bed's workers register and heartbeat and little else, ours and the floors' alike:
+# distributed's statistical profiler samples each worker's stack every 10 ms, and with
+# its system and memory monitors it kept 64 idle workers and their nannies at ~2 % of a
+# core each: 1.4 of this machine's 2 cores, and the driver's scheduler starved (every
+# heartbeat timed out after 30 s, for minutes: docs/benchmarks.md, the fourth pass).
+LEAN_WORKERS = {
+    "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False",
+    "DASK_DISTRIBUTED__ADMIN__SYSTEM_MONITOR__INTERVAL": "2s",
+    "DASK_DISTRIBUTED__WORKER__MEMORY__MONITOR_INTERVAL": "1s",
+}
 SPARE_CORES = 2  # cores of each executor left to Spark's own tasks (the hand-off's jobs)
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
@@ -353,9 +367,9 @@ def gpu_script() -> str:
 def cluster_options(args) -> dict:
     from tests.support.gpus import FAKE_CUDA_ENV
 
-    opts = {"worker": args.worker, "progress": False, "quiet": True}
+    opts = {"worker": args.worker, "progress": False, "quiet": True, "env": dict(LEAN_WORKERS)}
     if args.worker == "cuda":
-        opts["env"] = FAKE_CUDA_ENV
+        opts["env"].update(FAKE_CUDA_ENV)
     return opts
 
 
@@ -364,17 +378,20 @@ def startup_part(spark, n: int, reps: int, options: dict, note, naive: bool = Tr
     measure.ours(spark, n, options)  # the warm-up: the executors' Python workers, imports
     measure.wait_idle(spark)
     measure.stage_floor(spark, n)
-    out: dict = {"start": [], "close": [], "stage": [], "naive": [], "close_floor": [], "timings": []}
+    out: dict = {"start": [], "close": [], "close_cpu": [], "close_driver_cpu": [], "stage": [], "naive": [],
+                 "close_floor": [], "timings": []}  # fmt: skip
     for i in range(reps):
         measure.wait_idle(spark)
         r = measure.ours(spark, n, options)
         out["start"].append(r["start"])
         out["close"].append(r["close"])
+        out["close_cpu"].append(r["close_cpu_s"])  # the machine's busy core-seconds during the close
+        out["close_driver_cpu"].append(r["close_driver_cpu_s"])  # the driver's Python's share of them
         out["timings"].append(r["timings"])
         measure.wait_idle(spark)
         out["stage"].append(measure.stage_floor(spark, n))
         if naive:
-            out["naive"].append(measure.worker_floor(n))
+            out["naive"].append(measure.worker_floor(n, env=LEAN_WORKERS))
         note(f"N={n} round {i + 1}: start {r['start']:.2f} s, stage {out['stage'][-1]:.2f} s, "
              f"naive {out['naive'][-1] if naive else '-'} s, close {r['close']:.2f} s")  # fmt: skip
     for _ in range(reps):
@@ -392,7 +409,7 @@ def idle_part(spark, n: int, seconds: float, options: dict, floor: bool = True):
     measure.wait_idle(spark)
     out = {"without": sample_idle(seconds)}
     if floor:
-        out["floor"] = measure.idle_floor(n, seconds)
+        out["floor"] = measure.idle_floor(n, seconds, env=LEAN_WORKERS)
     rss0 = rss_now()
     cluster = SparkCluster(spark, n_workers=n, **options)
     time.sleep(2.0)  # excluded from the window: the start's own after-work (first heartbeats)
@@ -496,8 +513,28 @@ def idle_and_cluster(spark, n: int, args, options: dict) -> dict:
     return {"idle": idle, "cluster": cluster}
 
 
+def bed_limits(n: int) -> dict:
+    """The start-up limits on the bed: the defaults where they hold, longer for large N,
+    where all N workers start on this one machine (on 2 cores 64 workers ran at a load
+    of 100: a worker waited 55 s for its TLS handshake and gave up at the 60 s
+    ``death-timeout``). Limits only: a start that fits them takes as long with either.
+
+    >>> bed_limits(8), bed_limits(64)["spark-dask.timeout"]
+    ({}, '380s')
+    """
+    if n < 32:
+        return {}
+    limit = f"{60 + 5 * n}s"  # as measure.idle_floor's wait for N bare workers
+    return {"spark-dask.timeout": limit, "spark-dask.death-timeout": limit, "spark-dask.connect-timeout": "60s"}
+
+
 def one_size(n: int, args, note) -> dict:
     """Every part but ``hosts`` for N workers, in one application of their own bed."""
+    with dask.config.set(bed_limits(n)):
+        return _one_size(n, args, note)
+
+
+def _one_size(n: int, args, note) -> dict:
     master, executors = bed(n, args.executor_memory)
     spark = measure.new_spark(master, **spark_conf(args))
     options = cluster_options(args)

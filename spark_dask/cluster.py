@@ -36,7 +36,7 @@ from spark_dask.aio import CloseHooks
 from spark_dask.capacity import GangPlan
 from spark_dask.errors import ClusterError, PlanError
 from spark_dask.events import Events, outside_package
-from spark_dask.gang import Gang
+from spark_dask.gang import Gang, ending_grace
 from spark_dask.gang_maker import WorkerCredentials
 from spark_dask.groups.pools import GroupPools
 from spark_dask.groups.spec import DEFAULT, WorkerGroup
@@ -593,7 +593,7 @@ class SparkCluster(Cluster):
         await self._parts.driver_scheduler.close(self._parts.options.close_timeout)
         self._parts.timings["close_scheduler"] = time.monotonic() - t0
         grace = self._parts.options.close_timeout if self.close_grace is None else self.close_grace
-        await self._groups.end_all(grace if graceful else 0)
+        await self._groups.end_all(ending_grace(grace, graceful, float(self._parts.options.kill_grace)))
         self._parts.timings["close"] = time.monotonic() - t0
         self._exit_stack.close()
         self.status = Status.closed

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from spark_dask.capacity import GangPlan, tasks_for
+from spark_dask.executor.processes import KILL_WAIT
 from spark_dask.executor.task_spec import TaskSpec
 from spark_dask.groups.spec import DEFAULT
 from spark_dask.sizes import plural
@@ -307,6 +308,21 @@ def gang_of_placeholder(name: str) -> str | None:
     if PLACEHOLDER not in str(name):
         return None
     return str(name).split(PLACEHOLDER, 1)[0]
+
+
+def ending_grace(grace: float, graceful: bool, kill_grace: float) -> float:
+    """How long the gangs of a closing cluster may take to end by themselves.
+
+    A close: ``grace`` (the workers were told to exit). A failed start: the gangs with
+    a worker connected passed their barrier, so every task of theirs holds a line to
+    the scheduler, which was just cut; each ends its workers within kill-grace (frozen
+    and never-connected ones too) and keeps their logs. Gangs with no worker are
+    cancelled at once in either case (:func:`end_gangs`).
+
+    >>> ending_grace(10.0, True, 5.0), ending_grace(10.0, False, 2.0), ending_grace(3.0, False, 5.0)
+    (10.0, 7.0, 3.0)
+    """
+    return grace if graceful else min(grace, kill_grace + KILL_WAIT)
 
 
 def end_gangs(gangs: list[Gang], grace: float, stopped: bool = False) -> bool:

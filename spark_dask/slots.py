@@ -13,9 +13,11 @@ counts of slots themselves are :mod:`spark_dask.capacity`'s.
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 from spark_dask import registry
 from spark_dask.capacity import task_cpus
+from spark_dask.executor.placement import task_number
 from spark_dask.groups.spec import DEFAULT
 from spark_dask.parts import parts_if_any
 from spark_dask.sizes import plural
@@ -163,10 +165,83 @@ def no_slots_message(n_tasks: int, slot_wait: float, slots: int, others: list[st
     )
 
 
+def silent_tasks(names, gangs, missing: int) -> list[int] | None:
+    """The Spark tasks of ``gangs`` whose workers did not all connect: their numbers in
+    the cluster's worker names (``spark-<n>...``).
+
+    Parameters
+    ----------
+    names : iterable of str
+        The connected workers' names.
+    gangs : list of tuple
+        ``(first task number, tasks, workers per task)`` of each gang waited for.
+    missing : int
+        How many workers did not connect.
+
+    Returns
+    -------
+    list of int or None
+        None where the tasks short of workers do not add up to ``missing`` (tasks
+        that share GPUs agree at run time which of them starts which worker).
+
+    >>> silent_tasks({"spark-0", "spark-2"}, [(0, 3, 1)], 1)
+    [1]
+    >>> silent_tasks({"spark-4-gpu0"}, [(4, 2, 2)], 3)
+    [4, 5]
+    >>> print(silent_tasks({"spark-0-gpu0", "spark-0-gpu1"}, [(0, 3, 1)], 1))  # task 0 started two
+    None
+    """
+    count = Counter(task_number(name) for name in names)
+    short = {t: per - count[t] for first, n, per in gangs for t in range(first, first + n) if count[t] < per}
+    return sorted(short) if sum(short.values()) == missing else None
+
+
+def number_ranges(numbers: list[int]) -> str:
+    """Sorted whole numbers in short: runs as ``a-b``.
+
+    >>> number_ranges([1, 2, 3, 7, 9, 10])
+    '1-3, 7, 9-10'
+    """
+    runs: list[list[int]] = []
+    for k in numbers:
+        if runs and k == runs[-1][1] + 1:
+            runs[-1][1] = k
+        else:
+            runs.append([k, k])
+    return ", ".join(f"{a}-{b}" if b > a else str(a) for a, b in runs)
+
+
+def silent_text(silent: list[int] | None, log_dir: str | None) -> str:
+    """The sentence of :func:`start_timeout_message` that names the tasks whose workers
+    did not connect, and where their workers' own logs will be.
+
+    ``log_dir``: the cluster's log directory, where the tasks end by themselves as the
+    cluster closes (barrier gangs with a worker connected); None elsewhere.
+
+    >>> print(silent_text([48], "/logs/c"))
+     Workers of Spark task 48 (names spark-48...) did not connect: its executor's log says why, and its workers' own logs are in /logs/c/workers once its task ends.
+    >>> print(silent_text([1, 2], None))
+     Workers of Spark tasks 1-2 (names spark-1..., spark-2...) did not connect: their executors' logs say why.
+    """
+    if not silent:
+        return ""
+    one = len(silent) == 1
+    names = ", ".join(f"spark-{t}..." for t in silent[:3]) + (", ..." if len(silent) > 3 else "")
+    tasks = f"task {silent[0]}" if one else f"tasks {number_ranges(silent)}"
+    why = "its executor's log says why" if one else "their executors' logs say why"
+    text = f" Workers of Spark {tasks} (names {names}) did not connect: {why}"
+    if log_dir:
+        own, end = ("its", "its task ends") if one else ("their", "their tasks end")
+        text += f", and {own} workers' own logs are in {log_dir}/workers once {end}"
+    return text + "."
+
+
 def start_timeout_message(
-    n: int, want: int, address: str, timeout: float, tag: str, barrier: bool, dynamic: bool, max_executors
-) -> str:
-    """Only ``n`` of ``want`` workers connected within ``timeout``: where to look."""
+    n: int, want: int, address: str, timeout: float, tag: str, barrier: bool, dynamic: bool, max_executors,
+    silent: str = "",
+) -> str:  # fmt: skip
+    """Only ``n`` of ``want`` workers connected within ``timeout``: where to look
+    (``silent``: :func:`silent_text`, which tasks)."""
     if barrier:
         where = (
             f"The Spark barrier stage (job group {tag}) is still running: look at its "
@@ -187,8 +262,8 @@ def start_timeout_message(
             f"slot: look at the jobs of group {tag} in the Spark UI and at the executors' logs"
         )
     return (
-        f"spark-dask: only {n} of {plural(want, 'Dask worker')} connected to {address} within {timeout:g}s. "
-        f"{where}; raise the limit with timeout=... if the executors are just slow. Everything "
+        f"spark-dask: only {n} of {plural(want, 'Dask worker')} connected to {address} within {timeout:g}s."
+        f"{silent} {where}; raise the limit with timeout=... if the executors are just slow. Everything "
         "was cancelled."
     )
 

@@ -143,8 +143,9 @@ class Startup:
             t_submit = time.monotonic()
             gangs = [pool.submit(step, "start") for pool in p.pools.values()
                      for step in gang_steps(pool.shape, pool.shape.n_workers)]  # fmt: skip
+            progress = bool(opts.progress) and not c.quiet
             wait = StartWait(
-                c.spark, p.driver_scheduler, p.facts, opts.slot_wait, p.connect, bool(opts.progress) and not c.quiet
+                c.spark, p.driver_scheduler, p.facts, opts.slot_wait, p.connect, progress, log_dir=p.log_dir
             )
             await wait.wait(gangs, opts.timeout, c.tag)
             self.started(t0, t_submit)

@@ -33,6 +33,8 @@ from spark_dask.slots import (
     busy_stages,
     no_slots_message,
     said_stages,
+    silent_tasks,
+    silent_text,
     start_timeout_message,
 )
 from spark_dask.spark.conf import application_id
@@ -171,9 +173,12 @@ class StartWait:
         ``count()``: the connected workers of the gangs waited for; default the
         scheduler's running workers (at start they are all the gangs'). A worker group
         added to a running cluster counts its own gangs' workers.
+    log_dir : str, optional
+        The cluster's log directory, named in the timeout's error.
     """
 
-    def __init__(self, spark, driver_scheduler, facts, slot_wait: float, connect: bool, progress: bool, count=None):
+    def __init__(self, spark, driver_scheduler, facts, slot_wait: float, connect: bool, progress: bool, count=None,
+                 log_dir: str | None = None):  # fmt: skip
         self.spark = spark
         self.driver_scheduler = driver_scheduler
         self.facts = facts
@@ -181,6 +186,7 @@ class StartWait:
         self.connect = connect
         self.progress = progress
         self.count = count or driver_scheduler.running_workers
+        self.log_dir = log_dir
 
     async def wait(self, gangs: list[Gang], timeout: float, tag: str) -> None:
         """Return once every worker of ``gangs`` is connected; fail fast when a gang fails."""
@@ -204,8 +210,14 @@ class StartWait:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 f = self.facts
+                shape = [(g.first, g.plan.n_tasks, g.plan.workers_per_task) for g in gangs]
+                # logs are kept where the tasks end by themselves as the cluster closes
+                # (a barrier gang past its barrier); a gang with no worker is cancelled
+                kept = self.log_dir if barrier and n else None
+                silent = silent_text(silent_tasks(self.driver_scheduler.names(), shape, want - n), kept)
                 raise ClusterTimeoutError(start_timeout_message(
                     n, want, self.driver_scheduler.scheduler.address, timeout, tag, barrier, f.dynamic_allocation, f.max_executors,
+                    silent,
                 ))  # fmt: skip
             if not slots_seen and time.monotonic() - submitted >= self.slot_wait:
                 slots_seen = await self.got_slots(gangs)

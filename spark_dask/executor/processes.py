@@ -104,8 +104,11 @@ def _nanny_child(cmd: list[str], env: dict, cwd: str, log_fd: int, death_signal)
         os.chdir(cwd)
         os.environ.clear()
         os.environ.update(env)
-        # what a new interpreter would put first on sys.path from PYTHONPATH (the preload's directory)
-        sys.path[:0] = [p for p in env.get("PYTHONPATH", "").split(os.pathsep)[:1] if p and p not in sys.path]
+        # what a new interpreter would put first on sys.path from PYTHONPATH: the preload's
+        # directory and the directories of the cluster's env={"PYTHONPATH": ...}
+        sys.path[:0] = list(
+            dict.fromkeys(p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p not in sys.path)
+        )
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
             signal.signal(sig, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -288,7 +288,7 @@ class GroupPools:
         pool.running = True
         gangs = [pool.submit(step, "start") for step in gang_steps(plan, plan.n_workers)]
         wait = StartWait(spark, p.driver_scheduler, facts, p.options.slot_wait, p.connect, progress=False,
-                         count=lambda: sum(g.connected for g in gangs))  # fmt: skip
+                         count=lambda: sum(g.connected for g in gangs), log_dir=p.log_dir)  # fmt: skip
         try:
             await wait.wait(gangs, p.options.timeout, gangs[0].tag)
         except BaseException:

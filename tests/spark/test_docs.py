@@ -56,7 +56,7 @@ UNREAD_OK = {
     ("spark_dask/waits.py", "no_slots_message(n_tasks, self.slot_wait, self.facts.slots, others, own)"),
     (
         "spark_dask/waits.py",
-        "start_timeout_message(n, want, self.driver_scheduler.scheduler.address, timeout, tag, barrier, f.dynamic_allocation, f.max_executors)",
+        "start_timeout_message(n, want, self.driver_scheduler.scheduler.address, timeout, tag, barrier, f.dynamic_allocation, f.max_executors, silent)",
     ),
     ("spark_dask/arrow_types.py", "problem"),  # zone_range_problem()'s text, read there
     ("spark_dask/delta/read.py", "problem"),  # spark_read_problem()'s text, read there

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import stat
 import sys
@@ -108,6 +109,36 @@ def test_start_close_cycles_do_not_leak(spark):
     assert last["children"] <= first["children"], figures
     assert last["jobs"] == 0
     assert not dask_processes(spark=spark)
+
+
+def test_a_worker_that_never_connects_is_named_at_the_timeout(spark, tmp_path):
+    """Issue 57: 63 of 64 workers connected at load 108 and the timeout's error named
+    none. The worker of task 1 stalls in its preload (never registers, its task runs on):
+    the error names that task and where its whole log is kept, and the log is there."""
+    (tmp_path / "stall_one.py").write_text(
+        textwrap.dedent("""
+        import sys, time
+        def dask_setup(server):
+            from distributed import Worker
+            if isinstance(server, Worker) and str(server.name) == "spark-1":
+                print("stall_one: the worker of task 1 stalls", file=sys.stderr, flush=True)
+                time.sleep(120)
+    """)
+    )
+    logs = tmp_path / "logs"
+    with pytest.raises(spark_dask.ClusterTimeoutError) as raised:
+        spark_dask.start(spark, n_workers=2, timeout="12s", progress=False, log_directory=str(logs),
+                         env={"PYTHONPATH": str(tmp_path)}, worker_options={"preload": "stall_one"})  # fmt: skip
+    text = str(raised.value)
+    assert "only 1 of 2 Dask workers connected" in text, text
+    assert "Workers of Spark task 1 (names spark-1...) did not connect: its executor's log says why" in text, text
+    kept = re.search(r"workers' own logs are in (\S+)/workers once its task ends", text)
+    assert kept and kept.group(1).startswith(str(logs)), text
+    log = os.path.join(kept.group(1), "workers", "spark-1.log")
+    assert wait_until(lambda: os.path.exists(log), 30), os.listdir(kept.group(1))
+    with open(log) as f:
+        assert "the worker of task 1 stalls" in f.read()
+    assert wait_until(lambda: not active_jobs(spark), 30) and not dask_processes(spark=spark)
 
 
 @pytest.mark.core

@@ -163,6 +163,7 @@ def refusals() -> list[str]:
         slots.no_slots_message(2, 15, 2, ["stage 3 'collect' (2 running tasks)"]),
         slots.no_slots_message(1, 15, 2, []),
         *(slots.start_timeout_message(0, 2, "tls://a:1", 60, "t", b, d, 4) for b, d in ((1, 0), (0, 1), (0, 0))),
+        slots.start_timeout_message(63, 64, "tls://a:1", 180, "t", True, False, None, slots.silent_text([48], "/l")),
         faults.worker_lost_message("spark-0", 0, 1, True, 30),
         faults.no_workers_warning(2, "waiting", 60),
         faults.no_workers_message(2, 61, 60, "the Spark barrier stage failed"),
