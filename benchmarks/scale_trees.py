@@ -147,6 +147,7 @@ def main(args) -> dict:
         T["ratio"] = median(T["start"]) / median(T["stage"])
         T["ratio_runs"] = [s / f for s, f in zip(T["start"], T["stage"])]
     if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as f:
             json.dump(R, f, indent=1)
     print(render(R))
