@@ -69,6 +69,7 @@ import fsspec
 import psutil
 
 from benchmarks.machine import machine_facts
+from benchmarks.measure import running
 from spark_dask.delta import log
 from spark_dask.delta.stores import redacted
 
@@ -153,13 +154,6 @@ def jvm_pids() -> list[int]:
     root = psutil.Process(gateway.proc.pid)
     kids = [p for p in root.children(recursive=True) if _name(p) == "java"]
     return [root.pid] + [p.pid for p in kids]
-
-
-def _running(p: psutil.Process) -> bool:
-    try:
-        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
 
 
 def _name(p: psutil.Process) -> str:
@@ -584,7 +578,7 @@ def leftovers(pids: list[int], timeout: float = 30) -> list[str]:
         for pid in pids:
             if psutil.pid_exists(pid) and pid not in alive:
                 alive[pid] = psutil.Process(pid)
-        alive = {pid: p for pid, p in alive.items() if _running(p)}
+        alive = {pid: p for pid, p in alive.items() if running(p)}
         if not alive or time.monotonic() > deadline:
             return [f"{pid} {_name(p)}" for pid, p in alive.items()]
         time.sleep(0.5)

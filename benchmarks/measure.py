@@ -267,7 +267,7 @@ def ours(spark, n: int, options: dict, where: bool = False) -> dict:
     t1 = time.perf_counter()
     cluster.close()
     while procs:
-        procs = [p for p in procs if alive(p)]
+        procs = [p for p in procs if running(p)]
         time.sleep(0.002)
     while active_jobs(spark):
         time.sleep(0.002)
@@ -284,7 +284,7 @@ def ours(spark, n: int, options: dict, where: bool = False) -> dict:
     return out
 
 
-def alive(p: psutil.Process) -> bool:
+def running(p: psutil.Process) -> bool:
     """Whether ``p`` still runs (a zombie has ended)."""
     try:
         return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
