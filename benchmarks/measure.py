@@ -275,8 +275,9 @@ def ours(spark, n: int, options: dict, where: bool = False) -> dict:
     cpu1, mine1 = psutil.cpu_times(), me.cpu_times()
     busy = (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)  # the machine's, all processes
     driver = (mine1.user + mine1.system) - (mine0.user + mine0.system)  # this process: the scheduler's part
-    if gang_processes(tag):  # untimed: nothing of the cluster may be left
-        raise RuntimeError(f"processes of {tag} left after close(): {gang_processes(tag)}")
+    left = gang_processes(tag)  # untimed: nothing of the cluster may be left
+    if left:
+        raise RuntimeError(f"processes of {tag} left after close(): {left}")
     out = {"start": start, "close": close, "close_cpu_s": busy, "close_driver_cpu_s": driver, "launcher_rss": footprint,
            "timings": dict(parts_of(cluster).timings)}  # fmt: skip
     if where:
