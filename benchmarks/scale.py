@@ -32,11 +32,15 @@ longer (:func:`bed_limits`): all N workers start on this one machine.
   counted by wrapping py4j's ``send_command`` in this process (:class:`Py4jCounter`, an
   instrument of the benchmark, not of spark-dask). The driver's RSS growth with the
   cluster up (the scheduler's memory) and the scheduler's own count of its state.
-- ``drain`` and ``handoff`` run on a cluster in ``gpu_mode="shared"`` (its tasks hold no
-  GPU, so Spark's GPU tasks run beside it on the spare cores; with the default, whole-GPU
-  workers take every GPU of a full executor and Spark's jobs wait).
-- ``drain`` (two executors or more, N > 8): one executor (8 workers, 16 MiB scattered to each) decommissioned:
-  event -> the drain ended, and -> N workers again (Spark starts a new executor).
+- ``drain`` (two executors or more, N > 8), on the ``idle`` part's cluster (a worker per
+  GPU): one executor (8 workers, 16 MiB scattered to each) decommissioned: event -> the
+  drain ended, and -> N workers again (Spark starts a new executor).
+- ``handoff`` runs on a cluster in ``gpu_mode="shared"`` started in the ``idle`` one's
+  place (its tasks hold no GPU, so Spark's GPU tasks run beside it on the spare cores;
+  with the default, whole-GPU workers take every GPU of a full executor and Spark's jobs
+  wait). In ``gpu_mode="shared"`` Spark places the CPU-only barrier tasks by cores, so
+  more than 8 of them can land on an executor of 8 GPUs (and fail: no free GPU); hence
+  the drain, which needs every executor full, runs before it.
 - ``handoff``: ``to_dask`` and ``to_spark`` of 1 GB (``--handoff-gb``) over N workers,
   against Spark computing the same data into a noop sink (``benchmarks/handoff.py``); at
   every size, or at those of ``--handoff-at``.
@@ -553,19 +557,18 @@ def _one_size(n: int, args, note) -> dict:
                 R["idle"] = idle
                 note(f"N={n} idle: {json.dumps(idle['with'])}; without a cluster: {json.dumps(idle['without'])}; "
                      f"distributed's floor: {json.dumps(idle.get('floor'))}")  # fmt: skip
-                wanted = {"handoff", "drain"} & set(args.parts)
-                got = reported(lambda: {"cluster": shared(cluster, spark, n, options)}) if wanted else {}
-                if "error" in got:  # reported in the table as the failed parts, the others kept
-                    R.update({part: got for part in wanted})
-                    wanted = set()
-                elif wanted:  # with Spark's tasks beside the workers
-                    cluster = got["cluster"]
-                if "handoff" in wanted and (args.handoff_at is None or n in args.handoff_at):
-                    R["handoff"] = reported(handoff_part, spark, cluster, args.handoff_gb)
-                    note(f"N={n} hand-off: {R['handoff']}")
-                if "drain" in wanted and executors > 1:
+                if "drain" in args.parts and executors > 1:  # on the same cluster: a worker per GPU
                     R["drain"] = reported(drain_part, spark, cluster, n)
                     note(f"N={n} drain: {R['drain']}")
+                if "handoff" in args.parts and (args.handoff_at is None or n in args.handoff_at):
+                    # with Spark's tasks beside the workers: a cluster in gpu_mode="shared"
+                    got = reported(lambda: {"cluster": shared(cluster, spark, n, options)})
+                    if "error" in got:
+                        R["handoff"] = got
+                    else:
+                        cluster = got["cluster"]
+                        R["handoff"] = reported(handoff_part, spark, cluster, args.handoff_gb)
+                    note(f"N={n} hand-off: {R['handoff']}")
             finally:
                 t0 = time.perf_counter()
                 with contextlib.redirect_stdout(io.StringIO()):

@@ -135,8 +135,7 @@ class Startup:
             p.facts = await facts_job
             p.timings["facts"] = time.monotonic() - t0
             self.plan()
-            await scheduler_job
-            c.status = Status.starting
+            await scheduler_job  # the status is starting (start_scheduler)
             p.driver_scheduler.watch_workers(
                 self.groups.worker_added, self.groups.worker_removed, self.groups.worker_leaving
             )

@@ -53,6 +53,7 @@ from spark_dask.executor.processes import (
     KILL_WAIT,
     ForkedNanny,
     can_fork,
+    freeze_heap,
     make_death_signal,
     read_text,
     stop_workers,
@@ -148,6 +149,7 @@ def run_task(spec: TaskSpec) -> dict:
         row["forked"] = [isinstance(p, ForkedNanny) for p in procs]
         # opened after the nannies are forked: a thread of this process makes a fork unsafe
         line = TaskLine(spec, [w["name"] for w in mine], lambda: line_cut(spec, procs, row))
+        freeze_heap()  # distributed is imported now: spares the gc.collect() after the task
         _supervise(spec, procs, logs, mine, where)
         row["t"]["exited"] = time.time()
     finally:

@@ -15,7 +15,7 @@ from distributed import Client
 import spark_dask
 from spark_dask import SparkCluster
 from spark_dask.parts import parts_of
-from tests.support.processes import driver_url, wait_until
+from tests.support.processes import driver_url, executor_jvm, wait_until
 from tests.support.spark import assert_no_leftovers, make_spark, stop_spark
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
@@ -120,13 +120,7 @@ def test_spark_reruns_a_plain_job_task_lost_with_its_executor(spark):
     try:
         client = Client(cluster)
         (w,) = client.scheduler_info()["workers"].values()
-        jvm = next(
-            p for p in psutil.process_iter(["cmdline"])
-            if "CoarseGrainedExecutorBackend" in " ".join(p.info["cmdline"] or [])
-            and app_id in " ".join(p.info["cmdline"])
-            and f"--executor-id {w['spark']['executor_id']} " in " ".join(p.info["cmdline"])
-        )  # fmt: skip
-        jvm.kill()
+        psutil.Process(executor_jvm(app_id, w["spark"]["executor_id"])).kill()
         # Spark runs the task again on an executor (dynamic allocation adds one): the
         # worker comes back under its attempt's name; the cluster relaunches nothing
         assert wait_until(lambda: [x["name"] for x in client.scheduler_info()["workers"].values()] == ["spark-0-a1"], 120), (

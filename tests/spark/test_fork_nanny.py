@@ -9,6 +9,7 @@ with which environment and logging, and that nothing is left after close.
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -95,6 +96,10 @@ def test_a_killed_task_takes_its_forked_nanny_and_worker_along(spark):
     cluster = client.cluster
     try:
         pids = set(client.run(os.getpid).values()) | set(client.run(os.getppid).values())
+        # the heap shared with the task was frozen before the fork (gc.freeze): the nanny's
+        # and the worker's full collections leave those pages alone, uncopied
+        frozen = [*client.run(gc.get_freeze_count, nanny=True).values(), *client.run(gc.get_freeze_count).values()]
+        assert len(frozen) == 4 and min(frozen) > 10_000, frozen
         tasks = {psutil.Process(pid).parent().pid for pid in client.run(os.getppid).values()}
         psutil.Process(next(iter(tasks))).kill()  # what Spark does to a killed task's Python worker
         gone, alive = psutil.wait_procs([psutil.Process(p) for p in pids], timeout=30)

@@ -34,7 +34,7 @@ from spark_dask.handoff.registry import TransferFiles
 from spark_dask.parts import parts_of
 from spark_dask.shipping import by_value
 from spark_dask.spark import jobs
-from tests.support.processes import driver_url, wait_until
+from tests.support.processes import driver_url, executor_jvms, wait_until
 from tests.support.spark import active_jobs, make_spark, stop_spark, task_localities
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(240)]
@@ -648,13 +648,6 @@ def _slow_batches():
     return slow
 
 
-def _executor_jvms(app_id: str):
-    import psutil
-
-    return [p for p in psutil.process_iter(["cmdline"])
-            if "CoarseGrainedExecutorBackend" in " ".join(p.info["cmdline"] or []) and app_id in " ".join(p.info["cmdline"] or [])]  # fmt: skip
-
-
 @pytest.mark.timeout(300)
 def test_a_lost_executor_during_the_transfer_is_retried_and_the_result_is_exact(spark, client, local_dir):
     cluster = client.cluster
@@ -682,7 +675,7 @@ def test_a_lost_executor_during_the_transfer_is_retried_and_the_result_is_exact(
 
     assert wait_until(transfer_running, 60)
     time.sleep(0.5)
-    _executor_jvms(driver_url(spark))[0].kill()
+    executor_jvms(driver_url(spark))[0].kill()
     t.join(200)
     assert "error" not in result, result.get("error")
     ddf = result["ddf"]

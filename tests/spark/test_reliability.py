@@ -19,7 +19,7 @@ from distributed.security import Security
 import spark_dask
 from spark_dask import PlanError, SparkCluster, SparkDaskError
 from spark_dask.parts import parts_of
-from tests.support.processes import dask_processes, driver_url, wait_until
+from tests.support.processes import dask_processes, driver_url, executor_jvms, wait_until
 from tests.support.spark import active_jobs, assert_no_leftovers
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(240)]
@@ -54,22 +54,13 @@ def test_killed_worker_is_restarted_and_the_result_is_right(spark):
     assert_no_leftovers(spark, cluster)
 
 
-def _executor_jvms(app_id: str) -> list[psutil.Process]:
-    out = []
-    for p in psutil.process_iter(["cmdline"]):
-        cmd = " ".join(p.info["cmdline"] or [])
-        if "CoarseGrainedExecutorBackend" in cmd and app_id in cmd:
-            out.append(p)
-    return out
-
-
 def test_lost_executor_gang_is_relaunched_and_the_computation_completes(spark):
     app_id = driver_url(spark)  # unique on this machine, where application ids are not
     with spark_dask.start(spark, progress=False) as client:
         cluster = client.cluster
         futures = client.map(slow_inc, range(60), pure=False)
         time.sleep(1.0)
-        jvm = _executor_jvms(app_id)[0]
+        jvm = executor_jvms(app_id)[0]
         t0 = time.monotonic()
         jvm.kill()
         assert wait_until(lambda: parts_of(cluster).relaunches == 1, 60), cluster.get_logs()["Cluster"]

@@ -19,7 +19,7 @@ import spark_dask
 from spark_dask import SparkCluster
 from spark_dask.parts import parts_of
 from tests.support.paths import ROOT
-from tests.support.processes import dask_processes, driver_url, wait_until
+from tests.support.processes import dask_processes, driver_url, executor_jvm, wait_until
 from tests.support.spark import active_jobs, assert_no_leftovers, make_spark, stop_spark
 
 
@@ -183,14 +183,6 @@ def test_adapt_grows_under_load_and_shrinks_when_idle(spark):
     assert_no_leftovers(spark, cluster)
 
 
-def _executor_jvm(app_id: str, executor_id: str) -> psutil.Process:
-    for p in psutil.process_iter(["cmdline"]):
-        cmd = " ".join(p.info["cmdline"] or [])
-        if "CoarseGrainedExecutorBackend" in cmd and app_id in cmd and f"--executor-id {executor_id} " in cmd:
-            return p
-    raise AssertionError(f"no JVM for executor {executor_id}")
-
-
 def test_lost_executor_relaunches_only_its_gang(spark):
     """Last in this module: it kills an executor of the module's application."""
     app_id = driver_url(spark)  # unique on this machine, where application ids are not
@@ -204,7 +196,7 @@ def test_lost_executor_relaunches_only_its_gang(spark):
         info = client.scheduler_info()["workers"]
         first = next(a for a, w in info.items() if w["spark"]["gang"] == 0)
         second = next(w for w in info.values() if w["spark"]["gang"] == 1)
-        _executor_jvm(app_id, second["spark"]["executor_id"]).kill()
+        psutil.Process(executor_jvm(app_id, second["spark"]["executor_id"])).kill()
         assert wait_until(lambda: parts_of(cluster).relaunches == 1, 60), cluster.get_logs()["Cluster"]
         assert wait_until(lambda: len(client.scheduler_info()["workers"]) == 2, 120), cluster.get_logs()["Cluster"]
         workers = client.scheduler_info()["workers"]

@@ -80,13 +80,23 @@ def no_workers_left(output: str) -> bool:
     return wait_until(lambda: not any(dask_processes(t) for t in tags), timeout=20)
 
 
-def executor_jvm(driver: str, executor_id: str) -> int:
-    """The pid of executor JVM ``executor_id`` of the application whose driver is
-    ``driver`` (:func:`driver_url`) on this machine (its command line:
+def executor_jvms(driver: str, executor_id: str | None = None) -> list[psutil.Process]:
+    """The executor JVMs on this machine of the application whose driver is ``driver``
+    (:func:`driver_url`), or only executor ``executor_id``'s (their command line:
     ``CoarseGrainedExecutorBackend --driver-url DRIVER ... --executor-id N``)."""
+    found = []
     for p in psutil.process_iter(["cmdline"]):
         cmd = p.info["cmdline"] or []
-        if "org.apache.spark.executor.CoarseGrainedExecutorBackend" in cmd and driver in cmd:
-            if cmd[cmd.index("--executor-id") + 1] == executor_id:
-                return p.pid
+        if "org.apache.spark.executor.CoarseGrainedExecutorBackend" not in cmd or driver not in cmd:
+            continue
+        if executor_id is None or cmd[cmd.index("--executor-id") + 1] == executor_id:
+            found.append(p)
+    return found
+
+
+def executor_jvm(driver: str, executor_id: str) -> int:
+    """The pid of executor JVM ``executor_id`` of the application of ``driver``
+    (:func:`executor_jvms`)."""
+    for p in executor_jvms(driver, executor_id):
+        return p.pid
     raise LookupError(f"no JVM for executor {executor_id} of the application of {driver}")
