@@ -35,15 +35,14 @@ longer (:func:`bed_limits`): all N workers start on this one machine.
 - ``drain`` (two executors or more, N > 8), on the ``idle`` part's cluster (a worker per
   GPU): one executor (8 workers, 16 MiB scattered to each) decommissioned: event -> the
   drain ended, and -> N workers again (Spark starts a new executor).
-- ``handoff`` runs on a cluster in ``gpu_mode="shared"`` started in the ``idle`` one's
-  place (its tasks hold no GPU, so Spark's GPU tasks run beside it on the spare cores;
-  with the default, whole-GPU workers take every GPU of a full executor and Spark's jobs
-  wait). In ``gpu_mode="shared"`` Spark places the CPU-only barrier tasks by cores, so
-  more than 8 of them can land on an executor of 8 GPUs (and fail: no free GPU); hence
-  the drain, which needs every executor full, runs before it.
 - ``handoff``: ``to_dask`` and ``to_spark`` of 1 GB (``--handoff-gb``) over N workers,
   against Spark computing the same data into a noop sink (``benchmarks/handoff.py``); at
-  every size, or at those of ``--handoff-at``.
+  every size, or at those of ``--handoff-at``. On a cluster in ``gpu_mode="shared"``
+  started in the ``idle`` one's place, after the drain (its tasks hold no GPU, so Spark's
+  GPU tasks run beside it on the spare cores; with the default, whole-GPU workers take
+  every GPU of a full executor and Spark's jobs wait). Spark places such CPU-only barrier
+  tasks by cores, so more than 8 can land on an executor of 8 GPUs (and fail: no free
+  GPU): the drain, which needs a worker per GPU, runs before it.
 - ``hosts`` (once, not per size): the multi-host bed (``tests/support/hosts.py``, root), 2
   and 8 worker hosts (``--hosts``), 2 cores and 2 stand-in GPUs each, a worker per GPU;
   one worker host killed and a fresh one started in its place (``benchmarks/scale_hosts.py``).

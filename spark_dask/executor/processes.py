@@ -195,9 +195,10 @@ def freeze_heap() -> None:
     ``gc.freeze()`` moves every tracked object to the permanent generation. Two costs go:
     PySpark's daemon runs ``gc.collect()`` after every task of a reused Python worker
     (``pyspark/daemon.py``), which with distributed imported traverses all its modules'
-    objects at each task's end, and none of them after a freeze; and a forked nanny's own collections
-    would write to the header of every object it shares with the task, copying those
-    pages (Python's ``gc.freeze`` documentation recommends a freeze right before a fork).
+    objects at each task's end, and none of them after a freeze; and a forked nanny's
+    own collections would write to the header of every object it shares with the task,
+    copying those pages (Python's ``gc.freeze`` documentation recommends a freeze right
+    before a fork).
     What is frozen and later becomes cyclic garbage stays until the Python worker exits:
     modules, classes and functions, which live that long anyway, and the task's state,
     freed by reference counting.

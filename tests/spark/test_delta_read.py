@@ -65,7 +65,7 @@ def ordered(frame: pd.DataFrame) -> pd.DataFrame:
 
 def assert_same(got, want, what: str) -> None:
     """``got`` and ``want`` (Dask or pandas frames) hold the same rows, columns and dtypes."""
-    got, want = (ordered(f.compute() if hasattr(f, "dask") else f) for f in (got, want))
+    got, want = (ordered(f if isinstance(f, pd.DataFrame) else f.compute()) for f in (got, want))
     assert list(got.columns) == list(want.columns), what
     assert got.dtypes.astype(str).tolist() == want.dtypes.astype(str).tolist(), what
     pd.testing.assert_frame_equal(got, want, check_exact=True, obj=what)
