@@ -15,7 +15,17 @@ Reader features (delta-io/delta ``PROTOCOL.md``, "Table Features"; reader versio
   its preview (Spark-specific binary values), and any name not listed here.
 
 Writer features (liquid clustering, row tracking, domain metadata, IcebergCompat,
-change data feed, check constraints, ...) do not change what a reader sees.
+change data feed, check constraints, ...) do not change what a reader sees, with two
+exceptions:
+
+* ``coordinatedCommits-preview`` (or a ``delta.coordinatedCommits.*`` property): a commit
+  coordinator accepts the commits, which sit in ``_delta_log/_commits/`` until they are
+  backfilled into ``_delta_log``: listing ``_delta_log`` alone would read an older
+  version with no word, so such tables are refused as ``catalogManaged`` ones are;
+* ``collations`` / ``collations-preview``: a string column with a collation other than
+  ``UTF8_BINARY`` (``spark.UTF8_LCASE``, ICU's) is compared by it (``'abc' = 'ABC'``
+  under ``UTF8_LCASE``), where the file reader compares bytes: a filter on such a
+  column is refused (its values read right; :func:`filter_refusal`).
 """
 
 from __future__ import annotations
@@ -42,6 +52,14 @@ WHY_NOT = {
 
 MAX_READER_VERSION = 3
 
+# Writer features and table properties that move commits out of _delta_log
+COORDINATED = "coordinatedCommits-preview"
+COORDINATED_PROPERTY = "delta.coordinatedCommits."
+# Spark's field metadata key of a string field's collation (StructField JSON), and the
+# collation that compares bytes, as the file reader does
+COLLATIONS_KEY = "__COLLATIONS"
+BINARY_COLLATION = "UTF8_BINARY"
+
 
 def refusal(protocol: dict, metadata: dict) -> str | None:
     """Why the file reader cannot read this table right, or None when it can.
@@ -66,12 +84,83 @@ def refusal(protocol: dict, metadata: dict) -> str | None:
             return f"it uses the Delta reader feature {feature!r}: {WHY_NOT[feature]}"
         if feature not in READ_RIGHT:
             return f"it uses the Delta reader feature {feature!r}, which spark-dask's file reader does not know"
+    coordinated = _coordinated(protocol, metadata)
+    if coordinated:
+        return (
+            f"its commits go through a commit coordinator ({coordinated}): the newest ones stay in "
+            "_delta_log/_commits until they are backfilled, and the file reader lists _delta_log only"
+        )
     provider = (metadata.get("format") or {}).get("provider", "parquet")
     if provider != "parquet":
         return f"its data files are {provider!r}, not Parquet"
     mode = column_mapping_mode(metadata)
     if mode not in ("none", "name", "id"):
         return f"its column mapping mode is {mode!r} (the protocol has none, name and id)"
+    return None
+
+
+def _coordinated(protocol: dict, metadata: dict) -> str | None:
+    """What says the table's commits are coordinated (the feature or a property), or None.
+
+    >>> _coordinated({"writerFeatures": ["coordinatedCommits-preview"]}, {})
+    "the writer feature 'coordinatedCommits-preview'"
+    >>> _coordinated({}, {"configuration": {"delta.coordinatedCommits.commitCoordinator-preview": "dynamodb"}})
+    'delta.coordinatedCommits.commitCoordinator-preview = dynamodb'
+    >>> _coordinated({"writerFeatures": ["deletionVectors"]}, {"configuration": {"delta.appendOnly": "true"}}) is None
+    True
+    """
+    if COORDINATED in (protocol.get("writerFeatures") or []):
+        return f"the writer feature {COORDINATED!r}"
+    for key, value in sorted((metadata.get("configuration") or {}).items()):
+        if key.startswith(COORDINATED_PROPERTY) and value:
+            return f"{key} = {value}"
+    return None
+
+
+def collation(field: dict) -> str | None:
+    """The collation of a top-level column where it compares otherwise than bytes
+    (Spark's ``__COLLATIONS`` field metadata, as Delta's ``collations`` feature keeps
+    it), or None.
+
+    >>> collation({"name": "s", "type": "string", "metadata": {"__COLLATIONS": {"s": "spark.UTF8_LCASE"}}})
+    'spark.UTF8_LCASE'
+    >>> collation({"name": "s", "type": "string", "metadata": {"__COLLATIONS": {"s": "spark.UTF8_BINARY"}}}) is None
+    True
+    >>> collation({"name": "s", "type": "string", "metadata": {}}) is None
+    True
+    """
+    found = (field.get("metadata") or {}).get(COLLATIONS_KEY) or {}
+    if not isinstance(found, dict):
+        return None
+    for name in sorted(found):
+        value = str(found[name])
+        if value.rsplit(".", 1)[-1].upper() != BINARY_COLLATION:
+            return value
+    return None
+
+
+def filter_refusal(fields: list[dict], filters) -> str | None:
+    """Why the file reader cannot give Spark's answer to ``filters`` on these columns
+    (a filter on a collated string column), or None. Malformed filters pass here: the
+    filters' own check names them.
+
+    >>> fields = [{"name": "s", "type": "string", "metadata": {"__COLLATIONS": {"s": "spark.UTF8_LCASE"}}},
+    ...           {"name": "k", "type": "long"}]
+    >>> filter_refusal(fields, [("k", "==", 1)]) is None
+    True
+    >>> filter_refusal(fields, [[("k", "==", 1)], [("s", "==", "abc")]])
+    "its column 's' has the collation spark.UTF8_LCASE, which Spark compares by (the file reader compares bytes) for the filter on it"
+    """
+    if not filters or not isinstance(filters, (list, tuple)):
+        return None
+    groups = [filters] if isinstance(filters[0], tuple) else filters
+    named = {t[0] for g in groups if isinstance(g, (list, tuple)) for t in g if isinstance(t, (list, tuple)) and t}
+    for field in fields:
+        if field.get("name") in named and (found := collation(field)):
+            return (
+                f"its column {field['name']!r} has the collation {found}, which Spark compares by (the file reader "
+                "compares bytes) for the filter on it"
+            )
     return None
 
 
@@ -96,4 +185,4 @@ def check(why: str | None, where: str) -> None:
         )
 
 
-__all__ = ["READ_RIGHT", "WHY_NOT", "check", "column_mapping_mode", "refusal"]
+__all__ = ["READ_RIGHT", "WHY_NOT", "check", "collation", "column_mapping_mode", "filter_refusal", "refusal"]

@@ -9,8 +9,10 @@ Each term becomes the values of its column that Spark's comparison keeps
 every kept file gets on its worker: a skip only saves reading, made only when no row of
 the file can match. Statistics are used for numbers, decimals, dates and strings (Delta
 truncates long string statistics, so a string max of 32 characters or more is not
-used), never for timestamps (kept to milliseconds), and on a float column not for a
-term that NaN could match (writers differ on whether NaN is in the max).
+used), never for timestamps (kept to milliseconds), on a float column not for a
+term that NaN could match (writers differ on whether NaN is in the max), and not on a
+column whose type was widened from one whose statistics are not exact in the new type
+(:func:`stats_exact`).
 """
 
 from __future__ import annotations
@@ -29,10 +31,11 @@ OPS = {"=": "==", "==": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": 
 STATS_TYPES = {"byte", "short", "integer", "long", "float", "double", "date", "string"}
 
 
-def normalize(filters, fields: list[dict], tz: str | None = None) -> list[list[tuple]] | None:
+def normalize(filters, fields: list[dict], tz: str | None = None, ansi: bool | None = False) -> list[list[tuple]] | None:
     """Filters in disjunctive normal form, checked against the table's columns; with
     ``tz`` (the file reader), each term ``(column, op, Match)``: the values of the
-    column it holds for, as Spark compares them (:func:`spark_dask.delta.compare.term`).
+    column it holds for, as Spark compares them (:func:`spark_dask.delta.compare.term`, with
+    Spark's ANSI mode ``ansi``).
 
     >>> normalize([("k", "=", 1)], [{"name": "k", "type": "long"}])
     [[('k', '==', 1)]]
@@ -65,7 +68,7 @@ def normalize(filters, fields: list[dict], tz: str | None = None) -> list[list[t
             if OPS[op] in ("in", "not in") and not isinstance(value, (list, tuple, set, frozenset)):
                 raise PlanError(f"spark-dask: filter {op!r} on {column!r} needs a list of values, got {value!r}")
             if tz:
-                value = compare.term(fields[names.index(column)], OPS[op], value, tz)
+                value = compare.term(fields[names.index(column)], OPS[op], value, tz, ansi)
             elif OPS[op] in ("in", "not in"):
                 value = list(value)
             conjunction.append((column, OPS[op], value))
@@ -114,7 +117,7 @@ def _may_match(record: dict, stats: dict, field: dict, match, mode: str, tz: str
     rows, nulls = stats.get("numRecords"), (stats.get("nullCount") or {}).get(key)
     if rows is not None and nulls is not None and nulls >= rows:
         return False  # every row null: a null matches no term
-    if kind not in STATS_TYPES and not kind.startswith("decimal"):
+    if (kind not in STATS_TYPES and not kind.startswith("decimal")) or not stats_exact(field):
         return True
     low, high = (stats.get("minValues") or {}).get(key), (stats.get("maxValues") or {}).get(key)
     if low is None or high is None or (kind == "string" and isinstance(high, str) and len(high) >= 32):
@@ -123,6 +126,34 @@ def _may_match(record: dict, stats: dict, field: dict, match, mode: str, tz: str
     if low is None or high is None:
         return True
     return compare.overlaps(match, low, high, floating=kind in ("float", "double"))
+
+
+def stats_exact(field: dict) -> bool:
+    """Whether a column's min/max statistics hold its values exactly in its type today,
+    for files written before a type widening too (``delta.typeChanges`` in the field's
+    metadata, Delta's type widening): an integer or decimal statistic is the same
+    number in the wider integer, decimal or double; a FLOAT's (printed as a FLOAT) is
+    not the DOUBLE the widened value is (``0.1`` against 0.10000000149011612), and any
+    other change is not trusted.
+
+    >>> stats_exact({"name": "x", "type": "long", "metadata": {"delta.typeChanges": [
+    ...     {"fromType": "short", "toType": "integer"}, {"fromType": "integer", "toType": "long"}]}})
+    True
+    >>> stats_exact({"name": "x", "type": "double", "metadata": {"delta.typeChanges": [
+    ...     {"fromType": "float", "toType": "double"}]}})
+    False
+    >>> stats_exact({"name": "x", "type": "long"})
+    True
+    """
+    changes = (field.get("metadata") or {}).get("delta.typeChanges") or []
+    exact = (*compare.INTEGRAL, "decimal")
+    for change in changes:
+        if change.get("fieldPath"):
+            continue  # an element, key or value of a nested column: no statistics are used for those
+        before, after = str(change.get("fromType", "")), str(change.get("toType", ""))
+        if not before.startswith(exact) or not (after.startswith(exact) or after == "double"):
+            return False
+    return True
 
 
 def _stat_value(value, kind: str):
@@ -166,4 +197,4 @@ def fold(dnf, column, literal, isin):
     return reduce(operator.or_, [reduce(operator.and_, [term(*t) for t in group]) for group in dnf])
 
 
-__all__ = ["COMPARE", "OPS", "STATS_TYPES", "fold", "keep", "normalize"]
+__all__ = ["COMPARE", "OPS", "STATS_TYPES", "fold", "keep", "normalize", "stats_exact"]

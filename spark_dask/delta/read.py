@@ -12,14 +12,14 @@ with one warning saying why.
 from __future__ import annotations
 
 import logging
-import os
 import re
 import warnings
 from datetime import date, datetime
 
 from spark_dask import arrow_types, errors
-from spark_dask.delta import compare, dv, features, files, log, prune, stores
+from spark_dask.delta import compare, dv, features, files, lineage, log, prune, stores
 from spark_dask.delta import schema as schemas
+from spark_dask.delta.sources import file_source, is_table_name, spark_source
 from spark_dask.errors import DeltaError, PlanError
 from spark_dask.events import outside_package
 from spark_dask.handoff import driver as handoff
@@ -37,31 +37,6 @@ SHIPPED = (errors, arrow_types, dv, schemas, compare, prune, files, stores)
 SHIPPED_NEEDS = ("numpy",)
 
 VIAS = ("auto", "files", "spark")
-# catalog.schema.table, schema.table or table (back-quoted parts allowed): not a path
-TABLE_NAME = re.compile(r"^(`[^`]+`|[A-Za-z_][\w$]*)(\.(`[^`]+`|[A-Za-z_][\w$]*)){0,2}$")
-
-
-def is_table_name(source: str) -> bool:
-    """Whether ``source`` names a table (``catalog.schema.table``) rather than a path: a
-    name has no ``/`` and is not a directory here (``events`` beside the notebook is a
-    path).
-
-    >>> [is_table_name(s) for s in ("main.sales.orders", "orders", "/tmp/t", "s3://b/t", "dbfs:/t", "./t")]
-    [True, True, False, False, False, False]
-    """
-    return bool(TABLE_NAME.match(source)) and "/" not in source and not os.path.isdir(source)
-
-
-def file_source(source: str) -> str:
-    """Where the files of ``source`` are read from: ``dbfs:/x`` through Databricks' FUSE
-    mount ``/dbfs/x`` (fsspec has no ``dbfs:`` for it); anything else as it is.
-
-    >>> file_source("dbfs:/user/t"), file_source("s3://b/t")
-    ('/dbfs/user/t', 's3://b/t')
-    """
-    if source.startswith("dbfs:/"):
-        return "/dbfs/" + source[len("dbfs:/") :].lstrip("/")
-    return source
 
 
 def read_delta(
@@ -130,13 +105,18 @@ def read_delta(
     tz = _time_zone(spark)
     with stores.access(source, "the driver"):
         snapshot = _snapshot(fs, root, version, timestamp, tz)
-    why = features.refusal(snapshot.protocol, snapshot.metadata)
+    why = features.refusal(snapshot.protocol, snapshot.metadata) or features.filter_refusal(
+        schemas.table_schema(snapshot.metadata)["fields"], filters
+    )
     if why and via == "auto":
         warnings.warn(f"spark-dask: reading {source} through Spark: {why}", UserWarning, **outside_package())
         return read_with_spark(source, version, timestamp, columns, filters, spark, client, backend)
     features.check(why, source)
     location = files_at.rstrip("/") if "://" in files_at else root  # what the workers open
-    return read_files(snapshot, location, columns, filters, storage_options, tz, client, backend)
+    ddf = read_files(
+        snapshot, location, columns, filters, storage_options, tz, client, backend, ansi=compare.session_ansi(spark)
+    )
+    return lineage.remember(ddf, lineage.table_key(source), snapshot.version)
 
 
 def _check_arguments(source, version, timestamp, columns, via) -> None:
@@ -192,8 +172,11 @@ def _snapshot(fs, root: str, version, timestamp, tz: str) -> log.Snapshot:
     return log.replay(fs, root, latest if version is None else version, listing)
 
 
-def read_files(snapshot: log.Snapshot, root: str, columns, filters, storage_options, tz: str, client, backend):
-    """The ``via="files"`` read of one snapshot: a partition per file that may match."""
+def read_files(
+    snapshot: log.Snapshot, root: str, columns, filters, storage_options, tz: str, client, backend, ansi=False
+):
+    """The ``via="files"`` read of one snapshot: a partition per file that may match;
+    ``ansi``: the session's ANSI mode (:func:`spark_dask.delta.compare.session_ansi`)."""
     import dask.dataframe as dd
 
     table_schema = schemas.table_schema(snapshot.metadata)
@@ -203,7 +186,7 @@ def read_files(snapshot: log.Snapshot, root: str, columns, filters, storage_opti
     if missing:
         raise PlanError(f"spark-dask: no column {missing[0]!r} in the table (its columns: {', '.join(names)})")
     mode = features.column_mapping_mode(snapshot.metadata)
-    dnf = prune.normalize(filters, fields, tz)
+    dnf = prune.normalize(filters, fields, tz, ansi)
     by_name = {f["name"]: f for f in fields}
     tasks = [r for r in snapshot.files if prune.keep(r, dnf, by_name, mode, tz)]
     backend = handoff.read_backend(backend, client)
@@ -298,6 +281,8 @@ def read_with_spark(source: str, version, timestamp, columns, filters, spark, cl
     the connector, or a table name Spark does not find, in one line
     (:func:`spark_read_problem`)."""
     spark = active_session(spark)
+    if version is None and timestamp is None:
+        version = lineage.latest(spark, source)  # pinned: the frame's rows are of one known version
     try:
         df = _spark_frame(spark, source, version, timestamp)
     except Exception as e:
@@ -310,7 +295,10 @@ def read_with_spark(source: str, version, timestamp, columns, filters, spark, cl
         df = df.where(spark_condition(dnf, _time_zone(spark)))
     if columns is not None:
         df = df.select(*columns)
-    return handoff.to_dask(df, client=client, backend=backend)
+    ddf = handoff.to_dask(df, client=client, backend=backend)
+    if timestamp is not None:
+        return ddf  # the version Spark chose for the time is not known here: not remembered
+    return lineage.remember(ddf, lineage.table_key(source, spark), version)
 
 
 def _spark_frame(spark, source: str, version, timestamp):
@@ -322,6 +310,7 @@ def _spark_frame(spark, source: str, version, timestamp):
             clause = f" TIMESTAMP AS OF '{_sql_timestamp(timestamp)}'"
         return spark.sql(f"SELECT * FROM {source}{clause}")
     reader = spark.read.format("delta")
+    source = spark_source(source)
     if version is not None:
         reader = reader.option("versionAsOf", int(version))
     if timestamp is not None:

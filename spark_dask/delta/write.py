@@ -9,17 +9,32 @@ and Unity Catalog's governance applies to a table name.
 from __future__ import annotations
 
 import os
+import warnings
 
-from spark_dask.delta.read import file_source, is_table_name
+from spark_dask.delta import lineage
+from spark_dask.delta.sources import file_source, is_table_name, spark_source
 from spark_dask.errors import DeltaError, PlanError
+from spark_dask.events import outside_package
 from spark_dask.handoff import driver as handoff
+from spark_dask.spark import databricks
 from spark_dask.spark.compat import jvm_reachable
+from spark_dask.spark.conf import conf
 from spark_dask.spark.session import active_session
 
 MODES = {"error": "errorifexists", "append": "append", "overwrite": "overwrite"}
 
 
-def write_delta(ddf, target: str, *, mode: str = "error", partition_by=None, spark=None, client=None, options=None):
+def write_delta(
+    ddf,
+    target: str,
+    *,
+    mode: str = "error",
+    partition_by=None,
+    spark=None,
+    client=None,
+    options=None,
+    replace_newer: bool = False,
+):
     """Write a Dask DataFrame as a Delta table, with Spark's Delta writer.
 
     Parameters
@@ -41,6 +56,11 @@ def write_delta(ddf, target: str, *, mode: str = "error", partition_by=None, spa
     options : dict, optional
         Writer options for Spark's Delta writer (``mergeSchema``, ``replaceWhere``,
         ``overwriteSchema``, ...).
+    replace_newer : bool
+        An overwrite of a table that ``ddf`` was read from (by ``read_delta``, at some
+        version) fails, before anything is written, when the table has a newer commit:
+        its changes would be replaced. True: overwrite all the same. Appends,
+        ``replaceWhere`` and frames not read from the target are not checked.
 
     Returns
     -------
@@ -61,16 +81,69 @@ def write_delta(ddf, target: str, *, mode: str = "error", partition_by=None, spa
             f"spark-dask: the Delta table {target} exists already: pass mode='append' or mode='overwrite' "
             "to write to it"
         )
+    session = active_session(spark)
+    store = store_warning(target, _log_store(session, target), databricks.detect(session) is not None)
+    if store:
+        warnings.warn(store, UserWarning, **outside_package())
+    read = _version_read(ddf, target, mode, options, replace_newer, spark)
+    if read is not None:
+        lineage.check_newer(session, target, read)  # before the Dask side is computed
     df = handoff.to_spark(ddf, spark, client=client)
     writer = df.write.format("delta").mode(MODES[mode])
     if columns:
         writer = writer.partitionBy(*columns)
     for key, value in (options or {}).items():
         writer = writer.option(key, value)
+    if read is not None:
+        lineage.check_newer(df.sparkSession, target, read)  # again, just before the writer's transaction
     if is_table_name(target):
         writer.saveAsTable(target)
     else:
-        writer.save(target)
+        writer.save(spark_source(target))
+    if read is not None:
+        lineage.check_replaced(df.sparkSession, target, read)
+
+
+def _log_store(spark, target: str) -> str | None:
+    """The Delta log store Spark is configured to commit to ``target``'s scheme with."""
+    scheme = target.split("://", 1)[0].lower() if "://" in target else ""
+    return conf(spark, f"spark.delta.logStore.{scheme}.impl") or conf(spark, "spark.delta.logStore.class")
+
+
+def store_warning(target: str, log_store: str | None, on_databricks: bool) -> str | None:
+    """The warning for a write to S3 where Spark commits with Delta's default log store
+    for it, ``S3SingleDriverLogStore``: its commits are atomic only within one driver (S3
+    has no put-if-absent Delta uses), so two clusters writing the table at once can lose
+    a commit. Not on Databricks (its commit service serves every cluster of the
+    workspace) nor with ``S3DynamoDBLogStore``.
+
+    >>> "S3SingleDriverLogStore, safe only while one Spark driver" in store_warning("s3a://b/t", None, False)
+    True
+    >>> store_warning("s3://b/t", "io.delta.storage.S3DynamoDBLogStore", False) is None
+    True
+    >>> store_warning("s3://b/t", None, True) is None, store_warning("abfss://c@a/t", None, False) is None
+    (True, True)
+    """
+    scheme = target.split("://", 1)[0].lower() if "://" in target else ""
+    if scheme not in ("s3", "s3a", "s3n") or on_databricks or "DynamoDB" in (log_store or ""):
+        return None
+    return (
+        f"spark-dask: write_delta to {target}: Spark commits to S3 with Delta's S3SingleDriverLogStore, safe only "
+        "while one Spark driver writes the table at a time (a commit of another cluster at the same moment can be "
+        f"lost). Where several clusters write it, set spark.delta.logStore.{scheme}.impl="
+        "io.delta.storage.S3DynamoDBLogStore on each (docs/delta.md, 'Several writers')"
+    )
+
+
+def _version_read(ddf, target: str, mode: str, options, replace_newer: bool, spark) -> int | None:
+    """The version of ``target`` that ``ddf`` was read at, where an overwrite must check
+    that it is still the latest (None: nothing to check)."""
+    if mode != "overwrite" or replace_newer or "replacewhere" in {str(k).lower() for k in options or {}}:
+        return None
+    read = lineage.versions_read(ddf)
+    if not read:
+        return None
+    return read.get(lineage.table_key(target, active_session(spark) if is_table_name(target) else None))
 
 
 def exists(target: str, spark=None) -> bool:
@@ -101,4 +174,4 @@ def hadoop_exists(spark, path: str) -> bool | None:
         return None
 
 
-__all__ = ["MODES", "exists", "hadoop_exists", "write_delta"]
+__all__ = ["MODES", "exists", "hadoop_exists", "store_warning", "write_delta"]

@@ -377,3 +377,111 @@ def test_filter_values_are_taken_as_their_columns_types(tmp_path):
         assert read(root, filters=filters).x.tolist() == want, filters
     with pytest.raises(spark_dask.PlanError, match="filter value 'soon' of column 'd' is not a date"):
         spark_dask.read_delta(root, via="files", filters=[("d", "<", "soon")])
+
+
+# ---------------------------------------------------------------------- the review's findings (issue 66)
+def metadata_action(root: str) -> dict:
+    """The table's latest ``metaData`` action (a table written by appends)."""
+    log_dir = os.path.join(root, "_delta_log")
+    found = None
+    for name in sorted(n for n in os.listdir(log_dir) if n.endswith(".json")):
+        with open(os.path.join(log_dir, name)) as f:
+            found = next((a["metaData"] for a in map(json.loads, f) if "metaData" in a), found)
+    return found
+
+
+def with_schema(root: str, change, protocol: dict | None = None, configuration: dict | None = None) -> int:
+    """A commit that changes the schema's fields (``change(fields)`` edits them in
+    place) and the table's properties, as ALTER TABLE commits it; its version."""
+    metadata = metadata_action(root)
+    schema = json.loads(metadata["schemaString"])
+    change(schema["fields"])
+    metadata = {**metadata, "schemaString": json.dumps(schema),
+                "configuration": {**(metadata.get("configuration") or {}), **(configuration or {})}}  # fmt: skip
+    return commit(root, ([{"protocol": protocol}] if protocol else []) + [{"metaData": metadata}])
+
+
+@pytest.mark.parametrize("protocol, configuration, shown", [
+    ({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["coordinatedCommits-preview"]}, {},
+     "(the writer feature 'coordinatedCommits-preview')"),
+    (None, {"delta.coordinatedCommits.commitCoordinator-preview": "dynamodb"},
+     "(delta.coordinatedCommits.commitCoordinator-preview = dynamodb)"),
+])  # fmt: skip
+def test_coordinated_commits_are_refused(table, protocol, configuration, shown):
+    """Finding 4: a commit coordinator keeps the newest commits in _delta_log/_commits
+    until they are backfilled; the file reader listed _delta_log only and read an older
+    version with no word. A commit there that _delta_log lacks: refused, not skipped."""
+    v = with_schema(table, lambda fields: None, protocol, configuration)
+    os.makedirs(os.path.join(table, "_delta_log", "_commits"))
+    with open(os.path.join(table, "_delta_log", "_commits", f"{v + 1:020d}.{uuid.uuid4()}.json"), "w") as f:
+        f.write(json.dumps({"commitInfo": {"operation": "WRITE"}}) + "\n")  # not yet backfilled
+    with pytest.raises(spark_dask.DeltaError) as e:
+        spark_dask.read_delta(table, via="files")
+    assert f"its commits go through a commit coordinator {shown}" in str(e.value)
+    assert "_delta_log/_commits" in str(e.value) and 'via="spark"' in str(e.value)
+    assert len(read(table, version=v - 1)) == 20  # before the coordinator: backfilled, read
+
+
+def test_filters_on_collated_columns_are_refused(table):
+    """Finding 3: under UTF8_LCASE Spark (Databricks) finds 'ABC' for s = 'abc'; the file
+    reader compares bytes. A filter on such a column is refused, naming it; the column's
+    values, and filters on the other columns, read as before."""
+
+    def collate(fields):
+        s = next(f for f in fields if f["name"] == "s")
+        s["metadata"] = {"__COLLATIONS": {"s": "spark.UTF8_LCASE"}}
+
+    with_schema(table, collate, {"minReaderVersion": 1, "minWriterVersion": 7,
+                                 "writerFeatures": ["collations-preview", "domainMetadata"]})  # fmt: skip
+    with pytest.raises(spark_dask.DeltaError) as e:
+        spark_dask.read_delta(table, via="files", filters=[[("x", "<", 3)], [("s", "==", "V19")]])
+    assert "its column 's' has the collation spark.UTF8_LCASE" in str(e.value) and 'via="spark"' in str(e.value)
+    assert read(table).s.tolist() == [f"v{i}" for i in range(20)]
+    assert read(table, filters=[("x", ">=", 18)]).s.tolist() == ["v18", "v19"]
+
+
+def spark_printed_float_statistics(root: str, column: str) -> None:
+    """The FLOAT column's statistics in the log as Spark's Delta writer prints them
+    (Java's ``Float.toString``, the shortest text of the FLOAT: ``0.1``); deltalake
+    prints the DOUBLE of the FLOAT (``0.10000000149011612``)."""
+    log_dir = os.path.join(root, "_delta_log")
+    for name in sorted(n for n in os.listdir(log_dir) if n.endswith(".json")):
+        path = os.path.join(log_dir, name)
+        with open(path) as f:
+            actions = [json.loads(line) for line in f if line.strip()]
+        for action in actions:
+            if "add" in action and action["add"].get("stats"):
+                stats = json.loads(action["add"]["stats"])
+                for kind in ("minValues", "maxValues"):
+                    stats[kind][column] = float(str(np.float32(stats[kind][column])))
+                action["add"]["stats"] = json.dumps(stats)
+        with open(path, "w") as f:
+            f.write("".join(json.dumps(a) + "\n" for a in actions))
+
+
+def test_statistics_from_before_a_float_widening_skip_nothing(tmp_path):
+    """Finding 7: a FLOAT column widened to DOUBLE (delta.typeChanges): the old file's
+    max statistic 0.1 is the FLOAT 0.1, whose DOUBLE is 0.10000000149011612 > 0.1; the
+    file was skipped for x == 0.10000000149011612 and its row lost. Integer widenings keep their
+    statistics (the same numbers)."""
+    root = str(tmp_path / "widened")
+    deltalake.write_deltalake(root, pa.table({"i": pa.array([1, 2], pa.int16()),
+                                              "x": pa.array([0.05, 0.1], pa.float32())}))  # fmt: skip
+    deltalake.write_deltalake(root, pa.table({"i": pa.array([3, 4], pa.int16()),
+                                              "x": pa.array([0.5, 0.7], pa.float32())}), mode="append")  # fmt: skip
+    spark_printed_float_statistics(root, "x")
+    stats = [json.loads(a["stats"]) for a in written_adds(root).values()]
+    assert sorted(s["maxValues"]["x"] for s in stats) == [0.1, 0.7]
+
+    def widen(fields):
+        for f in fields:
+            before, f["type"] = f["type"], {"i": "integer", "x": "double"}[f["name"]]
+            f["metadata"] = {"delta.typeChanges": [{"fromType": before, "toType": f["type"]}]}
+
+    with_schema(root, widen, {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["typeWidening"],
+                              "writerFeatures": ["typeWidening"]})  # fmt: skip
+    widened = float(np.float32(0.1))  # the row's value, as Spark reads the widened column
+    assert read(root, filters=[("x", "==", widened)]).i.tolist() == [2]
+    assert read(root, filters=[("x", "in", [widened, 0.7])]).i.tolist() == [2]
+    with dask.config.set(scheduler="sync"):
+        assert spark_dask.read_delta(root, via="files", filters=[("i", ">", 2)]).npartitions == 1  # stats used
