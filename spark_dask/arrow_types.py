@@ -195,9 +195,10 @@ def zone_range_problem(column, field, pandas_version: str) -> str | None:
     first = pc.min(column.cast(pa.timestamp("us"))).as_py()  # in UTC: the zone's own may be before year 1
     return (
         f"spark-dask: column {field.name!r} holds times before 1677-09-21 (the earliest: {first} UTC), which pandas "
-        f"{pandas_version} cannot show in the time zone {tz} (printing them crashes Python). Use pandas >= 3, "
-        "set spark.sql.session.timeZone to 'UTC' for the transfer, or cast the column to a string or timestamp_ntz "
-        "in Spark first"
+        f"{pandas_version} cannot show in the time zone {tz} (printing them crashes Python). Use pandas >= 3 (on "
+        "the driver and the Dask workers), or set spark.sql.session.timeZone to 'UTC' for the read or transfer; or "
+        "leave the column out (read_delta's columns=), or cast it to a string or timestamp_ntz in Spark first "
+        "(to_dask)"
     )
 
 
@@ -425,6 +426,12 @@ def _type_text(t) -> str:
     return f"map<{_type_text(t['keyType'])},{_type_text(t['valueType'])}>"
 
 
+LONG_RANGE = (
+    "it holds an integer outside Spark's long range (-2**63 to 2**63-1), as Spark's own inference refuses it; "
+    "a decimal(38,0) holds integers of up to 38 digits"
+)
+
+
 def infer_object_column(series, column: str):
     """The Spark type (JSON form) of an ``object`` column's values
     (:func:`inferred_spark_type`); values of types pyarrow cannot put in one column
@@ -433,6 +440,8 @@ def infer_object_column(series, column: str):
 
     try:
         t = pa.array(series.to_numpy(dtype=object), from_pandas=True).type
+    except OverflowError:  # an int beyond int64, where Spark's inference says long and fails too
+        raise _refuse_object(column, LONG_RANGE) from None
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
         raise _refuse_object(column, f"pyarrow cannot make one column of them ({e})") from None
     return inferred_spark_type(t, column)
@@ -532,7 +541,8 @@ def frame_to_arrow(frame, schema):
                 col = _series_to_arrow(series, field.type)
             if col.type != field.type:
                 col = col.cast(options=pc.CastOptions(field.type, allow_time_truncate=True))
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError) as e:
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError,
+                OverflowError) as e:  # fmt: skip
             raise HandoffTypeError(
                 f"spark-dask: column {field.name!r} cannot be converted to Spark's {field.type}: {e}. "
                 "Convert the column first, or pass schema=... to to_spark"

@@ -30,6 +30,7 @@ from collections import OrderedDict
 from spark_dask.delta.sources import is_table_name, spark_source
 from spark_dask.errors import DeltaError
 from spark_dask.spark.compat import current_catalog
+from spark_dask.spark.pyspark_warnings import query_errors_quiet
 
 # expression name -> (table key, version): the reads of this process, newest last
 READS: OrderedDict[str, tuple[str, int]] = OrderedDict()
@@ -98,10 +99,12 @@ def history(spark, target: str, after: int | None = None) -> list[dict]:
     ``after``, only the versions after it (else the latest one). ``[]`` where Spark
     cannot tell (no such table, not a Delta table)."""
     try:
-        frame = spark.sql(f"DESCRIBE HISTORY {_reference(target)}" + ("" if after is not None else " LIMIT 1"))
-        if after is not None:
-            frame = frame.where(f"version > {int(after)}")
-        rows = frame.select("version", "readVersion", "operation", "operationParameters", "isBlindAppend").collect()
+        with query_errors_quiet():
+            frame = spark.sql(f"DESCRIBE HISTORY {_reference(target)}" + ("" if after is not None else " LIMIT 1"))
+            if after is not None:
+                frame = frame.where(f"version > {int(after)}")
+            columns = ("version", "readVersion", "operation", "operationParameters", "isBlindAppend")
+            rows = frame.select(*columns).collect()
     except Exception:  # noqa: BLE001 - any analysis or Py4J error: Spark cannot tell
         return []
     commits = [

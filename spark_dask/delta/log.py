@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from spark_dask.delta import dv as dvs
+from spark_dask.delta import schema as schemas
 from spark_dask.errors import DeltaError
 
 COMMIT = re.compile(r"^(\d{20})\.json$")
@@ -56,8 +57,10 @@ class Snapshot:
     checkpoint: int | None = None
 
 
-def list_log(fs, root: str) -> LogListing:
-    """List ``root/_delta_log`` as the store has it now (one listing call).
+def list_log(fs, root: str, shown: str | None = None) -> LogListing:
+    """List ``root/_delta_log`` as the store has it now (one listing call); ``shown``
+    names the table in messages (the source as the user gave it: fsspec's ``root`` has
+    no scheme).
 
     fsspec's object-store filesystems (s3fs, gcsfs, adlfs) keep each listing for the life
     of the filesystem instance, and fsspec hands the same instance to every call with the
@@ -69,7 +72,7 @@ def list_log(fs, root: str) -> LogListing:
     try:
         entries = fs.ls(log_dir, detail=True)
     except FileNotFoundError:
-        raise DeltaError(f"spark-dask: {root} is not a Delta table (no _delta_log)") from None
+        raise DeltaError(f"spark-dask: {shown or root} is not a Delta table (no _delta_log)") from None
     commits: dict[int, int] = {}
     classic: dict[int, list[str]] = {}
     parts: dict[tuple[int, int], list[str]] = {}
@@ -93,7 +96,7 @@ def list_log(fs, root: str) -> LogListing:
     for version, choices in v2.items():
         checkpoints.setdefault(version, []).extend(choices)
     if not commits and not checkpoints:
-        raise DeltaError(f"spark-dask: {root} is not a Delta table (its _delta_log has no commit)")
+        raise DeltaError(f"spark-dask: {shown or root} is not a Delta table (its _delta_log has no commit)")
     return LogListing(commits, checkpoints)
 
 
@@ -304,38 +307,47 @@ def _in_commit_timestamp(fs, root: str, version: int, fallback: int) -> int:
     return int((first.get("commitInfo") or {}).get("inCommitTimestamp", fallback))
 
 
-def version_at(times: dict[int, int], ms: int, shown: str) -> int:
-    """The newest version committed at or before ``ms`` (Spark's ``timestampAsOf``).
+def version_at(times: dict[int, int], ms: int, shown: str, tz: str = "UTC", table: str = "") -> int:
+    """The newest version committed at or before ``ms`` (Spark's ``timestampAsOf``);
+    ``shown`` is the time asked, as given (a time without a zone is in ``tz``, the
+    session's, in which the messages show the commit times too).
 
     >>> version_at({0: 10, 1: 20, 2: 30}, 25, "t")
     1
-    >>> version_at({0: 10, 1: 20}, 25, "t")
+    >>> version_at({0: 10, 1: 20}, 25, "1970-01-01 00:00:00.025", "UTC", "/t")
     Traceback (most recent call last):
     ...
-    spark_dask.errors.DeltaError: spark-dask: t is after the Delta table's latest commit (version 1, 1970-01-01 00:00:00.020 UTC), as Spark's timestampAsOf refuses too: leave timestamp out to read the latest version
-    >>> version_at({0: 10, 1: 20}, 5, "1970-01-01")
+    spark_dask.errors.DeltaError: spark-dask: 1970-01-01 00:00:00.025 (in the session time zone UTC) is after the latest commit of the Delta table /t (version 1, committed 1970-01-01 00:00:00.020 UTC), as Spark's timestampAsOf refuses too: leave timestamp out to read the latest version
+    >>> version_at({0: 10, 1: 20}, 5, "1969-12-31 19:00", "America/New_York", "/t")
     Traceback (most recent call last):
     ...
-    spark_dask.errors.DeltaError: spark-dask: the Delta table has no version as of 1970-01-01: its earliest available commit is from 1970-01-01 00:00:00.010 UTC
+    spark_dask.errors.DeltaError: spark-dask: the Delta table /t has no version as of 1969-12-31 19:00 (in the session time zone America/New_York): its earliest available commit is from 1969-12-31 19:00:00.010 America/New_York
     """
     before = [v for v, t in times.items() if t <= ms]
+    where = f" {table}" if table else ""
     if not before:
         raise DeltaError(
-            f"spark-dask: the Delta table has no version as of {shown}: its earliest available commit is from "
-            f"{_shown_ms(min(times.values()))}"
+            f"spark-dask: the Delta table{where} has no version as of {shown} (in the session time zone {tz}): its "
+            f"earliest available commit is from {_shown_ms(min(times.values()), tz)}"
         )
     latest = max(times)
     if ms > times[latest]:
         raise DeltaError(
-            f"spark-dask: {shown} is after the Delta table's latest commit (version {latest}, "
-            f"{_shown_ms(times[latest])}), as Spark's timestampAsOf refuses too: leave timestamp out to "
-            "read the latest version"
+            f"spark-dask: {shown} (in the session time zone {tz}) is after the latest commit of the Delta "
+            f"table{where} (version {latest}, committed {_shown_ms(times[latest], tz)}), as Spark's timestampAsOf "
+            "refuses too: leave timestamp out to read the latest version"
         )
     return max(before)
 
 
-def _shown_ms(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+def _shown_ms(ms: int, tz: str = "UTC") -> str:
+    """A commit time in ``tz``, named.
+
+    >>> _shown_ms(0, "Europe/Paris")
+    '1970-01-01 01:00:00.000 Europe/Paris'
+    """
+    local = datetime.fromtimestamp(ms / 1000, timezone.utc).astimezone(schemas.zone(tz))
+    return local.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + f" {tz}"
 
 
 __all__ = [

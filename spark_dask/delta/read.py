@@ -27,6 +27,7 @@ from spark_dask.shipping import by_value, ship_by_value
 from spark_dask.spark import frames
 from spark_dask.spark.compat import current_catalog, spark_version
 from spark_dask.spark.conf import conf
+from spark_dask.spark.pyspark_warnings import query_errors_quiet
 from spark_dask.spark.session import active_session
 
 logger = logging.getLogger("spark_dask")
@@ -104,7 +105,7 @@ def read_delta(
     root = root.rstrip("/")
     tz = _time_zone(spark)
     with stores.access(source, "the driver"):
-        snapshot = _snapshot(fs, root, version, timestamp, tz)
+        snapshot = _snapshot(fs, root, version, timestamp, tz, source)
     why = features.refusal(snapshot.protocol, snapshot.metadata) or features.filter_refusal(
         schemas.table_schema(snapshot.metadata)["fields"], filters
     )
@@ -159,16 +160,16 @@ def timestamp_ms(value, tz: str) -> int:
         raise PlanError(f"spark-dask: timestamp {value!r} is not an ISO date or time (2024-05-01 12:00:00)") from None
 
 
-def _snapshot(fs, root: str, version, timestamp, tz: str) -> log.Snapshot:
-    listing = log.list_log(fs, root)
+def _snapshot(fs, root: str, version, timestamp, tz: str, source: str) -> log.Snapshot:
+    listing = log.list_log(fs, root, source)
     latest = log.latest_version(listing)
     if timestamp is not None:
         head = log.replay(fs, root, latest, listing)
         times = log.commit_times(fs, root, listing, head.metadata)
-        version = log.version_at(times, timestamp_ms(timestamp, tz), str(timestamp))
+        version = log.version_at(times, timestamp_ms(timestamp, tz), str(timestamp), tz, source)
         return head if version == latest else log.replay(fs, root, version, listing)
     if version is not None and version > latest:
-        raise DeltaError(f"spark-dask: the Delta table {root} has no version {version} (its latest is {latest})")
+        raise DeltaError(f"spark-dask: the Delta table {source} has no version {version} (its latest is {latest})")
     return log.replay(fs, root, latest if version is None else version, listing)
 
 
@@ -247,6 +248,8 @@ def spark_read_problem(error: BaseException, source: str, version: tuple, catalo
     "spark-dask: this Spark 3.5 has no Delta Lake connector, so via='spark'"
     >>> spark_read_problem(Exception("[TABLE_OR_VIEW_NOT_FOUND] ..."), "db.t", (4, 1, 0), "spark_catalog")[:60]
     'spark-dask: no table db.t in the Spark catalog spark_catalog'
+    >>> spark_read_problem(Exception("[REQUIRES_SINGLE_PART_NAMESPACE] ..."), "main.s.t", (4, 1, 0), "main")[:52]
+    'spark-dask: no catalog main in this Spark session (S'
     """
     text = str(error)
     line = ".".join(map(str, version[:2]))
@@ -262,6 +265,12 @@ def spark_read_problem(error: BaseException, source: str, version: tuple, catalo
     found = next((c for c in NOT_FOUND if c in text), None)
     if found is None:
         return None
+    if found in ("REQUIRES_SINGLE_PART_NAMESPACE", "CATALOG_NOT_FOUND"):
+        return (
+            f"spark-dask: no catalog {catalog} in this Spark session (Spark: {found}), so {source} is no table here: "
+            f"check the name (catalog.schema.table), configure the catalog (spark.sql.catalog.{catalog}), or pass "
+            "the table's path"
+        )
     return (
         f"spark-dask: no table {source} in the Spark catalog {catalog} (Spark: {found}): check the name "
         "(catalog.schema.table, where the catalog is configured as spark.sql.catalog.<name>), or pass the "
@@ -284,7 +293,8 @@ def read_with_spark(source: str, version, timestamp, columns, filters, spark, cl
     if version is None and timestamp is None:
         version = lineage.latest(spark, source)  # pinned: the frame's rows are of one known version
     try:
-        df = _spark_frame(spark, source, version, timestamp)
+        with query_errors_quiet():
+            df = _spark_frame(spark, source, version, timestamp)
     except Exception as e:
         problem = spark_read_problem(e, source, spark_version(spark), _catalog_asked(spark, source))
         if problem is None:

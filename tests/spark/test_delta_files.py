@@ -222,9 +222,13 @@ def test_time_travel_by_timestamp(table):
         os.utime(os.path.join(log_dir, f"{version:020d}.json"), (seconds, seconds))
     assert len(read(table, timestamp="2023-11-14 22:14:00")) == 10  # 1_700_000_040, between them
     assert len(read(table, timestamp="2023-11-14T22:15:00+00:00")) == 20
-    with pytest.raises(spark_dask.DeltaError, match="no version as of 2001-01-01"):
+    with pytest.raises(spark_dask.DeltaError) as e:
         spark_dask.read_delta(table, timestamp="2001-01-01", via="files")
-    with pytest.raises(spark_dask.DeltaError, match="after the Delta table's latest commit \\(version 1"):
+    assert str(e.value) == (  # the table named; the commit shown in the zone the time was taken in
+        f"spark-dask: the Delta table {table} has no version as of 2001-01-01 (in the session time zone UTC): its "
+        "earliest available commit is from 2023-11-14 22:13:20.000 UTC"
+    )
+    with pytest.raises(spark_dask.DeltaError, match="after the latest commit of the Delta table .* \\(version 1"):
         spark_dask.read_delta(table, timestamp="2030-01-01", via="files")
 
 
@@ -278,6 +282,8 @@ def test_bad_arguments_fail_at_once(table):
             spark_dask.read_delta(table, **{"via": "files", **kwargs})
     with pytest.raises(spark_dask.DeltaError, match="is not a Delta table"):
         spark_dask.read_delta(os.path.dirname(table), via="files")
+    with pytest.raises(spark_dask.DeltaError, match=f"^spark-dask: file://{os.path.dirname(table)} is not a Delta"):
+        spark_dask.read_delta("file://" + os.path.dirname(table), via="files")  # the scheme kept (issue 68, 7)
 
 
 def test_real_workers_read_it(table):

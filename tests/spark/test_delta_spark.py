@@ -148,10 +148,13 @@ def test_files_with_deletion_vectors_replays_the_log(tmp_path):
     assert example.files_with_deletion_vectors(path, 2) is None
 
 
-def test_via_spark_without_the_connector_or_the_table_says_so(spark, tmp_path):
+def test_via_spark_without_the_connector_or_the_table_says_so(spark, tmp_path, capfd):
     """Issue 55, point 4: a Spark without Delta's connector printed Py4J's
     DATA_SOURCE_NOT_FOUND with a Java stack, an unknown table name Spark's
-    REQUIRES_SINGLE_PART_NAMESPACE; now one line each (the default session has no Delta)."""
+    REQUIRES_SINGLE_PART_NAMESPACE; now one line each (the default session has no Delta).
+    Issue 68, point 7: a three-part name whose catalog the session lacks is said so (not
+    "no table in the catalog main"), and pyspark 4's ERROR line of each failed query
+    (kilobytes of JSON on stderr) is not printed before ours."""
     import spark_dask
     from spark_dask.delta.read import DELTA_CONNECTORS
     from spark_dask.spark.compat import spark_version
@@ -160,10 +163,15 @@ def test_via_spark_without_the_connector_or_the_table_says_so(spark, tmp_path):
     with pytest.raises(spark_dask.DeltaError, match=rf"has no Delta Lake connector, so .*{re.escape(want)}") as e:
         spark_dask.read_delta(str(tmp_path / "t"), via="spark", spark=spark)
     assert "\n" not in str(e.value) and "Py4J" not in str(e.value)
-    with pytest.raises(spark_dask.DeltaError, match=r"^spark-dask: no table main.sales.nope in the Spark catalog main"):
+    capfd.readouterr()
+    with pytest.raises(spark_dask.DeltaError, match=r"^spark-dask: no catalog main in this Spark session \(Spark: "):
         spark_dask.read_delta("main.sales.nope", spark=spark)
     with pytest.raises(spark_dask.DeltaError, match=r"no table nope_db.nope in the Spark catalog spark_catalog"):
         spark_dask.read_delta("nope_db.nope", spark=spark)
+    with pytest.raises(spark_dask.DeltaError, match=r"no table events in the Spark catalog spark_catalog"):
+        spark_dask.read_delta("events", spark=spark)
+    printed = capfd.readouterr()
+    assert "ERROR" not in printed.err + printed.out
 
 
 def test_the_connector_named_in_refusals_is_the_examples():
