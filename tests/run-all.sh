@@ -63,10 +63,11 @@ fetches() {  # the downloads that need no venv, beside the pip installs below
     wait "$mlflow_pid" ||
         { echo "run-all: installing the MLflow server failed (python -m tests.support.mlflow_server install)" >&2; return 1; }
     # the Node.js client and worker examples' packages (tests/spark/test_connection.py,
-    # test_xlang.py and test_node_worker.py run them); without npm those checks skip
-    # locally and fail under CI
+    # test_xlang.py and test_node_worker.py run them) and Azurite, Azure Storage's emulator
+    # (tests/spark/test_delta_azure.py); without npm those checks skip locally and fail
+    # under CI
     if command -v npm >/dev/null 2>&1; then
-        for dir in examples/clients/node examples/workers/node; do
+        for dir in examples/clients/node examples/workers/node tests/support/azurite; do
             (cd "$dir" && timeout 300 npm ci --no-audit --no-fund --loglevel=error) ||
                 { echo "run-all: npm ci in $dir failed" >&2; return 1; }
         done

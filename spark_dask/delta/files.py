@@ -1,7 +1,9 @@
 """Read one data file of a Delta table on a Dask worker: its deletion vector applied,
-its columns under their logical names and types, its partition values added, the
-row filter and the projection applied. Shipped by value to the workers (they need
-pyarrow and fsspec, and pyroaring for a table with deletion vectors).
+its columns under their logical names and types (dates and timestamps of a file in
+Spark's legacy hybrid calendar rebased as Spark reads them: :mod:`.calendar`), its
+partition values added, the row filter and the projection applied. Shipped by value
+to the workers (they need pyarrow and fsspec, and pyroaring for a table with deletion
+vectors).
 
 A task is one file's record from the log (``path``, ``partitionValues``,
 ``deletionVector``); the plan is what every file of the read shares (see
@@ -15,7 +17,7 @@ import operator
 from urllib.parse import unquote, urlparse
 
 from spark_dask import arrow_types
-from spark_dask.delta import compare
+from spark_dask.delta import calendar, compare
 from spark_dask.delta import dv as dvs
 from spark_dask.delta import schema as schemas
 
@@ -75,6 +77,8 @@ def read_file(task: dict, plan: dict):
     mask = dvs.keep_mask(data.num_rows, deleted)
     if mask is not None:
         data = data.filter(pa.array(mask))
+    # the live rows only: a deleted row's timestamp cannot refuse the file
+    data = calendar.in_gregorian(data, pf, _table_names(pf.schema_arrow, plan), plan["root"], task["path"])
     table = logical_table(data, task.get("partitionValues") or {}, plan, target)
     return to_frame(table, plan)
 
@@ -91,13 +95,16 @@ def _needed(plan: dict) -> set[str] | None:
 
 def _physical_columns(file_schema, plan: dict) -> list[str]:
     needed = _needed(plan)
-    out = []
+    return [name for name, logical in _table_names(file_schema, plan).items() if needed is None or logical in needed]
+
+
+def _table_names(file_schema, plan: dict) -> dict[str, str]:
+    """The file's top-level columns that hold the table's, each to its name in the table."""
+    out = {}
     for field in plan["fields"]:
-        if needed is not None and field["name"] not in needed:
-            continue
         index = schemas.field_index(file_schema, field, plan["mode"])
         if index is not None:
-            out.append(file_schema.field(index).name)
+            out[file_schema.field(index).name] = field["name"]
     return out
 
 

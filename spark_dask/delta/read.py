@@ -17,7 +17,7 @@ import warnings
 from datetime import date, datetime
 
 from spark_dask import arrow_types, errors
-from spark_dask.delta import compare, dv, features, files, lineage, log, prune, stores
+from spark_dask.delta import calendar, compare, dv, features, files, lineage, log, prune, stores
 from spark_dask.delta import schema as schemas
 from spark_dask.delta.sources import file_source, is_table_name, spark_source
 from spark_dask.errors import DeltaError, PlanError
@@ -34,7 +34,7 @@ logger = logging.getLogger("spark_dask")
 
 # What the file reader runs on the Dask workers (any Dask cluster: they need not have
 # spark_dask), pickled by value; numpy is every Dask DataFrame worker's.
-SHIPPED = (errors, arrow_types, dv, schemas, compare, prune, files, stores)
+SHIPPED = (errors, arrow_types, dv, schemas, calendar, compare, prune, files, stores)
 SHIPPED_NEEDS = ("numpy",)
 
 VIAS = ("auto", "files", "spark")

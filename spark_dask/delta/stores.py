@@ -78,8 +78,19 @@ class StorageOptions(dict):
 
 
 def is_denied(error: BaseException) -> bool:
-    """Whether ``error`` is the store refusing the reader (a 403, a missing or wrong key)."""
-    return isinstance(error, PermissionError) or type(error).__name__ in DENIED
+    """Whether ``error`` is the store refusing the reader (a 403, a missing or wrong key):
+    azure-core raises a wrong Shared Key's 403 (``AuthorizationFailure``) as its
+    ``HttpResponseError`` with ``status_code`` 403.
+
+    >>> class HttpResponseError(Exception):
+    ...     status_code = 403
+    >>> is_denied(HttpResponseError("AuthorizationFailure")), is_denied(PermissionError()), is_denied(KeyError("k"))
+    (True, True, False)
+    """
+    if isinstance(error, PermissionError) or type(error).__name__ in DENIED:
+        return True
+    http = any(c.__name__ == "HttpResponseError" for c in type(error).__mro__)
+    return http and getattr(error, "status_code", None) in (401, 403)
 
 
 def _reason(error: BaseException) -> str:
