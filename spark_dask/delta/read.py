@@ -101,10 +101,10 @@ def read_delta(
 
     files_at = file_source(source)
     storage_options = stores.StorageOptions(storage_options or {})  # its repr hides the credentials
-    fs, root = fsspec.core.url_to_fs(files_at, **storage_options)
-    root = root.rstrip("/")
     tz = _time_zone(spark)
-    with stores.access(source, "the driver"):
+    with stores.access(source, "the driver"):  # gcsfs refuses missing credentials as the filesystem is made
+        fs, root = fsspec.core.url_to_fs(files_at, **storage_options)
+        root = root.rstrip("/")
         snapshot = _snapshot(fs, root, version, timestamp, tz, source)
     why = features.refusal(snapshot.protocol, snapshot.metadata) or features.filter_refusal(
         schemas.table_schema(snapshot.metadata)["fields"], filters
