@@ -55,6 +55,9 @@ class ClusterFacts:
     max_executors : int or None
         Under dynamic allocation, ``spark.dynamicAllocation.maxExecutors`` (None:
         unbounded, Spark's default); without it, unused.
+    executor_hosts : tuple of str
+        The host of every registered executor (a host once per executor on it), as
+        :attr:`gpu_addresses` names hosts; empty when the driver cannot tell (Spark Connect).
     """
 
     executors: int
@@ -70,6 +73,7 @@ class ClusterFacts:
     rapids_plugin: bool = False
     gpu_addresses: tuple = ()
     max_executors: int | None = None
+    executor_hosts: tuple = ()
 
     @property
     def local_mode(self) -> bool:

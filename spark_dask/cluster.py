@@ -29,13 +29,13 @@ from distributed.core import Status
 from distributed.deploy.adaptive import Adaptive
 from distributed.deploy.cluster import Cluster
 from distributed.security import Security
-from distributed.utils import Log, silence_logging_cmgr
+from distributed.utils import Log
 
 from spark_dask import connection, idle, logdir, named, options, registry, report, signals
 from spark_dask.aio import CloseHooks
 from spark_dask.capacity import GangPlan
 from spark_dask.errors import ClusterError, PlanError
-from spark_dask.events import Events, outside_package
+from spark_dask.events import SILENCE, Events, outside_package
 from spark_dask.gang import Gang, ending_grace
 from spark_dask.gang_maker import WorkerCredentials
 from spark_dask.groups.pools import GroupPools
@@ -302,7 +302,7 @@ class SparkCluster(Cluster):
         if p.options.silence_logs:
             # Like LocalCluster: the scheduler runs in this process; keep its INFO lines
             # out of the notebook. get_logs() still has them.
-            self._exit_stack.enter_context(silence_logging_cmgr(p.options.silence_logs))
+            self._exit_stack.enter_context(SILENCE.hold(p.options.silence_logs))
 
     # ------------------------------------------------------------------ what it holds
     @property
@@ -402,7 +402,7 @@ class SparkCluster(Cluster):
     async def _idle_close(self) -> None:
         """``idle_timeout`` passed without work: close, and say so."""
         t0 = time.monotonic()
-        self._parts.events.tell(idle.closing_message(self.name, self._parts.options.idle_timeout))
+        self._parts.events.closing(self.name, 0, idle.closing_message(self.name, self._parts.options.idle_timeout))
         await self._close()
         self._parts.events.log(idle.closed_message(self.name, time.monotonic() - t0))
         self._parts.log_keeper.save()  # cluster.log was written at the close, before this line
@@ -583,6 +583,7 @@ class SparkCluster(Cluster):
         self._torn_down = True
         t0 = time.monotonic()
         self.status = Status.closing
+        self._parts.events.closing(self.name, len(self.scheduler.workers) if self.scheduler else 0)  # before the hooks
         self._startup.stop_watchers()
         self._groups.stop()
         with suppress(Exception):

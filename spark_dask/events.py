@@ -10,6 +10,7 @@ import os
 import sys
 import threading
 import warnings
+from contextlib import ExitStack, contextmanager
 
 logger = logging.getLogger("spark_dask")
 
@@ -84,6 +85,7 @@ class Events:
         self.holds: list[Held] = []  # open, oldest first (see hold)
         self.lock = threading.Lock()
         self.warned: list[str] = []  # every Python warning given
+        self.closing_said = False  # the close's line (closing)
 
     def _keep(self, msg: str) -> None:
         self.logs.append((datetime.datetime.now(), msg))
@@ -136,7 +138,69 @@ class Events:
         caller's line; ``with events.hold(issue=False) as said:`` only collects them."""
         return Held(self, issue)
 
+    def closing(self, name: str, workers: int, why: str | None = None) -> None:
+        """The cluster's close begins: ``why`` told (an idle close says why), else
+        :func:`closing_note` noted; once. Before the close hooks: the events an MLflow run
+        keeps end with it."""
+        if not self.closing_said:
+            self.closing_said = True
+            if why:
+                self.tell(why)
+            else:
+                self.note(closing_note(name, workers))
+
     def error(self, msg: str) -> None:
         """The cluster failed: kept, logged at ERROR and printed (unless quiet)."""
         logger.error(msg)
         self.log(msg)
+
+
+class SharedSilence:
+    """distributed's log handlers quieted (``silence_logs``) while any cluster of this
+    process asks for it. ``distributed.utils.silence_logging_cmgr`` quiets them for one
+    and, leaving, puts back the levels it found: with two clusters, the first to close put
+    the INFO lines of the other's scheduler back on the terminal (``Received
+    'close-stream'``, ``Closing scheduler``: issue 68 point 6). Here the first cluster
+    that asks enters it, and the last that leaves ends it; the first one's level holds
+    meanwhile."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._holders = 0
+        self._stack: ExitStack | None = None
+
+    @contextmanager
+    def hold(self, level):
+        """Quiet distributed's handlers at ``level`` (as ``silence_logging_cmgr``) until
+        the last holder leaves."""
+        with self._lock:
+            if not self._holders:
+                from distributed.utils import silence_logging_cmgr  # distributed's: only the driver's clusters use it
+
+                self._stack = ExitStack()
+                self._stack.enter_context(silence_logging_cmgr(level))
+            self._holders += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._holders -= 1
+                if not self._holders and self._stack is not None:
+                    stack, self._stack = self._stack, None
+                    stack.close()
+
+
+SILENCE = SharedSilence()  # the clusters of this process
+
+
+def closing_note(name: str, workers: int) -> str:
+    """The cluster's last event before its teardown (its events in an MLflow run, its
+    ``get_logs()``, ``cluster.log`` end with it; an idle close says its own).
+
+    >>> closing_note("etl", 2)
+    "spark-dask: closing cluster 'etl': 2 Dask workers connected; its Spark tasks end and their task slots return to Spark"
+    """
+    return (
+        f"spark-dask: closing cluster {name!r}: {workers} Dask worker{'' if workers == 1 else 's'} connected; "
+        "its Spark tasks end and their task slots return to Spark"
+    )

@@ -44,6 +44,18 @@ def by_host(entries) -> dict[str, list[list[str]]]:
     return out
 
 
+def executor_counts(hosts) -> dict[str, int]:
+    """``{host: executors on it}`` from ``ClusterFacts.executor_hosts``.
+
+    >>> executor_counts(("h1", "h2", "h1"))
+    {'h1': 2, 'h2': 1}
+    """
+    out: dict[str, int] = {}
+    for host in hosts:
+        out[host] = out.get(host, 0) + 1
+    return out
+
+
 def rmm_spec(spark_conf, gpu_mode: str | None, opts: ClusterOptions) -> tuple[dict, list[str]]:
     """RMM pool sizing for dask-cuda workers (the ``rapids_*`` options,
     ``spark-dask.rapids.*``), and the warnings when the Spark RAPIDS plugin's own pool
@@ -135,6 +147,7 @@ def task_spec(
         # cores): its worker may use all of them, as a barrier gang's lone task does
         own_executor=alone_on_executor(plan, facts),
         executor_memory=facts.executor_memory,
+        executors_by_host=executor_counts(facts.executor_hosts),
         worker_options=opts.worker_options or {},
         worker_command=opts.worker_command,
         death_timeout=opts.death_timeout,
@@ -279,7 +292,9 @@ class GangMaker:
             return self.facts
         if self.spec is not None and facts.gpu_addresses:
             self.spec = replace(self.spec, executor_gpus=by_host(facts.gpu_addresses))
+        if self.spec is not None and facts.executor_hosts:  # executors came or went
+            self.spec = replace(self.spec, executors_by_host=executor_counts(facts.executor_hosts))
         return facts
 
 
-__all__ = ["GangMaker", "WorkerCredentials", "by_host", "preload_source", "rmm_spec", "task_spec"]
+__all__ = ["GangMaker", "WorkerCredentials", "by_host", "executor_counts", "preload_source", "rmm_spec", "task_spec"]

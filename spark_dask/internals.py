@@ -97,7 +97,7 @@ DISTRIBUTED: tuple[Internal, ...] = (
         "the subscription that keeps scheduler_info current",
     ),
     Internal("Cluster._get_logs(cluster, scheduler, workers)", "cluster", "extended with the Spark tasks' logs"),
-    Internal("distributed.utils.silence_logging_cmgr(level)", "cluster", "the silence_logs option"),
+    Internal("distributed.utils.silence_logging_cmgr(level)", "events", "the silence_logs option (SharedSilence)"),
     # workers
     Internal("Worker.handlers", "preload, handoff_task", "operations added to each worker (close, hand-off files)"),
     # the drain of a decommissioned executor and a worker group's adaptive target

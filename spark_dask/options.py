@@ -181,7 +181,9 @@ OPTIONS: tuple[Option, ...] = (
         "auto",
         "int or str, optional",
         "Memory per worker: bytes, a size such as `8GiB`, or `auto`.",
-        "`auto`: the host's memory (cgroup-aware) left after the executor JVMs placed on it, split "
+        "`auto`: the host's memory (cgroup-aware) left after the executor JVMs placed on it (every "
+        "executor of the host, whether it runs one of the cluster's tasks or not: `spark-dask info` "
+        "predicts what the start gives), split "
         "over the Dask workers on that host, at least 256 MiB. A number of bytes or a string such "
         'as `"8GiB"` sets it for every worker; more than the host has is refused (before anything '
         "is submitted on `local`/`local-cluster` masters, else by the task on its host).",

@@ -22,12 +22,12 @@ import pytest
 
 from tests.support import cds
 from tests.support import hosts as hostlib
-from tests.support.delta_tables import DELTA_SPARK
+from tests.support.delta_tables import DELTA_SPARK, delta_jars_group
 from tests.support.extras import needs
 from tests.support.jars import require
 from tests.support.mlflow_server import MLflowServer, server_or_skip
 from tests.support.multihost import MULTIHOST_GPUS, multihost_or_skip
-from tests.support.spark import DEFAULT_SPARK, PYSPARK_VERSION, submit_args
+from tests.support.spark import DEFAULT_SPARK, submit_args
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -163,12 +163,12 @@ def delta_spark_pool():
 def delta_spark(delta_spark_pool):
     """local-cluster[2,1,1024] with Delta Lake's Spark connector
     (:data:`tests.support.delta_tables.DELTA_SPARK`), shared by the modules that leave it
-    as they found it; skips on a pyspark other than 3.5 (tests/support/jars.py pins
-    Delta's jars for Spark 3.5 only) and without the delta extra."""
-    if PYSPARK_VERSION[:2] != (3, 5):
-        pytest.skip(f"tests/support/jars.py pins Delta Lake's jars for Spark 3.5 only (pyspark {PYSPARK_VERSION})")
+    as they found it: the Delta jars of the running pyspark's line (3.5 or 4.0,
+    :func:`tests.support.delta_tables.delta_jars_group`); skips on another line (no
+    pinned Delta release: the newest pyspark) and without the delta extra."""
+    group = delta_jars_group()
     needs("pyroaring", "delta")
-    require("delta-3.5")
+    require(group)
     yield delta_spark_pool.take()
     delta_spark_pool.give_back()
 

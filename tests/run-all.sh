@@ -15,13 +15,17 @@
 #            3.5.5 is the newest 3.5 patch that Maven Central's Spark Connect server jar,
 #            Delta Lake 3.3 and the RAPIDS Accelerator's Scala 2.12 jar all support:
 #            tests/support/jars.py fetches those (pinned, sha1-checked) into ~/.cache/spark-dask/jars
+#   .venv40  pyspark 4.0.5 (Databricks 17.3 LTS's Spark line, the newest 4.0 patch) with
+#            Delta Lake 4.0.1 and pandas<3: the Delta filter and read tests
+#            (tests/spark/test_delta_filters.py, test_delta_read.py) on Spark 4.0's own
+#            defaults, ANSI mode on (string-to-number casts and comparisons otherwise than 3.5)
 #
 # First ruff (lint and format check, pyproject.toml's [tool.ruff]); then the .venv suite
 # (multi-host tests excepted, and a few that run later: LATER below) in two halves side by
 # side (HALF below), then the .venv35 core
 # tests beside the multi-host tests and, once those end, the LATER tests and a short
 # benchmark (python -m benchmarks --quick: N = 2, 1 repetition) that prints its table; it
-# fails only if the benchmark breaks, not on timings.
+# fails only if the benchmark breaks, not on timings. Last, alone, the .venv40 Delta tests.
 #
 # Needs Python >= 3.10 as python3 (or $PYTHON) and Java 17. Arguments go to every pytest
 # run (e.g. -x). Exit status: non-zero when an environment fails to install, ruff finds
@@ -57,7 +61,7 @@ fetches() {  # the downloads that need no venv, beside the pip installs below
     # the jars (both mostly downloads)
     timeout 900 "$PYTHON" -m tests.support.mlflow_server install >/dev/null &
     local mlflow_pid=$!
-    # Spark's own artifacts the pyspark 3.5 tests load (Connect server, Delta, RAPIDS)
+    # Spark's own artifacts the pyspark 3.5 and 4.0 tests load (Connect server, Delta, RAPIDS)
     timeout 900 "$PYTHON" -m tests.support.jars fetch >/dev/null ||
         { echo "run-all: fetching the jars from Maven Central failed (python -m tests.support.jars fetch)" >&2; kill "$mlflow_pid"; return 1; }
     wait "$mlflow_pid" ||
@@ -84,15 +88,25 @@ t0=$SECONDS
 logs=$(mktemp -d)
 fetches &
 fetches_pid=$!
-# the two environments install at the same time (downloads, mostly)
+# the environments install at the same time (downloads, mostly)
 venv .venv -e '.[test]' > "$logs/install-venv.log" 2>&1 &
 venv_pid=$!
+# .venv40 beside them (a download, mostly: 64 s alone from an empty pip cache), then its
+# bytecode and class-data archives (~30 s, beside whatever runs then); only its Delta tests,
+# at the end, wait for it. pyspark 4.0.5 pinned with no connect extra: pip does not backtrack.
+{
+    venv .venv40 -e '.[test-core]' 'pyspark==4.0.5' 'pandas<3' 'deltalake>=0.18' 'dask-deltatable>=0.3' \
+        > "$logs/install-venv40.log" 2>&1 || exit 1
+    bytecode .venv40
+    .venv40/bin/python -m tests.support.cds build || true  # a failed build only costs speed
+} &
+venv40_pid=$!
 # pyspark[connect] pinned as such: with the connect extra's 'pyspark[connect]>=3.5' beside
 # 'pyspark==3.5.5', pip backtracks through every pyspark 4.x sdist (450 MB each; 7 min)
 venv .venv35 -e '.[test-core]' 'pyspark[connect]==3.5.5' 'pandas<3' 'numpy<2' 'pyarrow<18' \
     'deltalake>=0.18' 'dask-deltatable>=0.3' "dask[dataframe,array]==$(lowest dask)" "distributed==$(lowest distributed)" \
     > "$logs/install-venv35.log" 2>&1 ||
-    { cat "$logs/install-venv35.log" >&2; echo "run-all: installing .venv35 failed" >&2; kill "$fetches_pid" "$venv_pid"; exit 1; }
+    { cat "$logs/install-venv35.log" >&2; echo "run-all: installing .venv35 failed" >&2; kill "$fetches_pid" "$venv_pid" "$venv40_pid"; exit 1; }
 # .venv35's bytecode, then the class-data archives of its JVMs (tests/support/cds.py: each
 # Spark application of the tests then starts ~35 % quicker), built once per JDK and pyspark
 # (~/.cache/spark-dask/cds): .venv35 installs first (.venv has the more packages: 287 s
@@ -102,7 +116,7 @@ venv .venv35 -e '.[test-core]' 'pyspark[connect]==3.5.5' 'pandas<3' 'numpy<2' 'p
 { bytecode .venv35; .venv35/bin/python -m tests.support.cds build; } &
 cds_old=$!
 wait "$venv_pid" ||
-    { cat "$logs/install-venv.log" >&2; echo "run-all: installing .venv failed" >&2; kill "$fetches_pid" "$cds_old"; exit 1; }
+    { cat "$logs/install-venv.log" >&2; echo "run-all: installing .venv failed" >&2; kill "$fetches_pid" "$cds_old" "$venv40_pid"; exit 1; }
 # .venv's bytecode beside ruff, its class-data archives and the first unit tests (a module
 # imported before its .pyc is written is compiled in memory, as without them)
 bytecode .venv &
@@ -232,11 +246,34 @@ cat "$logs/core35.log"
 status_old=$(cat "$logs/core35.rc" 2>/dev/null || echo 1)
 old_s=$(cat "$logs/core35.s" 2>/dev/null || echo "?")
 
+# The Delta filter and read tests on pyspark 4.0 with Delta 4.0.1, in Spark 4.0's own
+# defaults (ANSI mode on, as on Databricks 17.3 LTS): the file reader must give that Spark's
+# answers (spark_dask/delta/compare.py). Alone, last: ~93 s on this project's 2-core machine
+# (the Delta session's start, the tables of tests/support/delta_tables.py, every version
+# read both ways; 300 filter cases take ~9 s of it), within CI's 38 min (the phases above:
+# ~31.5 min); beside phase 2, whose two runs keep both cores busy, it would lengthen them
+# about as much. Seed 54, not the 3.5 run's 53: other filters than there.
+if wait "$venv40_pid"; then
+    v40=$(.venv40/bin/python -c 'import pyspark; print(pyspark.__version__)')
+    echo "run-all: pyspark $v40: the Delta filter and read tests (Spark 4.0's defaults: ANSI mode on)"
+    SPARK_DASK_FILTER_SEED=54 .venv40/bin/python -m pytest tests/spark/test_delta_filters.py \
+        tests/spark/test_delta_read.py --durations=5 -p no:cacheprovider "$@"
+    status_delta40=$?
+else
+    cat "$logs/install-venv40.log" >&2
+    echo "run-all: installing .venv40 failed" >&2
+    v40=4.0
+    status_delta40=1
+fi
+t7=$SECONDS
+
 echo "run-all: ruff: exit $status_lint;" \
     "pyspark $newest suite (not multihost): exit $status_newest in $((t3 - t2)) s;" \
     "pyspark $old core tests: exit $status_old in $old_s s;" \
     "multi-host tests: exit $status_multihost in $((t4 - t3)) s;" \
     "the tests after them: exit $status_later in $((t4b - t4)) s;" \
-    "short benchmark: exit $status_bench in $((t5 - t4b)) s (the four together: $((t6 - t3)) s); total $((t6 - t0)) s"
+    "short benchmark: exit $status_bench in $((t5 - t4b)) s (the four together: $((t6 - t3)) s);" \
+    "pyspark $v40 Delta tests: exit $status_delta40 in $((t7 - t6)) s; total $((t7 - t0)) s"
 [ "$status_lint" -eq 0 ] && [ "$status_newest" -eq 0 ] && [ "$status_old" -eq 0 ] &&
-    [ "$status_multihost" -eq 0 ] && [ "$status_later" -eq 0 ] && [ "$status_bench" -eq 0 ]
+    [ "$status_multihost" -eq 0 ] && [ "$status_later" -eq 0 ] && [ "$status_bench" -eq 0 ] &&
+    [ "$status_delta40" -eq 0 ]

@@ -31,7 +31,9 @@ OPS = {"=": "==", "==": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": 
 STATS_TYPES = {"byte", "short", "integer", "long", "float", "double", "date", "string"}
 
 
-def normalize(filters, fields: list[dict], tz: str | None = None, ansi: bool | None = False) -> list[list[tuple]] | None:
+def normalize(
+    filters, fields: list[dict], tz: str | None = None, ansi: bool | None = False
+) -> list[list[tuple]] | None:
     """Filters in disjunctive normal form, checked against the table's columns; with
     ``tz`` (the file reader), each term ``(column, op, Match)``: the values of the
     column it holds for, as Spark compares them (:func:`spark_dask.delta.compare.term`, with

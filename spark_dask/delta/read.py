@@ -302,7 +302,8 @@ def read_with_spark(source: str, version, timestamp, columns, filters, spark, cl
         raise DeltaError(problem) from None
     dnf = prune.normalize(filters, [{"name": n} for n in df.columns])
     if dnf:
-        df = df.where(spark_condition(dnf, _time_zone(spark)))
+        ntz = [f.name for f in df.schema.fields if f.dataType.typeName() == "timestamp_ntz"]
+        df = df.where(spark_condition(dnf, _time_zone(spark), ntz=ntz))
     if columns is not None:
         df = df.select(*columns)
     ddf = handoff.to_dask(df, client=client, backend=backend)
@@ -332,16 +333,17 @@ def _sql_timestamp(value) -> str:
     return value.isoformat(sep=" ") if isinstance(value, (datetime, date)) else str(value)
 
 
-def spark_condition(dnf, tz: str = "UTC"):
+def spark_condition(dnf, tz: str = "UTC", ntz=()):
     """The Spark Column of filters in disjunctive normal form; a datetime without a zone
-    in ``tz``, the session's, as the file reader takes it (py4j would take it in this
-    process's zone: :func:`spark_dask.delta.compare.spark_value`)."""
+    in ``tz``, the session's, or a TIMESTAMP_NTZ beside the columns ``ntz``, as the file
+    reader takes it (py4j would take it in this process's zone:
+    :func:`spark_dask.delta.compare.spark_value`)."""
 
-    def value(v):
-        return compare.spark_value(v, tz)
+    def value(name, v):
+        return compare.spark_value(v, tz, ntz=name in ntz)
 
-    return prune.fold(dnf, frames.column, lambda name, v: value(v),
-                      lambda column, name, values: column.isin([value(v) for v in values]))  # fmt: skip
+    return prune.fold(dnf, frames.column, value,
+                      lambda column, name, values: column.isin([value(name, v) for v in values]))  # fmt: skip
 
 
 __all__ = ["VIAS", "is_table_name", "read_delta", "read_files", "read_with_spark", "spark_condition", "timestamp_ms"]

@@ -310,7 +310,9 @@ def _size(spec: TaskSpec, me: dict, gang: list[dict], assignment: dict, mine: li
     """
     same_executor = sum(t["executor"] == me["executor"] for t in gang)
     on_host = [t for t in gang if t["host"] == me["host"]]
-    executors_on_host = len({t["executor"] for t in on_host})
+    # every executor JVM of the host takes its memory, a task of the gang on it or not
+    # (spark-dask info counts them alike); the gang's own where the driver could not tell
+    executors_on_host = max(len({t["executor"] for t in on_host}), spec.executors_by_host.get(me["host"], 0))
     workers_on_host = sum(len(assignment[t["partition"]]) for t in on_host)
     if not spec.barrier:
         # A plain job's task does not know which other workers share its executor:

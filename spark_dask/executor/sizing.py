@@ -96,8 +96,14 @@ def worker_memory(
 ) -> int:
     """Memory limit (bytes) of each Dask worker on a host.
 
-    ``auto``: what the host has left after the executor JVMs placed on it, split over
-    the Dask workers on that host, and never below 256 MiB. A number of bytes wins.
+    ``auto``: what the host has left after the executor JVMs placed on it (all of them,
+    ``executors_on_host``, whether they run a task of the cluster or not: the start and
+    ``spark-dask info`` count them alike), split over the Dask workers on that host, and
+    never below 256 MiB. A number of bytes wins.
+
+    >>> GiB = 2**30
+    >>> worker_memory("auto", 32 * GiB, GiB + 384 * 2**20, 2, 1) / GiB  # local-cluster[2,1,1024], one worker
+    29.25
     """
     if override not in (None, "auto"):
         return int(override)

@@ -107,6 +107,10 @@ class TaskSpec:
     group : str
         The worker group of the gang (:mod:`spark_dask.groups.spec`), published in each
         worker's Spark facts: the group's pool takes the worker.
+    executors_by_host : dict
+        ``{host: executors on it}`` of the whole application (:func:`spark_dask.gang_maker.executor_counts`),
+        for ``memory_limit="auto"``: every executor JVM of a host takes its memory, whether
+        it runs a task of the gang or not; empty where the driver cannot tell.
     """
 
     cluster_id: str
@@ -145,3 +149,4 @@ class TaskSpec:
     credentials: dict = field(default_factory=dict, repr=False)  # secrets: kept out of logs
     log_directory: str | None = None
     group: str = "default"
+    executors_by_host: dict = field(default_factory=dict)

@@ -259,8 +259,18 @@ class NamedCluster(Cluster):
         seconds) until its scheduler is gone and its entry removed: the name is free then."""
         if self.status == Status.closed:
             return
-        with suppress(CommClosedError, OSError):
+        # closing from here on, as distributed's own Cluster._close says first: a Client of this
+        # handle (get_client()) whose connection then ends closes with it (Client._handle_report)
+        # instead of reconnecting to the gone scheduler, which logged ConnectionRefusedError and,
+        # cancelled at the process's exit, a CancelledError traceback (issue 68 point 6)
+        self.status = Status.closing
+        try:
             await self._ask(CLOSE)
+        except (CommClosedError, OSError):
+            pass
+        except BaseException:  # no answer: the cluster may still run, and this handle with it
+            self.status = Status.running
+            raise
         deadline = time.monotonic() + CLOSE_WAIT
         watch = self._watch_worker_status_task
         if watch is not None:
@@ -273,7 +283,8 @@ class NamedCluster(Cluster):
 
     def close(self, timeout: float | None = None):
         """Close the cluster for everyone: the owner closes it (workers, Spark jobs,
-        scheduler) as its own ``close()`` does. Returns once it is gone."""
+        scheduler) as its own ``close()`` does. Returns once it is gone; the clients of
+        this handle (``get_client()``) close with it."""
         out = super().close(timeout=timeout)
         if not self.asynchronous:
             with suppress(Exception):

@@ -37,6 +37,7 @@ __all__ = [
     "connect_session_problem",
     "driver_host",
     "executor_gpu_addresses",
+    "executor_hosts",
     "collect_within",
     "executor_ids",
     "executor_memory",
@@ -261,7 +262,26 @@ def cluster_facts(spark, executor_wait: float = 30.0, n_workers: int | None = No
         dynamic_allocation=dyn,
         task_profiles=profiles,
         gpu_addresses=executor_gpu_addresses(sc) if gpus and not local_mode else (),
+        executor_hosts=() if local_mode else executor_hosts(sc),
     )
+
+
+def executor_hosts(sc) -> tuple:
+    """The host of every registered executor, once per executor (sorted), from the
+    application status store as :func:`executor_gpu_addresses` reads it (the same host
+    names as the barrier tasks see). Empty when it cannot be read."""
+    out = []
+    try:
+        summaries = sc._jsc.sc().statusStore().executorList(True)
+        it = summaries.iterator()
+        while it.hasNext():
+            summary = it.next()
+            if summary.id() != "driver":
+                out.append(str(summary.hostPort()).rsplit(":", 1)[0])
+    except Exception as e:  # an older or different JVM: the tasks count the gang's executors  # noqa: BLE001
+        logger.debug("spark-dask: executor hosts unavailable: %s", e)
+        return ()
+    return tuple(sorted(out))
 
 
 def executor_gpu_addresses(sc) -> tuple:

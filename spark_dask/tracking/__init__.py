@@ -49,9 +49,10 @@ def _mlflow():
     return mlflow
 
 
-def _metrics(mlflow, step: int, sample: dict) -> list:
-    now = int(time.time() * 1000)
-    return [mlflow.entities.Metric(k, float(v), now, step) for k, v in sample.items()]
+def _metrics(mlflow, step: int, sample: dict, timestamp: int) -> list:
+    """A sample's metrics: its step (the sample's number) and the wall time it was taken
+    (ms), not the time the link got to send it."""
+    return [mlflow.entities.Metric(k, float(v), timestamp, step) for k, v in sample.items()]
 
 
 class Tracking:
@@ -117,13 +118,15 @@ class Tracking:
         params = [mlflow.entities.Param(k, str(v)) for k, v in params.items()]
         self.client.log_batch(self.run_id, params=params)
 
-    def send_sample(self, step: int, sample: dict) -> None:
-        """Event loop: hand a sample to the link (``log_batch`` in its thread)."""
-        self.link.send(self.log_sample, step, sample)
+    def send_sample(self, step: int, sample: dict, timestamp: int | None = None) -> None:
+        """Event loop: hand a sample, taken at ``timestamp`` (ms since the epoch; default
+        now), to the link (``log_batch`` in its thread)."""
+        when = int(time.time() * 1000) if timestamp is None else int(timestamp)
+        self.link.send(self.log_sample, step, sample, when)
 
-    def log_sample(self, step: int, sample: dict) -> None:
+    def log_sample(self, step: int, sample: dict, timestamp: int) -> None:
         """Link thread: one sample, in batches of at most MLflow's 1,000 metrics."""
-        metrics = _metrics(_mlflow(), step, sample)
+        metrics = _metrics(_mlflow(), step, sample, timestamp)
         for i in range(0, len(metrics), BATCH):
             self.client.log_batch(self.run_id, metrics=metrics[i : i + BATCH])
 

@@ -113,7 +113,7 @@ def cluster_params(facts, shapes: dict, workers: dict, start_seconds: float | No
             f"spark_dask.group.{name}.workers": str(len(mine)),
             f"spark_dask.group.{name}.kind": shape.kind,
             f"spark_dask.group.{name}.threads": ",".join(map(str, threads)),
-            f"spark_dask.group.{name}.memory_limit": ",".join(map(str, limits)),
+            f"spark_dask.group.{name}.memory_limit_bytes": ",".join(map(str, limits)),
             f"spark_dask.group.{name}.gpus_per_worker": "1" if shape.pinned else "0",
         })  # fmt: skip
     return params

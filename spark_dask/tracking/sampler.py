@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from collections import Counter
 
 from spark_dask.groups.spec import DEFAULT
@@ -89,7 +90,9 @@ class Sampler:
         ``take()``: one sample (:func:`snapshot` of the cluster's scheduler, groups and
         hand-off bytes).
     send : callable
-        ``send(step, sample)``: hands it to the link (never waits on MLflow).
+        ``send(step, sample, timestamp)``: hands it to the link (never waits on MLflow);
+        ``timestamp`` is the wall time the sample was taken, in milliseconds since the
+        epoch (MLflow's metric timestamps: its charts' time x-axis).
     interval : float
         Seconds between two samples.
     """
@@ -102,8 +105,9 @@ class Sampler:
         self.task: asyncio.Task | None = None
 
     def sample(self) -> None:
-        """Take one sample and hand it on (event loop)."""
-        self.send(self.step, self.take())
+        """Take one sample and hand it on, with the time it was taken (event loop)."""
+        taken = int(time.time() * 1000)
+        self.send(self.step, self.take(), taken)
         self.step += 1
 
     async def run(self) -> None:

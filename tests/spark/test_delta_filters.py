@@ -16,7 +16,17 @@ read with its row filter, on every file kept; every tenth filter through ``read_
 itself too). The row ids must be the same. A few filters with naive datetimes also go
 through ``via="spark"``'s condition (``read.spark_condition``), in Spark.
 
-CI runs 300 cases from seed 53; a longer run::
+Spark's own default ANSI mode: off on Spark 3.5 (.venv35), on on Spark 4.0 (.venv40, as on
+Databricks 17.3 LTS), where a string beside a number, an ``in`` list holding a string and
+an integer beside a FLOAT compare otherwise (spark_dask/delta/compare.py); the file
+reader reads the session's mode. ``SPARK_DASK_FILTER_ANSI=true|false`` sets it instead
+(Spark 3.5 with ANSI mode on, Spark 4.0 with it off). Where Spark's ANSI mode fails the
+query (a string that is no value of the type it is cast to), the file reader must
+refuse before reading (:func:`test_what_ansi_mode_fails_is_refused`); its string casts
+are Spark's ``try_cast`` (:func:`test_string_casts_are_sparks_ansi_casts`).
+
+CI runs 300 cases from seed 53 on Spark 3.5 and 300 from seed 54 on Spark 4.0
+(tests/run-all.sh); a longer run::
 
     SPARK_DASK_FILTER_CASES=5000 SPARK_DASK_FILTER_SEED=7 \\
         .venv35/bin/python -m pytest tests/spark/test_delta_filters.py
@@ -36,7 +46,7 @@ from decimal import Decimal
 import pytest
 
 import spark_dask
-from spark_dask.delta import features, files, log, prune, read
+from spark_dask.delta import compare, features, files, log, prune, read
 from spark_dask.delta import schema as schemas
 from tests.support import delta_tables
 
@@ -44,6 +54,7 @@ pytestmark = [pytest.mark.core, pytest.mark.spark, pytest.mark.timeout(600)]
 
 CASES = int(os.environ.get("SPARK_DASK_FILTER_CASES", "300"))
 SEED = int(os.environ.get("SPARK_DASK_FILTER_SEED", "53"))
+ANSI = os.environ.get("SPARK_DASK_FILTER_ANSI")  # spark.sql.ansi.enabled, when not Spark's default
 ZONE = "America/New_York"
 OPS = ["==", "!=", "<", "<=", ">", ">=", "in", "not in"]
 NAN = float("nan")
@@ -88,8 +99,11 @@ def _select(first: int, last: int) -> str:
 def spark(delta_spark):
     """The Delta session this module shares with test_delta_read.py and
     test_delta_stores.py (tests/conftest.py), in New York time and writing the year 0001
-    as it is (``NO_REBASE``) while this module runs; its confs as they were after it."""
+    as it is (``NO_REBASE``) while this module runs (ANSI mode as ``ANSI`` sets it, else
+    Spark's default); its confs as they were after it."""
     confs = {"spark.sql.session.timeZone": ZONE, **delta_tables.NO_REBASE}
+    if ANSI:
+        confs["spark.sql.ansi.enabled"] = ANSI
     before = {k: delta_spark.conf.get(k, None) for k in confs}
     for k, v in confs.items():
         delta_spark.conf.set(k, v)
@@ -229,17 +243,34 @@ def spark_answers(spark, path: str, conditions: list[str]) -> list[set[int]]:
 
 
 # --------------------------------------------------------------------- the test
-def refused(filters) -> bool:
-    """Whether the file reader must refuse the filter: an ``in`` list holding a string
-    beside a column of a type whose strings are not plain (Spark compares that list as
-    strings; for integers and dates the file reader does too)."""
+def refused(filters, ansi: bool) -> bool:
+    """Whether the file reader must refuse the filter. ANSI mode off: an ``in`` list
+    holding a string beside a column of a type whose strings are not plain (Spark
+    compares that list as strings; for integers and dates the file reader does too).
+    ANSI mode on: an ``in`` list that Spark compares as a DECIMAL holding a string
+    (:func:`decimal_list_with_string`: Spark rounds the string to the DECIMAL's scale)."""
     groups = [filters] if isinstance(filters[0], tuple) else filters
+    terms = [(c, value) for g in groups for c, op, value in g if op in ("in", "not in")]
+    if ansi:
+        return any(decimal_list_with_string(KINDS[c], value) for c, value in terms)
     plain = ("STRING", "INT", "BIGINT", "DATE")
-    return any(
-        op in ("in", "not in") and KINDS[c] not in plain and any(isinstance(v, str) for v in value)
-        for g in groups
-        for c, op, value in g
-    )
+    return any(KINDS[c] not in plain and any(isinstance(v, str) for v in value) for c, value in terms)
+
+
+def decimal_list_with_string(kind: str, values) -> bool:
+    """Whether Spark's ANSI mode compares ``column IN (values)`` as a DECIMAL with a
+    string among the values: its ``InConversion`` folds the column's type and the values'
+    in order, and beside an integer column a string makes BIGINT, a Decimal then DECIMAL,
+    a string after a Decimal or any float DOUBLE for good (AnsiTypeCoercion.scala)."""
+    if kind not in ("INT", "BIGINT"):
+        return False  # a DECIMAL beside a string or a float is DOUBLE
+    state, strings = "integer", False
+    for v in values:
+        if isinstance(v, float) or (isinstance(v, str) and state == "decimal"):
+            return False
+        strings = strings or isinstance(v, str)
+        state = "decimal" if isinstance(v, Decimal) else state
+    return strings and state == "decimal"
 
 
 def files_answer(spark, path: str, filters) -> set[int]:
@@ -254,9 +285,10 @@ class FileReader:
     with its row filter (``files.read_file``) on each file kept, one snapshot for all.
     Every tenth case also goes through ``read_delta`` itself, which must agree."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, ansi: bool):
         import fsspec
 
+        self.ansi = ansi
         fs = fsspec.filesystem("file")
         listing = log.list_log(fs, path)
         self.snapshot = log.replay(fs, path, log.latest_version(listing), listing)
@@ -266,7 +298,7 @@ class FileReader:
         self.fields = {f["name"]: f for f in self.schema["fields"]}
 
     def answer(self, filters) -> set[int]:
-        dnf = prune.normalize(filters, self.schema["fields"], ZONE)
+        dnf = prune.normalize(filters, self.schema["fields"], ZONE, self.ansi)
         kept = [r for r in self.snapshot.files if prune.keep(r, dnf, self.fields, self.mode, ZONE)]
         plan = files.plan(self.path, self.schema, self.mode, ZONE, ["id"], dnf, {}, "pandas")
         return {i for task in kept for i in files.read_file(task, plan)["id"].tolist()}
@@ -286,15 +318,18 @@ def test_filters_give_sparks_rows(spark, table):
     naive = [k for k, f in enumerate(cases) if "datetime.datetime(" in repr(f) and "tzinfo" not in repr(f)]
     for k in naive[:3]:
         dnf = prune.normalize(cases[k], [{"name": n} for n in KINDS])
-        condition = read.spark_condition(dnf, ZONE)
+        condition = read.spark_condition(dnf, ZONE, ntz=[c for c, kind in KINDS.items() if kind == "TIMESTAMP_NTZ"])
         through = {r["id"] for r in spark.read.format("delta").load(table).where(condition).select("id").collect()}
         assert through == want[k], (SEED, k, cases[k], conditions[k])
     rows = {r["id"]: r.asDict() for r in spark.read.format("delta").load(table).collect()}
     differ = []
-    reader, refusals = FileReader(table), 0
+    ansi = compare.session_ansi(spark)
+    assert ansi is (ANSI == "true" if ANSI else spark.version >= "4"), (ansi, spark.version, ANSI)
+    reader, refusals = FileReader(table, ansi), 0
+    refusal = "casts it to DECIMAL" if ansi else "Spark compares such a list as strings"
     for k, filters in enumerate(cases):
-        if refused(filters):
-            with pytest.raises(spark_dask.PlanError, match="Spark compares such a list as strings"):
+        if refused(filters, ansi):
+            with pytest.raises(spark_dask.PlanError, match=refusal):
                 reader.answer(filters)
             refusals += 1
             continue
@@ -310,3 +345,75 @@ def test_filters_give_sparks_rows(spark, table):
     assert not differ, f"{len(differ)} of {CASES} filters differ from Spark:\n" + "\n".join(differ[:10])
     assert refusals < CASES // 5, refusals
     assert sum(bool(w) for w in want) > CASES // 4 and sum(not w for w in want) > CASES // 10  # both kinds tried
+
+
+# --------------------------------------------------------------------- Spark's ANSI mode
+# Strings cast as Spark's ANSI cast does (Cast.scala, UTF8String.toLongExact,
+# Double.parseDouble, DateTimeUtils.stringToDate/stringToTimestamp): what ``try_cast``
+# gives (its ANSI cast, null where that fails), whatever the session's mode.
+STRINGS = ["7", " 7 ", "+7", "-0", "07", "1.5", "1.", ".5", "1e3", "1_000", "0x10", "9223372036854775807",
+           "9223372036854775808", "-9223372036854775808", "", " ", "abc", "\t7\n", "\u00a07", "\uff17", "1.5d", "1.5F",
+           "NaN", "nan", "-nan", "-NaN", "Infinity", "inf", "-Infinity", "+inf", "INF", "-.5e-3", "1e400", "0x1p3",
+           "1e", "+", "-", "1 2", "\x017", "7\x7f", "2024", "2024-03", "2024-03-10", "2024-3-5", "2024-03-10T01:00",
+           "2024-03-10 xyz", "+2024-03-10", " 2024-03-10 ", "2024-02-30", "2024-03-10 25:00", "2024-03-10 01:30:00",
+           "2024-03-10 02:30:00", "2024-03-10 01:30:00+05:00", "2024-03-10T01:30Z", "2024-03-10 01:30:00Z",
+           "2024-03-10 01:30:00 UTC", "2024-03-10T01:30:00.5+01:00", "2024-03-10 01:30:00.1234567", "12345-01-01",
+           "today", "01:30", "true", "TRUE", " yes ", "t", "1", "0", "on", "n", "\u00a0yes"]  # fmt: skip
+CASTS = {"long": "try_cast(s AS BIGINT)", "double": "try_cast(s AS DOUBLE)", "date": "unix_date(try_cast(s AS DATE))",
+         "timestamp": "unix_micros(try_cast(s AS TIMESTAMP))", "boolean": "try_cast(s AS BOOLEAN)",
+         "timestamp_ntz": "unix_micros(CAST(try_cast(s AS TIMESTAMP_NTZ) AS TIMESTAMP))"}  # fmt: skip
+
+
+def test_string_casts_are_sparks_ansi_casts(spark):
+    """Each string filter value cast to each type the way Spark's ANSI mode casts it: the
+    same value as Spark's ``try_cast``; refused as Spark refusing it (CAST_INVALID_INPUT)
+    only where ``try_cast`` gives null; or refused as something the file reader cannot
+    tell (never for a plain number, date or time)."""
+    frame = spark.createDataFrame(list(enumerate(STRINGS)), "i INT, s STRING")
+    with delta_tables._spark_conf(spark, {"spark.sql.session.timeZone": "UTC"}):  # an NTZ's micros: its UTC time's
+        rows = frame.selectExpr("i", *[f"{e} AS `{k}`" for k, e in CASTS.items()]).collect()
+    unknown, wrong = [], []
+    for row in sorted(rows):
+        text = STRINGS[row["i"]]
+        for kind in CASTS:
+            want = row[kind]
+            try:
+                got = compare.ansi_literals(kind, [text], "UTC", "c")[0][1]
+            except spark_dask.PlanError as e:
+                if "CAST_INVALID_INPUT" not in str(e):
+                    unknown.append((text, kind))
+                elif want is not None:
+                    wrong.append((text, kind, want, "refused"))
+                continue
+            if kind == "date":
+                got = (got - date(1970, 1, 1)).days
+            if not (got == want or (isinstance(got, float) and math.isnan(got) and math.isnan(want))):
+                wrong.append((text, kind, want, got))
+    assert not wrong, wrong
+    times = {"2024-03-10", "2024-03-10 01:30:00", "2024-03-10 01:30:00Z"}
+    plain = {"long": {"7", "-9223372036854775808"}, "double": {"7", "1.5", "NaN", "-Infinity", "1e400"},
+             "boolean": {"true", " yes "}, "date": times, "timestamp": times, "timestamp_ntz": times}  # fmt: skip
+    assert not [(text, kind) for text, kind in unknown if text in plain[kind]], unknown
+
+
+ANSI_FAILURES = [("i", "==", "1.5"), ("l", "in", [1, "x"]), ("f", "<", "abc"), ("m", ">=", "1,5"),
+                 ("dt", "==", "2024-02-30"), ("b", "!=", "maybe"), ("i", "not in", ["2", "2.0"])]  # fmt: skip
+
+
+def test_what_ansi_mode_fails_is_refused(spark, table):
+    """With ANSI mode on, a string that is no value of the type Spark casts it to fails
+    Spark's query at run time (CAST_INVALID_INPUT): the file reader refuses it before
+    reading anything, with one line naming the column and the value."""
+    ansi = compare.session_ansi(spark)
+    if not ansi:
+        pytest.skip("ANSI mode is off in this session (Spark 3.5's default): Spark's cast gives NULL there")
+    reader = FileReader(table, ansi)
+    for filters in ANSI_FAILURES:
+        with pytest.raises(Exception, match="CAST_INVALID_INPUT"):
+            spark.sql(f"SELECT id FROM delta.`{table}` WHERE {sql_condition([filters])}").collect()
+        with pytest.raises(spark_dask.PlanError, match="Spark refuses it too") as refusal:
+            reader.answer([filters])
+        message = str(refusal.value)
+        assert "\n" not in message and message.startswith("spark-dask: ") and repr(filters[0]) in message, message
+        with pytest.raises(spark_dask.PlanError, match="Spark refuses it too"):
+            files_answer(spark, table, [filters])

@@ -6,10 +6,12 @@ the same version (handed over with ``to_dask``: same rows, same dtypes). Also
 implement, filters that read fewer files, the table left unchanged by reading, and
 ``write_delta`` through Spark's writer.
 
-Delta's jars (tests/support/jars.py) are for Spark 3.5: the module runs in CI's pyspark 3.5
-environment (on the Delta session tests/conftest.py's ``delta_spark`` shares) and skips on
-the newest pyspark (no Delta release for it; the deltalake
-package's tables are read in tests/spark/test_delta_files.py there).
+Delta's jars (tests/support/jars.py) are pinned for Spark 3.5 (Delta 3.3.2) and Spark 4.0
+(Delta 4.0.1, Databricks 17.3 LTS's Spark line): the module runs in CI's pyspark 3.5 and
+4.0 environments (.venv35, .venv40; on the Delta session tests/conftest.py's
+``delta_spark`` shares, with that Spark's own defaults: ANSI mode on in 4.0) and skips on
+the newest pyspark (no Delta release pinned for it; the deltalake package's tables are
+read in tests/spark/test_delta_files.py there).
 """
 
 from __future__ import annotations

@@ -421,6 +421,7 @@ def test_unsupported_types_fail_before_any_data_moves(spark, client, monkeypatch
         spark_dask.to_dask(spark.sql("SELECT 1 AS a, 2 AS a"))
     assert not jobs
 
+    import dask
     import dask.dataframe as dd
 
     bad = dd.from_pandas(pd.DataFrame({"ok": [1], "big": np.array([1], dtype="uint64")}), npartitions=1)
@@ -429,6 +430,13 @@ def test_unsupported_types_fail_before_any_data_moves(spark, client, monkeypatch
     cplx = dd.from_pandas(pd.DataFrame({"z": [1 + 2j]}), npartitions=1)
     with pytest.raises(HandoffTypeError, match=r"column 'z' has pandas dtype complex128"):
         spark_dask.to_spark(cplx)
+    # issue 68 point 5: an object column of an int beyond Spark's long raised pyarrow's OverflowError
+    # (an object column stays one with dataframe.convert-string off, as test_object_columns_... does)
+    with dask.config.set({"dataframe.convert-string": False}):
+        huge = dd.from_pandas(pd.DataFrame({"x": pd.Series([1, 2**64], dtype=object)}), npartitions=1)
+        with pytest.raises(HandoffTypeError, match=r"column 'x'.*outside Spark's long range.*schema=\.\.\."):
+            spark_dask.to_spark(huge)
+        assert [r.x for r in spark_dask.to_spark(huge, schema="x decimal(38,0)").collect()] == [1, 2**64]
 
 
 @pytest.mark.core

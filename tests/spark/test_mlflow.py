@@ -11,6 +11,7 @@ import logging
 import os
 import socket
 import time
+import warnings
 
 import dask
 import pytest
@@ -28,7 +29,7 @@ INTERVAL = "0.5s"
 PARAMS = {
     "spark_dask.version", "dask.version", "distributed.version", "pyspark.version", "spark.master",
     "spark.executors", "spark_dask.workers", "spark_dask.startup_seconds", "spark_dask.group.default.workers",
-    "spark_dask.group.default.kind", "spark_dask.group.default.threads", "spark_dask.group.default.memory_limit",
+    "spark_dask.group.default.kind", "spark_dask.group.default.threads", "spark_dask.group.default.memory_limit_bytes",
     "spark_dask.group.default.gpus_per_worker",
 }  # fmt: skip
 METRICS = {
@@ -116,3 +117,43 @@ def test_a_down_tracking_server_costs_one_line_not_the_cluster(spark, mlflow_ser
         monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_server.uri)  # the run ends on the server
     lines = [r.getMessage() for r in caplog.records if "MLflow" in r.getMessage()]
     assert lines == [off_message(cluster.name, f"cannot reach the tracking server {down} (Connection refused)")]
+
+
+def test_the_runs_events_go_up_to_the_close_and_its_samples_carry_their_times(spark, monkeypatch, tmp_path):
+    """Issue 68 point 10, in a local store (no tracking server): ``events.txt`` holds the
+    start, the scaling and, last, the close (it ended before the close); each sample's
+    timestamp is the wall time it was taken, within the cluster's life, one per step."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", (tmp_path / "mlruns").as_uri())
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    client = mlflow.tracking.MlflowClient()
+    with mlflow.start_run(experiment_id=client.create_experiment("events")) as run:
+        before = int(time.time() * 1000)
+        with (
+            dask.config.set({"spark-dask.mlflow-interval": INTERVAL}),
+            spark_dask.start(spark, n_workers=1, quiet=True) as dask_client,
+        ):
+            cluster = dask_client.cluster
+            with warnings.catch_warnings():  # all the task slots or not: the shared session's
+                warnings.simplefilter("ignore", UserWarning)
+                cluster.scale(2)
+            dask_client.wait_for_workers(2, timeout=120)
+            time.sleep(1.5)  # a few samples of two workers
+            cluster.scale(1)
+            deadline = time.monotonic() + 60
+            while len(dask_client.scheduler_info()["workers"]) > 1 and time.monotonic() < deadline:
+                time.sleep(0.2)
+            time.sleep(1.5)  # a few samples of one worker
+        after = int(time.time() * 1000)
+    run_id = run.info.run_id
+    local = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path="spark-dask/events.txt",
+                                                dst_path=str(tmp_path / "dl"))  # fmt: skip
+    lines = open(local, encoding="utf-8").read().splitlines()
+    assert " 1 cpu worker connected to " in lines[0], lines
+    assert any("1 more Dask worker connected" in line for line in lines), lines
+    assert any("retired Dask workers" in line for line in lines), lines
+    assert "spark-dask: closing cluster " in lines[-1] and "1 Dask worker connected" in lines[-1], lines
+    history = client.get_metric_history(run_id, "dask/workers")
+    assert [m.step for m in history] == list(range(len(history))) and len(history) >= 4, history
+    stamps = [m.timestamp for m in history]
+    assert before <= stamps[0] and stamps == sorted(stamps) and stamps[-1] <= after, (before, stamps, after)
+    assert 2.0 in [m.value for m in history] and history[-1].value == 1.0, history

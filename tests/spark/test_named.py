@@ -493,6 +493,39 @@ def test_a_handle_joins_and_the_owner_scales_adapts_and_closes(state):
             owner.close()
 
 
+CLOSE_FROM_ANOTHER_PROCESS = textwrap.dedent(
+    """
+    import spark_dask
+    cluster = spark_dask.SparkCluster.from_name("quiet")
+    client = cluster.get_client()
+    assert client.scheduler_info()["address"] == cluster.scheduler_address
+    cluster.close()
+    print(client.status)
+    """
+)
+
+
+def test_a_close_from_another_process_leaves_its_stderr_empty(state):
+    """Issue 68 point 6: a handle's close() from another process, then its exit, printed a
+    35-line ``distributed.client - ERROR`` traceback (ConnectionRefusedError, CancelledError)
+    in most runs: the handle's Client (``get_client()``) saw its connection end while the
+    handle still said running, so it reconnected to the gone scheduler (``_reconnect``,
+    which logs what ends it) until the exit cancelled it. Now the handle says closing
+    first and the Client closes with it. Three owners and closes, each bounded."""
+    env = dict(os.environ, DASK_SPARK_DASK__STATE_DIR=state, PYTHONPATH=ROOT)
+    for _ in range(3):
+        owner = FakeOwner("quiet", state)
+        try:
+            out = subprocess.run([sys.executable, "-c", CLOSE_FROM_ANOTHER_PROCESS], env=env, capture_output=True,
+                                 text=True, timeout=60)  # fmt: skip
+            assert out.returncode == 0 and out.stdout.split() == ["closed"], (out.stdout, out.stderr[-3000:])
+            assert out.stderr == "", out.stderr[-3000:]
+            assert wait_until(lambda o=owner: o.status == Status.closed, timeout=10), owner.status
+        finally:
+            if owner.status == Status.running:
+                owner.close()
+
+
 OWNER = textwrap.dedent(
     """
     import sys, time
@@ -714,3 +747,34 @@ def test_serve_says_nothing_of_pandas_and_keeps_its_last_line(state, tmp_path):
     last = [line for line in proc.stdout.splitlines() if line.startswith("spark-dask: ")][-1]
     assert "closed after being idle (idle_timeout) in " in last
     assert cluster_log[-1].endswith(last), cluster_log[-3:]
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(240)
+def test_closing_one_of_two_clusters_by_name_leaves_the_others_logs_quiet(spark, state, capfd):
+    """Issue 68 point 6, the owner's side: of two clusters of this process (each with
+    ``silence_logs="warning"``), the one closed through ``from_name()`` put distributed's
+    handlers back at their level while the other ran: its close printed distributed's
+    INFO lines (``Received 'close-stream'``, ``Closing scheduler``). Now they stay quiet
+    until the last cluster closes, then come back as they were."""
+    import logging
+
+    handlers = [h for h in logging.getLogger("distributed").handlers if isinstance(h, logging.StreamHandler)]
+    before = [h.level for h in handlers]
+    first = spark_dask.SparkCluster(spark, name="first", n_workers=1, silence_logs="warning", progress=False)
+    try:
+        second = spark_dask.SparkCluster(spark, name="second", n_workers=1, silence_logs="warning", progress=False)
+        try:
+            spark_dask.SparkCluster.from_name("first").close()
+            assert wait_until(lambda: first.status == Status.closed, timeout=30), first.status
+            assert [h.level for h in handlers] == [logging.WARNING] * len(handlers)
+            capfd.readouterr()
+            spark_dask.SparkCluster.from_name("second").close()
+            assert wait_until(lambda: second.status == Status.closed, timeout=30), second.status
+            said = capfd.readouterr().err
+            assert " - INFO - " not in said, said[-3000:]
+        finally:
+            second.close()
+    finally:
+        first.close()
+    assert [h.level for h in handlers] == before

@@ -1,14 +1,14 @@
 """Spark's own artifacts from Maven Central that some tests load, pinned and checked.
 
 pyspark's pip package carries Spark's jars but not these: the Spark Connect server for
-Spark 3.5 (pyspark 4 ships its own), Delta Lake's Spark connector and the RAPIDS
-Accelerator, which the tests load (:data:`TESTS`), and Hadoop's S3A filesystem
-(``s3a://``), which only ``python -m benchmarks.delta``'s S3 runs load.
+Spark 3.5 (pyspark 4 ships its own), Delta Lake's Spark connector (for Spark 3.5 and 4.0)
+and the RAPIDS Accelerator, which the tests load (:data:`TESTS`), and Hadoop's S3A
+filesystem (``s3a://``), which only ``python -m benchmarks.delta``'s S3 runs load.
 ``tests/run-all.sh`` fetches the tests' once into a cache outside the repository; the
 tests that need one ask :func:`require` for its path (a skip locally when it is absent, a
 failure under CI)::
 
-    python -m tests.support.jars fetch            # the tests' groups (about 620 MB, once)
+    python -m tests.support.jars fetch            # the tests' groups (about 630 MB, once)
     python -m tests.support.jars fetch s3a-3.5    # one group
     python -m tests.support.jars path rapids-3.5  # where a group's jars are
 
@@ -31,6 +31,9 @@ MAVEN = "https://repo1.maven.org/maven2"
 # 25.04.0 (the last for Scala 2.12) has shims up to spark355.
 # Delta Lake 3.3.2, not 3.3.3: their POMs build against Spark 3.5.3 and 3.5.6 (newer than
 # the 3.5.5 here); Delta 3.3.x is the Spark 3.5 line.
+# Delta Lake 4.0.1 for Spark 4.0 (Databricks 17.3 LTS is Spark 4.0), with pyspark 4.0.5 in
+# .venv40, the newest 4.0 patch: delta-spark_2.13 4.0.x is the Spark 4.0 line (4.0.1's POM
+# builds against Spark 4.0.1; 4.1.0 and later build against Spark 4.1).
 JARS = {
     "connect-3.5": [
         ("org.apache.spark", "spark-connect_2.12", "3.5.5", "e11554155e410b64e6e66e97350e89d8381ec829"),
@@ -38,6 +41,10 @@ JARS = {
     "delta-3.5": [
         ("io.delta", "delta-spark_2.12", "3.3.2", "07fff11b74e7284eec27fe106f31c95b3acc8018"),
         ("io.delta", "delta-storage", "3.3.2", "e24b01486ee7a26df8a2735eb186f4ee1821fc9e"),
+    ],
+    "delta-4.0": [
+        ("io.delta", "delta-spark_2.13", "4.0.1", "3e469898dc4ed083c735ae360beb063adcd12e9d"),
+        ("io.delta", "delta-storage", "4.0.1", "ebc5384d953c1d70d0ce4ceee42892da74051a81"),
     ],
     # Spark's s3a:// (benchmarks/delta.py's S3 runs; not the tests': CI does not fetch it): the
     # hadoop-aws of pyspark 3.5.5's Hadoop (its jars/hadoop-client-api-3.3.4.jar) and the AWS SDK
@@ -52,7 +59,7 @@ JARS = {
 }
 
 # The groups the tests load: what ``fetch`` with no group names fetches (tests/run-all.sh).
-TESTS = ("connect-3.5", "delta-3.5", "rapids-3.5")
+TESTS = ("connect-3.5", "delta-3.5", "delta-4.0", "rapids-3.5")
 
 
 def cache_dir() -> str:
@@ -100,6 +107,13 @@ def fetch(group: str, timeout: float = 600) -> list[str]:
             if os.path.exists(part):
                 os.remove(part)
     return paths(group)
+
+
+def delta_group(pyspark_version: tuple[int, int]) -> str | None:
+    """The group of Delta Lake's Spark connector for a pyspark line, ``(3, 5)`` ->
+    ``delta-3.5``, ``(4, 0)`` -> ``delta-4.0`` (None: none pinned for that line)."""
+    group = f"delta-{pyspark_version[0]}.{pyspark_version[1]}"
+    return group if group in JARS else None
 
 
 def require(group: str) -> list[str]:

@@ -61,10 +61,23 @@ def test_object_columns_get_the_type_spark_infers_for_their_values():
     ([{"a": 1}, {"b": "x"}], r"different types \(long and string\)"),
     ([dt.datetime(2020, 1, 1), None], r"datetime objects.*pd.to_datetime"),
     ([{1: 2}], r"pyarrow cannot make one column of them"),
+    ([1, 2**64], r"integer outside Spark's long range.*decimal\(38,0\)"),  # issue 68 point 5: was OverflowError
+    ([[1], [-(2**63) - 1]], r"integer outside Spark's long range"),
 ])  # fmt: skip
 def test_object_columns_of_disagreeing_values_are_refused_naming_the_column(values, why):
     with pytest.raises(HandoffTypeError, match=rf"^spark-dask: column 'odd' is an object column.*{why}.*schema=\.\.\."):
         at.infer_object_column(pd.Series(values, dtype=object), "odd")
+
+
+def test_an_integer_beyond_the_schemas_type_is_refused_naming_the_column():
+    """Issue 68 point 5: with ``schema=`` saying long, a Python int beyond int64 raised
+    pyarrow's OverflowError; a decimal(38,0) holds it."""
+    frame = pd.DataFrame({"x": pd.Series([1, 2**64], dtype=object)})
+    said = r"^spark-dask: column 'x' cannot be converted to Spark's int64: Python int too large.*schema=\.\.\."
+    with pytest.raises(HandoffTypeError, match=said):
+        at.frame_to_arrow(frame, pa.schema([("x", pa.int64())]))
+    table = at.frame_to_arrow(frame, pa.schema([("x", pa.decimal128(38, 0))]))
+    assert table.column(0).to_pylist() == [1, 2**64]
 
 
 def test_the_partitions_types_merge_and_their_files_are_read_as_one_schema(tmp_path, monkeypatch):

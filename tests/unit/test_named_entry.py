@@ -37,3 +37,33 @@ def test_the_record_counts_workers_while_running_and_is_left_alone_at_teardown(t
     assert len(writes) == 66, len(writes)
     assert read_record(entry.directory)["status"] == "closing"
     entry.remove()
+
+
+def test_the_silence_of_distributeds_logs_holds_until_the_last_cluster_leaves():
+    """Issue 68 point 6: ``silence_logs`` used distributed's ``silence_logging_cmgr`` per
+    cluster, which puts back the levels it found when it is left: of two clusters in one
+    process, the first to close gave the other's scheduler its INFO lines back. Now the
+    handlers stay quiet until the last cluster that asked leaves, in any order."""
+    import logging
+
+    from spark_dask.events import SharedSilence
+
+    logger = logging.getLogger("distributed")
+    handler = logging.StreamHandler()
+    handler.setLevel(logging.INFO)
+    logger.addHandler(handler)
+    try:
+        silence = SharedSilence()
+        first, second = silence.hold("warning"), silence.hold("warning")
+        first.__enter__()
+        second.__enter__()
+        assert handler.level == logging.WARNING
+        first.__exit__(None, None, None)  # the first cluster closes: the other still runs
+        assert handler.level == logging.WARNING
+        second.__exit__(None, None, None)
+        assert handler.level == logging.INFO
+        with silence.hold("error"):  # a later cluster: its own level
+            assert handler.level == logging.ERROR
+        assert handler.level == logging.INFO
+    finally:
+        logger.removeHandler(handler)

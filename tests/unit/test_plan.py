@@ -345,6 +345,34 @@ def test_memory():
     assert worker_memory("auto", 8 * GiB, 16 * GiB, 1, 1) == 256 * 2**20  # floor
 
 
+def test_auto_memory_leaves_every_executor_of_the_host_in_start_and_in_info(monkeypatch):
+    """Issue 68 point 8: on local-cluster[2,...] with one worker, ``spark-dask info`` said
+    the host less both executors (as documented: the executor JVMs placed on it) and the
+    start gave the host less one, the executor of the gang's only task. Now the start
+    counts every executor of the host too (the driver's list; the gang's where it has none)."""
+    from types import SimpleNamespace
+
+    from spark_dask.capacity import ClusterFacts
+    from spark_dask.commands import info
+    from spark_dask.executor import gang_task
+    from spark_dask.gang_maker import executor_counts
+    from tests.support.task_specs import make_spec
+
+    for module in (info, gang_task):
+        monkeypatch.setattr(module, "host_memory", lambda: 64 * GiB)
+    facts = ClusterFacts(executors=2, executor_cores=1, executor_memory=16 * GiB, master="local-cluster[2,1,16384]",
+                         executor_hosts=("10.0.0.1", "10.0.0.1"))  # fmt: skip
+    predicted, _ = info._worker_memory(facts, SimpleNamespace(n_workers=1), "auto")
+    me = {"partition": 0, "executor": "10.0.0.1:40001", "host": "10.0.0.1", "cpus": 1}
+    mine = [{"name": "w0", "gpu": None}]
+    spec = make_spec(executor_memory=16 * GiB, n_workers=1, executors_by_host=executor_counts(facts.executor_hosts))
+    _, started = gang_task._size(spec, me, [me], {0: mine}, mine, "here")
+    assert predicted == started == 32 * GiB
+    # where the driver cannot tell (Spark Connect): the executors of the gang's tasks
+    _, unknown = gang_task._size(make_spec(executor_memory=16 * GiB, n_workers=1), me, [me], {0: mine}, mine, "here")
+    assert unknown == 48 * GiB
+
+
 def test_memory_limit_is_checked_by_one_rule_for_the_cluster_and_each_worker_group():
     """``plan.check_memory_limit``: the option's rule and each group's, their texts as before."""
     assert (check_memory_limit("auto"), check_memory_limit("2GiB"), check_memory_limit(3e9)) == ("auto", 2 * GiB, 3e9)

@@ -26,7 +26,7 @@ from spark_dask.errors import PlanError
 from spark_dask.tracking import Tracking, artifacts
 from spark_dask.tracking.redact import REDACTED, Redactor, public_uri
 from spark_dask.tracking.run import FIRST_CALL_WAIT, Link, cluster_params, off_message, versions, wanted
-from spark_dask.tracking.sampler import key, snapshot, workers_by_group
+from spark_dask.tracking.sampler import Sampler, key, snapshot, workers_by_group
 from tests.support.paths import ROOT
 from tests.support.task_specs import small_facts
 
@@ -45,12 +45,12 @@ def test_params_are_a_fixed_list_from_the_plan_the_workers_and_the_facts():
         "spark_dask.group.default.workers": "2",
         "spark_dask.group.default.kind": "cpu",
         "spark_dask.group.default.threads": "1",
-        "spark_dask.group.default.memory_limit": str(2**30),
+        "spark_dask.group.default.memory_limit_bytes": str(2**30),
         "spark_dask.group.default.gpus_per_worker": "0",
         "spark_dask.group.gpus.workers": "1",
         "spark_dask.group.gpus.kind": "cuda",
         "spark_dask.group.gpus.threads": "1",
-        "spark_dask.group.gpus.memory_limit": str(4 * 2**30),
+        "spark_dask.group.gpus.memory_limit_bytes": str(4 * 2**30),
         "spark_dask.group.gpus.gpus_per_worker": "1",
     }
     found = versions()
@@ -105,6 +105,30 @@ def test_gpu_metrics_are_named_after_the_worker_where_nvml_answers():
     names = sorted(snapshot(scheduler, ["default", "gpus"]))
     assert not [(a, b) for a in names for b in names if b.startswith(a + "/")]  # the file store: a file each
     assert key("dask", "group", "odd:name?", "workers") == "dask/group/odd_name_/workers"
+
+
+def test_each_sample_goes_to_mlflow_with_the_wall_time_it_was_taken():
+    """Issue 68 point 10: a sample's metrics carry the time the sample was taken (ms, what
+    MLflow's charts draw on a time x-axis), not the time the link got to send them."""
+    mlflow = pytest.importorskip("mlflow")
+    sent = []
+    sampler = Sampler(lambda: {"dask/workers": 2}, lambda *args: sent.append(args), 5)
+    before = int(time.time() * 1000)
+    sampler.sample()
+    sampler.sample()
+    after = time.time() * 1000
+    assert [(step, sample) for step, sample, _ in sent] == [(0, {"dask/workers": 2}), (1, {"dask/workers": 2})]
+    assert before <= sent[0][2] <= sent[1][2] <= after and all(isinstance(t, int) for *_, t in sent)
+    batches = []
+    tracking = Tracking(False)
+    tracking.run_id = "r"
+    tracking.client = SimpleNamespace(log_batch=lambda run_id, metrics: batches.append(metrics))
+    tracking.log_sample(7, {"dask/workers": 2, "dask/memory_bytes": 5}, 1_700_000_000_123)
+    assert [(m.key, m.value, m.timestamp, m.step) for m in batches[0]] == [
+        ("dask/workers", 2.0, 1_700_000_000_123, 7),
+        ("dask/memory_bytes", 5.0, 1_700_000_000_123, 7),
+    ]
+    assert isinstance(batches[0][0], mlflow.entities.Metric)
 
 
 def test_a_planted_secret_never_reaches_a_run():
