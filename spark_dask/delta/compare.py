@@ -41,8 +41,10 @@ instead (:func:`ansi_literals`):
   UTF8String.toLongExact): the file reader refuses it before reading.
 
 Spark 3.5 and 4.0 give the same answers with the same ANSI setting (the differences
-are the setting's default): :func:`session_ansi` reads it from the session, and
-without one a filter whose answer depends on it is refused (:func:`term`).
+are the setting's default): :func:`spark_dask.delta.read.session_ansi` reads it from the
+session, and without one a filter whose answer depends on it is refused
+(:func:`term`). A value's type as a literal: :mod:`.literals`; the ANSI rules:
+:mod:`.ansi`.
 
 Widening is monotone, so the column values a term holds for are points and ranges of
 the column's own type (:func:`term`): the column is never cast.
@@ -53,22 +55,28 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from datetime import date, datetime, timedelta
-from decimal import ROUND_CEILING, ROUND_FLOOR, Context, Decimal
-from numbers import Integral, Real
+from datetime import date, datetime
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
+from numbers import Integral
 
+from spark_dask.delta import ansi as ansis
 from spark_dask.delta import schema as schemas
+from spark_dask.delta.literals import (
+    DECIMAL,
+    INTEGRAL,
+    NUMBERS,
+    WIDE,
+    float32,
+    float32_bounds,
+    literal,
+    local_micros,
+    refusal_message,
+    shown_value,
+)  # fmt: skip
 from spark_dask.errors import PlanError
 
-INTEGRAL = {"byte": 7, "short": 15, "integer": 31, "long": 63}
-DECIMAL = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
 SIMPLE = {"float", "double", "string", "binary", "boolean", "date", "timestamp", "timestamp_ntz"}
-WIDE = Context(prec=100)  # exact for any DECIMAL(38) and the scaling of a filter value
-UNIX = datetime(1970, 1, 1)
 NAN = "NaN"  # the key of every NaN in a set of points
-TRUE_WORDS = {"t": True, "true": True, "y": True, "yes": True, "1": True,
-              "f": False, "false": False, "n": False, "no": False, "0": False}  # fmt: skip
-NUMBERS = {"int", "float", "double", "decimal"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -198,7 +206,7 @@ def term(field: dict, op: str, value, tz: str, ansi: bool | None = False) -> Mat
         if values is None:
             raise PlanError(f"spark-dask: filter {op!r} on {column!r} needs a list of values, got {value!r}")
         if ansi:
-            literals = ansi_literals(kind, values, tz, column)
+            literals = ansis.ansi_literals(kind, values, tz, column)
         elif kind != "string" and any(isinstance(v, str) for v in values):
             return _string_list(kind, op, values, column)
         else:
@@ -209,7 +217,9 @@ def term(field: dict, op: str, value, tz: str, ansi: bool | None = False) -> Mat
         points = tuple(p for m in matches for p in m.points)
         ranges = tuple(r for m in matches for r in m.ranges)
         return Match(points, ranges, negate=op == "not in")
-    [(kind_of_value, v)] = ansi_literals(kind, [value], tz, column) if ansi else [literal(value, kind, tz, column)]
+    [(kind_of_value, v)] = (
+        ansis.ansi_literals(kind, [value], tz, column) if ansi else [literal(value, kind, tz, column)]
+    )
     if kind_of_value == "null":
         return Match()  # a comparison with NULL is never true
     return _compare(kind, op, kind_of_value, v, tz, column)
@@ -308,14 +318,6 @@ def column_kind(field: dict) -> str:
     )
 
 
-def refusal_message(column: str, value, kind: str, why: str = "") -> str:
-    """Why the file reader refuses a filter value, and what works instead."""
-    return (
-        f"spark-dask: filter value {value!r} of column {column!r} ({kind}) is not compared by the file reader"
-        f'{why}; use via="spark" (or a value of the column\'s type)'
-    )
-
-
 def _widened(literals: list[tuple], tz: str) -> list[tuple]:
     """An ``in`` list's values in the wider type of them all, as Spark's InConversion."""
     kinds = {t for t, _ in literals} - {"null"}
@@ -330,344 +332,6 @@ def _widened(literals: list[tuple], tz: str) -> list[tuple]:
             zone = tz if other == "timestamp" else None
             return [(other, local_micros(v, zone)) if t == "date" else (t, v) for t, v in literals]
     raise PlanError(f"spark-dask: an in list mixes values of types {', '.join(sorted(kinds))}: {literals!r}")
-
-
-# ---------------------------------------------------------------------- Spark's ANSI mode
-def ansi_mode(version, setting: str | None) -> bool | None:
-    """Whether Spark compares with its ANSI rules: the session's ``spark.sql.ansi.enabled``
-    (``setting``) where it can be read, else its line's default (``version``, ``(major,
-    minor)``: on from Spark 4.0, off before); None with neither (no Spark to ask).
-
-    >>> ansi_mode((4, 0), None), ansi_mode((3, 5), None), ansi_mode((4, 0), "false"), ansi_mode((3, 5), "TRUE")
-    (True, False, False, True)
-    >>> ansi_mode(None, None) is None
-    True
-    """
-    if setting is not None and str(setting).strip().lower() in ("true", "false"):
-        return str(setting).strip().lower() == "true"
-    if version is None:
-        return None
-    return tuple(version[:2]) >= (4, 0)
-
-
-def session_ansi(spark) -> bool | None:
-    """:func:`ansi_mode` of ``spark`` (the active session when None); None without a
-    session. On the driver (it asks the session)."""
-    from spark_dask.spark.compat import spark_version
-    from spark_dask.spark.conf import conf
-    from spark_dask.spark.session import active_session
-
-    try:
-        spark = active_session(spark)
-    except (ImportError, PlanError):
-        return None
-    try:
-        version = spark_version(spark)
-    except Exception:  # noqa: BLE001 - a version that cannot be read: the conf may still say
-        version = None
-    return ansi_mode(version, conf(spark, "spark.sql.ansi.enabled", None, sql=True))
-
-
-NUMERIC_ORDER = ("byte", "short", "integer", "long", "float", "double")  # UpCastRule.numericPrecedence
-INTEGRAL_DIGITS = {"byte": 3, "short": 5, "integer": 10, "long": 20}  # DecimalType.forType
-DATETIMES = ("date", "timestamp_ntz", "timestamp")  # findWiderDateTimeType: the later wins
-SPARK_NAMES = {"byte": "TINYINT", "short": "SMALLINT", "integer": "INT", "long": "BIGINT", "float": "FLOAT",
-               "double": "DOUBLE", "date": "DATE", "timestamp": "TIMESTAMP", "timestamp_ntz": "TIMESTAMP_NTZ",
-               "boolean": "BOOLEAN", "binary": "BINARY", "string": "STRING"}  # fmt: skip
-ASCII_BLANKS = "".join(map(chr, range(0x21)))  # Java's String.trim
-SPARK_BLANKS = ASCII_BLANKS + "\x7f"  # UTF8String's isWhitespaceOrISOControl, byte by byte
-ZONE_WITHOUT_SECONDS = re.compile(r"^\s*[+-]?\d+-\d+-\d+[T ]\d+:\d+\s*[^\s:.\d]")
-LONG_TEXT = re.compile(r"[+-]?[0-9]+")  # UTF8String.toLongExact
-# Double.parseDouble's decimal form (its trailing type letter too), NaN, Infinity
-DOUBLE_TEXT = re.compile(r"[+-]?(NaN|Infinity|([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?[fFdD]?)")
-DOUBLE_WORDS = {"inf": math.inf, "+inf": math.inf, "infinity": math.inf, "+infinity": math.inf,
-                "-inf": -math.inf, "-infinity": -math.inf, "nan": math.nan}  # Cast.processFloatingPointSpecialLiterals  # fmt: skip
-
-
-def wider_type(a: str, b: str) -> str | None:
-    """The type Spark's ANSI mode compares two types in (``AnsiTypeCoercion.findWiderTypeForTwo``
-    for the types of a column and a filter value: ``findTightestCommonType``, then the
-    wider DECIMAL, then ``AnsiStringPromotionTypeCoercion.findWiderTypeForString``); None
-    where there is none (Spark refuses the query). A DECIMAL's precision is not
-    bounded to 38 here.
-
-    >>> wider_type("float", "integer"), wider_type("integer", "string"), wider_type("string", "decimal(2,1)")
-    ('double', 'long', 'double')
-    >>> wider_type("long", "decimal(2,1)"), wider_type("decimal(12,2)", "integer"), wider_type("date", "timestamp")
-    ('decimal(21,1)', 'decimal(12,2)', 'timestamp')
-    >>> wider_type("integer", "boolean"), wider_type("date", "string"), wider_type("null", "string")
-    (None, 'date', 'string')
-    """
-    if a == b or b == "null":
-        return a
-    if a == "null":
-        return b
-    if a in NUMERIC_ORDER and b in NUMERIC_ORDER:
-        wider = NUMERIC_ORDER[max(NUMERIC_ORDER.index(a), NUMERIC_ORDER.index(b))]
-        return "double" if wider == "float" else wider  # an integer beside a FLOAT: DOUBLE
-    if DECIMAL.match(a) or DECIMAL.match(b):
-        other, decimal = (a, b) if DECIMAL.match(b) else (b, a)
-        precision, scale = (int(g) for g in DECIMAL.match(decimal).groups())
-        if other in ("float", "double", "string"):
-            return "double"
-        if other in INTEGRAL_DIGITS and precision - scale >= INTEGRAL_DIGITS[other]:
-            return decimal  # the DECIMAL holds every value of the integer type
-        if other in INTEGRAL_DIGITS:
-            other = f"decimal({INTEGRAL_DIGITS[other]},0)"
-        if not DECIMAL.match(other):
-            return None
-        p2, s2 = (int(g) for g in DECIMAL.match(other).groups())
-        scale_ = max(scale, s2)
-        return f"decimal({max(precision - scale, p2 - s2) + scale_},{scale_})"
-    if a in DATETIMES and b in DATETIMES:
-        return max(a, b, key=DATETIMES.index)
-    if "string" in (a, b):
-        other = b if a == "string" else a
-        if other in INTEGRAL_DIGITS:
-            return "long"
-        if other in ("float", "double"):
-            return "double"
-        if other in (*DATETIMES, "boolean", "binary"):
-            return other
-    return None
-
-
-def _spark_type(literal_kind: str, value) -> str:
-    """The Spark type of a typed filter value (:func:`literal`) as a Spark SQL literal of
-    it has it: an integer INT, BIGINT or DECIMAL(n,0) by its size; a Decimal
-    DECIMAL(precision, scale) as Spark's ``Decimal`` sets them.
-
-    >>> _spark_type("int", 7), _spark_type("int", 2**40), _spark_type("decimal", Decimal("-0.01")), _spark_type("decimal", Decimal("1.5E+3"))
-    ('integer', 'long', 'decimal(2,2)', 'decimal(4,0)')
-    """
-    if literal_kind == "int":
-        if -(2**31) <= value < 2**31:
-            return "integer"
-        return "long" if -(2**63) <= value < 2**63 else f"decimal({len(str(abs(value)))},0)"
-    if literal_kind == "decimal":
-        digits, exponent = len(value.as_tuple().digits), value.as_tuple().exponent
-        scale = max(0, -exponent)
-        return f"decimal({max(digits + max(0, exponent), scale)},{scale})"
-    return literal_kind
-
-
-def ansi_literals(kind: str, values: list, tz: str, column: str) -> list[tuple]:
-    """``(type, value)`` of each filter value (as :func:`literal` gives them) cast to the
-    type Spark's ANSI mode compares the column of type ``kind`` and all of ``values`` in
-    (:func:`wider_type`, folded in order as ``InConversion`` folds an ``in`` list): a
-    string cast as Spark's ANSI cast does, or refused where that cast fails (Spark fails
-    the query) or the file reader cannot tell.
-
-    >>> ansi_literals("float", [16777217], "UTC", "f"), ansi_literals("integer", ["2", 2.5], "UTC", "i")
-    ([('double', 16777217.0)], [('double', 2.0), ('double', 2.5)])
-    >>> ansi_literals("date", ["2024-03-10 01:30:00", None], "UTC", "d")
-    [('date', datetime.date(2024, 3, 10)), ('null', None)]
-    >>> ansi_literals("integer", ["1.5"], "UTC", "i")
-    Traceback (most recent call last):
-    ...
-    spark_dask.errors.PlanError: spark-dask: filter value '1.5' of column 'i' (integer) is not a BIGINT, and Spark refuses it too: its ANSI mode (spark.sql.ansi.enabled, on by default from Spark 4.0) fails the query with CAST_INVALID_INPUT; pass a value of the column's type
-    """
-    typed = [("string", v) if isinstance(v, str) else literal(v, kind, tz, column) for v in values]
-    common = kind
-    for literal_kind, value in typed:
-        common = wider_type(common, _spark_type(literal_kind, value))
-        if common is None:
-            shown = values[0] if len(values) == 1 else values
-            why = " (Spark's ANSI mode has no common type for them)"
-            raise PlanError(refusal_message(column, shown, kind, why))
-    return [_ansi_cast(t, v, common, kind, tz, column) for t, v in typed]
-
-
-def _ansi_cast(literal_kind: str, value, common: str, kind: str, tz: str, column: str) -> tuple:
-    """One typed filter value cast to ``common`` (:func:`ansi_literals`)."""
-    if literal_kind == "null":
-        return "null", None
-    if literal_kind == "string":
-        return _ansi_string(value, common, kind, tz, column)
-    why = " (past every Spark number type)"
-    if common in INTEGRAL:
-        return "int", value
-    if common in ("float", "double"):
-        if literal_kind != "int" or abs(value) < 2**1024:
-            return "double", float(value)
-    elif DECIMAL.match(common):
-        if int(DECIMAL.match(common).group(1)) <= 38:
-            return "decimal", Decimal(value)
-        why = " (Spark's common DECIMAL type would pass 38 digits)"
-    elif common == "timestamp" and literal_kind in ("date", "timestamp_ntz"):
-        local = value if literal_kind == "date" else UNIX + timedelta(microseconds=value)
-        return "timestamp", local_micros(local, tz)
-    elif common == "timestamp_ntz" and literal_kind == "date":
-        return "timestamp_ntz", local_micros(value, None)
-    else:
-        return literal_kind, value
-    shown = _shown(literal_kind, value)
-    raise PlanError(refusal_message(column, shown, kind, why))
-
-
-def _ansi_string(text: str, common: str, kind: str, tz: str, column: str) -> tuple:
-    """A string filter value cast to ``common`` as Spark's ANSI cast does (Cast.scala;
-    UTF8String.toLongExact; Double.parseDouble and its special words; the date and time
-    forms of DateTimeUtils): refused where that cast fails (Spark fails the query:
-    CAST_INVALID_INPUT), with :func:`refusal_message` where the file reader cannot tell.
-
-    >>> _ansi_string(" +7 ", "long", "integer", "UTC", "i"), _ansi_string("1.5d", "double", "float", "UTC", "f")
-    (('int', 7), ('double', 1.5))
-    >>> _ansi_string("-Inf", "double", "double", "UTC", "d"), _ansi_string(" YES", "boolean", "boolean", "UTC", "b")
-    (('double', -inf), ('boolean', True))
-    """
-    certain = True  # that Spark's cast fails
-    if common == "string":
-        return "string", text
-    if common == "binary":
-        return "binary", text.encode("utf-8")
-    if common in INTEGRAL:
-        digits = text.strip(SPARK_BLANKS)
-        if LONG_TEXT.fullmatch(digits) and -(2**63) <= int(digits) < 2**63:
-            return "int", int(digits)
-    elif common in ("float", "double"):
-        number = text.strip(ASCII_BLANKS)
-        if DOUBLE_TEXT.fullmatch(number):
-            return "double", float(number.rstrip("fFdD"))
-        if number.lower() in DOUBLE_WORDS:
-            return "double", DOUBLE_WORDS[number.lower()]
-        certain = not re.match(r"[+-]?0[xX]", number)  # a hexadecimal float: Java's own form
-    elif common == "boolean":
-        word = text.strip(SPARK_BLANKS).lower()
-        if word in TRUE_WORDS:
-            return "boolean", TRUE_WORDS[word]
-        certain = text.isascii()
-    elif common in DATETIMES:
-        try:
-            if common == "date" and (day := schemas.parse_date(text)) is not None:
-                return "date", day
-            if ZONE_WITHOUT_SECONDS.match(text):
-                pass  # Spark casts no time with a zone but without seconds (2024-03-10T01:30Z) to a timestamp
-            elif common == "timestamp" and (time := schemas.parse_time(text, tz)) is not None:
-                return "timestamp", local_micros(time, tz)
-            elif common == "timestamp_ntz" and (time := schemas.parse_time(text, None)) is not None:
-                return "timestamp_ntz", local_micros(time.replace(tzinfo=None), None)
-            certain = not re.search(r"[0-9]", text)  # every date and time form Spark casts has digits
-        except (ValueError, OverflowError):
-            # a month, day, hour or minute out of range: no date or time for Spark either; a
-            # year past 9999 is one for Spark (not for Python)
-            certain = bool(re.match(r"\s*[0-9]{4}-", text))
-    else:
-        certain = False  # a DECIMAL: Spark's rounding of the string to its scale
-    target = SPARK_NAMES.get(common, common.upper())
-    if certain:  # Spark would fail the whole query at run time
-        raise PlanError(
-            f"spark-dask: filter value {text!r} of column {column!r} ({kind}) is not a {target}, and Spark refuses it "
-            "too: its ANSI mode (spark.sql.ansi.enabled, on by default from Spark 4.0) fails the query with "
-            "CAST_INVALID_INPUT; pass a value of the column's type"
-        )
-    shown, why = text, f" (Spark's ANSI mode casts it to {target})"
-    raise PlanError(refusal_message(column, shown, kind, why))
-
-
-# ---------------------------------------------------------------------- literals
-def literal(value, kind: str, tz: str, column: str) -> tuple:
-    """``(type, value)`` of a filter value as Spark types the literal beside a column of
-    type ``kind``: ``null``, ``boolean``, ``int``, ``float`` (a FLOAT), ``double``,
-    ``decimal``, ``string``, ``binary``, ``date`` (a date), ``timestamp`` (microseconds
-    since the epoch) or ``timestamp_ntz`` (microseconds of the local time).
-
-    >>> literal("2024-01-01 10:00", "timestamp", "America/New_York", "t")
-    ('timestamp', 1704121200000000)
-    >>> literal(2.5, "integer", "UTC", "x"), literal("7", "long", "UTC", "k")
-    (('double', 2.5), ('int', 7))
-    """
-    if value is None:
-        return "null", None
-    if isinstance(value, str):
-        return _string_literal(value, kind, tz, column)
-    if isinstance(value, bool):
-        return "boolean", value
-    if isinstance(value, Integral):
-        return "int", int(value)
-    if isinstance(value, Decimal):
-        if not value.is_finite():
-            shown, why = value, " (not a finite DECIMAL)"
-            raise PlanError(refusal_message(column, shown, kind, why))
-        return "decimal", value
-    if isinstance(value, Real):
-        return "double", float(value)
-    if isinstance(value, datetime):
-        if value.tzinfo is None and kind == "timestamp_ntz":
-            return "timestamp_ntz", local_micros(value, None)
-        return "timestamp", local_micros(value, tz)
-    if isinstance(value, date):
-        return "date", value
-    if isinstance(value, (bytes, bytearray)):
-        return "binary", bytes(value)
-    shown, why = value, f" (a {type(value).__name__})"
-    raise PlanError(refusal_message(column, shown, kind, why))
-
-
-def _string_literal(text: str, kind: str, tz: str, column: str) -> tuple:
-    """A string beside a column of another type, cast to it as Spark casts it."""
-    try:
-        if kind == "string":
-            return "string", text
-        if kind in INTEGRAL:
-            return "int", int(text.strip())
-        if kind == "float":
-            return "float", _float32(float(text))
-        if kind == "double" or DECIMAL.match(kind):
-            return "double", float(text)
-        if kind == "date" and (day := schemas.parse_date(text)) is not None:
-            return "date", day
-        if kind == "timestamp" and (time := schemas.parse_time(text, tz)) is not None:
-            return "timestamp", local_micros(time, tz)
-        if kind == "timestamp_ntz" and (time := schemas.parse_time(text, None)) is not None:
-            return "timestamp_ntz", local_micros(time.replace(tzinfo=None), None)
-        if kind == "boolean" and text.strip().lower() in TRUE_WORDS:
-            return "boolean", TRUE_WORDS[text.strip().lower()]
-        if kind == "binary":
-            return "binary", text.encode("utf-8")
-    except (ValueError, OverflowError):
-        pass
-    raise PlanError(f"spark-dask: filter value {text!r} of column {column!r} is not a {kind}")
-
-
-def local_micros(value, tz: str | None) -> int:
-    """Microseconds since the epoch of a date or datetime: one without a zone is in
-    ``tz`` (a time in a daylight-saving gap moves forward, one in an overlap takes the
-    earlier offset, as ``java.time`` does); with ``tz`` None, of the local time itself.
-
-    >>> local_micros(datetime(2024, 3, 10, 2, 30), "America/New_York")  # 07:30 UTC, as Spark
-    1710055800000000
-    >>> local_micros(date(1970, 1, 2), None), local_micros(date(1970, 1, 1), "+01:00")
-    (86400000000, -3600000000)
-    """
-    if not isinstance(value, datetime):
-        value = datetime(value.year, value.month, value.day)
-    local = value.replace(tzinfo=None)
-    micros = (local - UNIX) // timedelta(microseconds=1)
-    if tz is None:
-        return micros
-    offset = value.utcoffset() if value.tzinfo is not None else schemas.zone(tz).utcoffset(local)
-    return micros - offset // timedelta(microseconds=1)
-
-
-def _float32(value: float) -> float:
-    """The FLOAT nearest to a number (as Java casts a DOUBLE to a FLOAT)."""
-    import numpy as np
-
-    with np.errstate(over="ignore"):
-        return float(np.float32(value))
-
-
-def _float32_bounds(value: float) -> tuple[float, float]:
-    """The least FLOAT >= ``value`` and the greatest <= it."""
-    import numpy as np
-
-    near = np.float32(_float32(value))
-    if math.isnan(value):
-        return value, value
-    low = near if float(near) >= value else np.nextafter(near, np.float32("inf"))
-    high = near if float(near) <= value else np.nextafter(near, np.float32("-inf"))
-    return float(low), float(high)
 
 
 # ---------------------------------------------------------------------- comparisons
@@ -700,10 +364,10 @@ def _bounds(kind: str, literal_kind: str, value, tz: str, column: str) -> tuple:
     elif kind in ("float", "double"):
         if literal_kind in NUMBERS:
             if literal_kind == "float" or (kind == "float" and literal_kind == "int"):
-                v = _float32(value)  # the literal is cast to FLOAT
+                v = float32(value)  # the literal is cast to FLOAT
                 return v, v
             v = float(value)
-            return _float32_bounds(v) if kind == "float" else (v, v)
+            return float32_bounds(v) if kind == "float" else (v, v)
     elif DECIMAL.match(kind):
         if literal_kind in NUMBERS:
             return _decimal_bounds(kind, literal_kind, value, column)
@@ -716,14 +380,8 @@ def _bounds(kind: str, literal_kind: str, value, tz: str, column: str) -> tuple:
     elif literal_kind == kind or (kind == "date" and literal_kind == "date"):
         return value, value
     why = " (Spark casts the column to TIMESTAMP)" if kind == "timestamp_ntz" and literal_kind == "timestamp" else ""
-    shown = _shown(literal_kind, value)
+    shown = shown_value(literal_kind, value)
     raise PlanError(refusal_message(column, shown, kind, why))
-
-
-def _shown(literal_kind: str, value):
-    if literal_kind in ("timestamp", "timestamp_ntz"):
-        return (UNIX + timedelta(microseconds=value)).isoformat() + ("Z" if literal_kind == "timestamp" else "")
-    return value
 
 
 def _decimal_bounds(kind: str, literal_kind: str, value, column: str) -> tuple:
@@ -815,7 +473,7 @@ def column_value(value, kind: str):
     if kind == "timestamp_ntz":
         return local_micros(value, None)
     if kind == "float":
-        return _float32(float(value))
+        return float32(float(value))
     if kind == "double":
         return float(value)
     if DECIMAL.match(kind):
@@ -824,7 +482,6 @@ def column_value(value, kind: str):
 
 
 __all__ = [
-    "EVERYTHING", "Match", "ansi_literals", "ansi_mode", "column_kind", "column_value", "holds", "holds_nan", "key",
-    "literal", "local_micros", "order", "overlaps", "refusal_message", "session_ansi", "spark_value", "term",
-    "wider_type",
+    "EVERYTHING", "Match", "column_kind", "column_value", "holds", "holds_nan", "key", "literal", "local_micros",
+    "order", "overlaps", "refusal_message", "spark_value", "term",
 ]  # fmt: skip

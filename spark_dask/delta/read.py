@@ -17,7 +17,7 @@ import warnings
 from datetime import date, datetime
 
 from spark_dask import arrow_types, errors
-from spark_dask.delta import calendar, compare, dv, features, files, lineage, log, prune, stores
+from spark_dask.delta import ansi, calendar, compare, dv, features, files, lineage, literals, log, prune, stores
 from spark_dask.delta import schema as schemas
 from spark_dask.delta.sources import file_source, is_table_name, spark_source
 from spark_dask.errors import DeltaError, PlanError
@@ -34,7 +34,7 @@ logger = logging.getLogger("spark_dask")
 
 # What the file reader runs on the Dask workers (any Dask cluster: they need not have
 # spark_dask), pickled by value; numpy is every Dask DataFrame worker's.
-SHIPPED = (errors, arrow_types, dv, schemas, calendar, compare, prune, files, stores)
+SHIPPED = (errors, arrow_types, dv, schemas, calendar, literals, ansi, compare, prune, files, stores)
 SHIPPED_NEEDS = ("numpy",)
 
 VIAS = ("auto", "files", "spark")
@@ -115,7 +115,7 @@ def read_delta(
     features.check(why, source)
     location = files_at.rstrip("/") if "://" in files_at else root  # what the workers open
     ddf = read_files(
-        snapshot, location, columns, filters, storage_options, tz, client, backend, ansi=compare.session_ansi(spark)
+        snapshot, location, columns, filters, storage_options, tz, client, backend, ansi=session_ansi(spark)
     )
     return lineage.remember(ddf, lineage.table_key(source), snapshot.version)
 
@@ -140,6 +140,20 @@ def _time_zone(spark) -> str:
         except (ImportError, PlanError):
             return "UTC"
     return conf(spark, "spark.sql.session.timeZone", "UTC", sql=True) or "UTC"
+
+
+def session_ansi(spark) -> bool | None:
+    """Whether ``spark`` (the active session when None) compares by Spark's ANSI rules
+    (:func:`spark_dask.delta.ansi.ansi_mode`); None without a session."""
+    try:
+        spark = active_session(spark)
+    except (ImportError, PlanError):
+        return None
+    try:
+        version = spark_version(spark)
+    except Exception:  # noqa: BLE001 - a version that cannot be read: the conf may still say
+        version = None
+    return ansi.ansi_mode(version, conf(spark, "spark.sql.ansi.enabled", None, sql=True))
 
 
 def timestamp_ms(value, tz: str) -> int:
@@ -177,7 +191,7 @@ def read_files(
     snapshot: log.Snapshot, root: str, columns, filters, storage_options, tz: str, client, backend, ansi=False
 ):
     """The ``via="files"`` read of one snapshot: a partition per file that may match;
-    ``ansi``: the session's ANSI mode (:func:`spark_dask.delta.compare.session_ansi`)."""
+    ``ansi``: the session's ANSI mode (:func:`session_ansi`)."""
     import dask.dataframe as dd
 
     table_schema = schemas.table_schema(snapshot.metadata)
@@ -346,4 +360,7 @@ def spark_condition(dnf, tz: str = "UTC", ntz=()):
                       lambda column, name, values: column.isin([value(name, v) for v in values]))  # fmt: skip
 
 
-__all__ = ["VIAS", "is_table_name", "read_delta", "read_files", "read_with_spark", "spark_condition", "timestamp_ms"]
+__all__ = [
+    "VIAS", "is_table_name", "read_delta", "read_files", "read_with_spark", "session_ansi", "spark_condition",
+    "timestamp_ms",
+]  # fmt: skip

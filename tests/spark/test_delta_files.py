@@ -381,7 +381,8 @@ def test_filter_values_are_taken_as_their_columns_types(tmp_path):
         ([("d", "in", ["2024-01-01", "2024-01-06"])], [0, 5, 6, 11]),
     ]:
         assert read(root, filters=filters).x.tolist() == want, filters
-    with pytest.raises(spark_dask.PlanError, match="filter value 'soon' of column 'd' is not a date"):
+    # no session here: Spark 3.5 casts 'soon' to NULL (no row), Spark 4's ANSI mode fails the query
+    with pytest.raises(spark_dask.PlanError, match="filter value 'soon' of column 'd' .*compares differently"):
         spark_dask.read_delta(root, via="files", filters=[("d", "<", "soon")])
 
 

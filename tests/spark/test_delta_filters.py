@@ -46,7 +46,8 @@ from decimal import Decimal
 import pytest
 
 import spark_dask
-from spark_dask.delta import compare, features, files, log, prune, read
+from spark_dask.delta import ansi as ansis
+from spark_dask.delta import compare, features, files, literals, log, prune, read
 from spark_dask.delta import schema as schemas
 from tests.support import delta_tables
 
@@ -323,7 +324,7 @@ def test_filters_give_sparks_rows(spark, table):
         assert through == want[k], (SEED, k, cases[k], conditions[k])
     rows = {r["id"]: r.asDict() for r in spark.read.format("delta").load(table).collect()}
     differ = []
-    ansi = compare.session_ansi(spark)
+    ansi = read.session_ansi(spark)
     assert ansi is (ANSI == "true" if ANSI else spark.version >= "4"), (ansi, spark.version, ANSI)
     reader, refusals = FileReader(table, ansi), 0
     refusal = "casts it to DECIMAL" if ansi else "Spark compares such a list as strings"
@@ -378,7 +379,7 @@ def test_string_casts_are_sparks_ansi_casts(spark):
         for kind in CASTS:
             want = row[kind]
             try:
-                got = compare.ansi_literals(kind, [text], "UTC", "c")[0][1]
+                got = ansis.ansi_literals(kind, [text], "UTC", "c")[0][1]
             except spark_dask.PlanError as e:
                 if "CAST_INVALID_INPUT" not in str(e):
                     unknown.append((text, kind))
@@ -396,6 +397,39 @@ def test_string_casts_are_sparks_ansi_casts(spark):
     assert not [(text, kind) for text, kind in unknown if text in plain[kind]], unknown
 
 
+LEGACY_CASTS = {"byte": "CAST(s AS TINYINT)", "integer": "CAST(s AS INT)", "long": "CAST(s AS BIGINT)",
+                "date": "unix_date(CAST(s AS DATE))"}  # fmt: skip
+
+
+def test_string_casts_with_ansi_off_are_spark_35s(spark):
+    """Issue 68, point 2: with ANSI mode off (Spark 3.5's default) a string beside an
+    integer or DATE column is cast to the column's type, NULL where it is none
+    (``CAST('1.5' AS INT)`` = 1, ``CAST('2024' AS DATE)`` = 2024-01-01, ``'abc'`` NULL: no
+    row matches); the file reader refused them. Each of the strings against Spark's own
+    cast; refused only for a year Python's dates do not hold."""
+    frame = spark.createDataFrame(list(enumerate(STRINGS)), "i INT, s STRING")
+    with delta_tables._spark_conf(spark, {"spark.sql.ansi.enabled": "false", "spark.sql.session.timeZone": "UTC"}):
+        rows = frame.selectExpr("i", *[f"{e} AS `{k}`" for k, e in LEGACY_CASTS.items()]).collect()
+    wrong = []
+    for row in sorted(rows):
+        text = STRINGS[row["i"]]
+        for kind in LEGACY_CASTS:
+            want = row[kind]
+            try:
+                literal_kind, got = literals.literal(text, kind, "UTC", "c")
+            except spark_dask.PlanError as e:
+                if "a year outside 1 to 9999" not in str(e):
+                    wrong.append((text, kind, want, "refused"))
+                continue
+            if kind == "date" and got is not None:
+                got = (got - date(1970, 1, 1)).days
+            if got != want:
+                wrong.append((text, kind, want, got))
+    assert not wrong, wrong
+    field = {"name": "i", "type": "integer"}
+    assert compare.term(field, "==", "1.5", "UTC", ansi=False) == compare.term(field, "==", 1, "UTC", ansi=False)
+
+
 ANSI_FAILURES = [("i", "==", "1.5"), ("l", "in", [1, "x"]), ("f", "<", "abc"), ("m", ">=", "1,5"),
                  ("dt", "==", "2024-02-30"), ("b", "!=", "maybe"), ("i", "not in", ["2", "2.0"])]  # fmt: skip
 
@@ -404,7 +438,7 @@ def test_what_ansi_mode_fails_is_refused(spark, table):
     """With ANSI mode on, a string that is no value of the type Spark casts it to fails
     Spark's query at run time (CAST_INVALID_INPUT): the file reader refuses it before
     reading anything, with one line naming the column and the value."""
-    ansi = compare.session_ansi(spark)
+    ansi = read.session_ansi(spark)
     if not ansi:
         pytest.skip("ANSI mode is off in this session (Spark 3.5's default): Spark's cast gives NULL there")
     reader = FileReader(table, ansi)

@@ -176,3 +176,50 @@ def test_table_names_go_through_spark(spark, tables, client):
     with pytest.raises(spark_dask.DeltaError, match="default.dv_copy exists already"):
         spark_dask.write_delta(source, "default.dv_copy")
     spark.sql("DROP TABLE default.dv_copy")
+
+
+def test_negative_zero_equals_zero_as_sql_says(spark, client, tmp_path):
+    """Issue 68, point 1: for ``d = 0`` Spark's default read drops the rows of a Parquet
+    row group whose statistics are min = max = -0.0: parquet-java's row-group filter
+    orders -0.0 below 0.0, where parquet-format says "if the max is -0, the row group may
+    contain +0 values as well" (PARQUET-1222); Spark's own row filter, and Spark with
+    spark.sql.parquet.filterPushdown=false, keep them. The file reader gives SQL's
+    answer, -0.0 = 0 (docs/delta.md). When the pushed read stops dropping them, Spark
+    fixed it: the docs' note goes."""
+    path = str(tmp_path / "zeros")
+    spark.createDataFrame([(1, -0.0), (2, -0.0)], "id long, d double").coalesce(1).write.format("delta").save(path)
+    more = spark.createDataFrame([(3, 0.0), (4, 1.0)], "id long, d double").coalesce(1)
+    more.write.format("delta").mode("append").save(path)
+    got = sorted(spark_dask.read_delta(path, via="files", filters=[("d", "==", 0)]).compute().id)
+    assert got == [1, 2, 3]
+    pushed = sorted(r.id for r in spark_read(spark, path).filter("d = 0").collect())
+    spark.conf.set("spark.sql.parquet.filterPushdown", "false")
+    try:
+        unpushed = sorted(r.id for r in spark_read(spark, path).filter("d = 0").collect())
+    finally:
+        spark.conf.unset("spark.sql.parquet.filterPushdown")
+    assert unpushed == got and pushed == [3]
+
+
+def test_year_one_in_a_zone_with_pandas_2_names_read_deltas_ways_out(spark, client, tmp_path):
+    """Issue 68, point 3: pandas 2 crashes on times before 1677 in a zone with rules, so
+    the read is refused; the message names what works for read_delta (columns= without
+    the column, pandas >= 3, a UTC session), not only to_dask's fixes."""
+    if int(pd.__version__.split(".")[0]) >= 3:
+        pytest.skip("pandas >= 3 shows such times")
+    path = str(tmp_path / "year_one")
+    rebase = ("spark.sql.parquet.int96RebaseModeInWrite", "spark.sql.parquet.datetimeRebaseModeInWrite")
+    zone = "spark.sql.session.timeZone"
+    for key in rebase:
+        spark.conf.set(key, "CORRECTED")
+    try:
+        spark.sql("SELECT 1 AS id, TIMESTAMP'0001-01-01 12:00:00' AS t").write.format("delta").save(path)
+        spark.conf.set(zone, "America/Los_Angeles")
+        with pytest.raises(spark_dask.HandoffTypeError) as e:
+            spark_dask.read_delta(path, via="files").compute()
+        assert "leave the column out (read_delta's columns=)" in str(e.value) and "pandas >= 3" in str(e.value)
+        assert spark_dask.read_delta(path, via="files", columns=["id"]).compute().id.tolist() == [1]
+    finally:
+        spark.conf.set(zone, "UTC")
+        for key in rebase:
+            spark.conf.unset(key)

@@ -62,6 +62,8 @@ UNREAD_OK = {
     ("spark_dask/delta/read.py", "problem"),  # spark_read_problem()'s text, read there
     ("spark_dask/options.py", "unknown_keyword_message(function, key, names)"),  # a *_message function, read there
     ("spark_dask/delta/compare.py", "refusal_message(column, shown, kind, why)"),  # a *_message function, read there
+    ("spark_dask/delta/literals.py", "refusal_message(column, shown, kind, why)"),  # the same function's text
+    ("spark_dask/delta/ansi.py", "refusal_message(column, shown, kind, why)"),  # the same function's text
     ("spark_dask/plan.py", "'spark-dask: ' + where + problem"),  # executor.sizing.small_memory_problem()'s text
     ("spark_dask/scheduler.py", "msg"),  # err_waiting_tasks(msg): faults.no_workers_message()'s text, read there
     ("tools/gpu_check.py", "discovered"),  # caught on the next line, never shown

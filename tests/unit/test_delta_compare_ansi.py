@@ -11,7 +11,9 @@ from decimal import Decimal
 import pytest
 
 import spark_dask
+from spark_dask.delta import ansi as ansis
 from spark_dask.delta import compare, prune
+from spark_dask.delta import read as delta_read
 
 NY = "America/New_York"
 
@@ -23,10 +25,10 @@ def rows(kind: str, values, op: str, value, ansi, tz: str = "UTC") -> list:
 
 
 def test_the_mode_is_the_sessions_setting_else_its_lines_default():
-    assert compare.ansi_mode((4, 0), None) is True and compare.ansi_mode((3, 5), None) is False
-    assert compare.ansi_mode((4, 1), "false") is False and compare.ansi_mode((3, 5), "true") is True
-    assert compare.ansi_mode(None, None) is None and compare.ansi_mode(None, "True") is True
-    assert compare.session_ansi(None) is None  # no session in the unit tests
+    assert ansis.ansi_mode((4, 0), None) is True and ansis.ansi_mode((3, 5), None) is False
+    assert ansis.ansi_mode((4, 1), "false") is False and ansis.ansi_mode((3, 5), "true") is True
+    assert ansis.ansi_mode(None, None) is None and ansis.ansi_mode(None, "True") is True
+    assert delta_read.session_ansi(None) is None  # no session in the unit tests
 
 
 def test_an_integer_beside_a_float_column_compares_as_double():
@@ -67,8 +69,8 @@ def test_an_in_list_holding_a_string_is_not_compared_as_strings():
 
 def test_an_in_list_folds_its_types_in_order():
     # i IN ('3', 1.5BD): DECIMAL(21,1) (BIGINT, then the DECIMAL); i IN (1.5BD, '3'): DOUBLE
-    assert compare.wider_type(compare.wider_type("integer", "string"), "decimal(2,1)") == "decimal(21,1)"
-    assert compare.wider_type(compare.wider_type("integer", "decimal(2,1)"), "string") == "double"
+    assert ansis.wider_type(ansis.wider_type("integer", "string"), "decimal(2,1)") == "decimal(21,1)"
+    assert ansis.wider_type(ansis.wider_type("integer", "decimal(2,1)"), "string") == "double"
     assert rows("integer", [1, 3], "in", [Decimal("1.5"), "3"], ansi=True) == [3]
     with pytest.raises(spark_dask.PlanError, match=r"casts it to DECIMAL\(21,1\)"):
         rows("integer", [1, 3], "in", ["3", Decimal("1.5")], ansi=True)  # Spark rounds the string: not told here
