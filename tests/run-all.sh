@@ -246,18 +246,19 @@ cat "$logs/core35.log"
 status_old=$(cat "$logs/core35.rc" 2>/dev/null || echo 1)
 old_s=$(cat "$logs/core35.s" 2>/dev/null || echo "?")
 
-# The Delta filter and read tests on pyspark 4.0 with Delta 4.0.1, in Spark 4.0's own
+# The Delta filter, read and write tests on pyspark 4.0 with Delta 4.0.1, in Spark 4.0's own
 # defaults (ANSI mode on, as on Databricks 17.3 LTS): the file reader must give that Spark's
-# answers (spark_dask/delta/compare.py). Alone, last: ~93 s on this project's 2-core machine
+# answers (spark_dask/delta/compare.py, ansi.py), and an overwrite from an older read is
+# refused as on 3.5 (test_delta_write.py: ~35 s more). Alone, last: ~93 s on this project's 2-core machine
 # (the Delta session's start, the tables of tests/support/delta_tables.py, every version
 # read both ways; 300 filter cases take ~9 s of it), within CI's 38 min (the phases above:
 # ~31.5 min); beside phase 2, whose two runs keep both cores busy, it would lengthen them
 # about as much. Seed 54, not the 3.5 run's 53: other filters than there.
 if wait "$venv40_pid"; then
     v40=$(.venv40/bin/python -c 'import pyspark; print(pyspark.__version__)')
-    echo "run-all: pyspark $v40: the Delta filter and read tests (Spark 4.0's defaults: ANSI mode on)"
+    echo "run-all: pyspark $v40: the Delta filter, read and write tests (Spark 4.0's defaults: ANSI mode on)"
     SPARK_DASK_FILTER_SEED=54 .venv40/bin/python -m pytest tests/spark/test_delta_filters.py \
-        tests/spark/test_delta_read.py --durations=5 -p no:cacheprovider "$@"
+        tests/spark/test_delta_read.py tests/spark/test_delta_write.py --durations=5 -p no:cacheprovider "$@"
     status_delta40=$?
 else
     cat "$logs/install-venv40.log" >&2

@@ -81,20 +81,18 @@ def _string_literal(text: str, kind: str, tz: str, column: str) -> tuple:
     """A string beside a column of another type, cast to it as Spark 3.5 (ANSI mode off)
     casts it; ``("null", None)`` where that cast gives NULL (a comparison with it holds
     for no row)."""
+    if kind in INTEGRAL:
+        number = spark_integral(text, INTEGRAL[kind])
+        return ("null", None) if number is None else ("int", number)
+    if kind == "date":
+        return _spark_date_literal(text, column)
     try:
         if kind == "string":
             return "string", text
-        if kind in INTEGRAL:
-            number = spark_integral(text, INTEGRAL[kind])
-            return ("null", None) if number is None else ("int", number)
-        if kind == "date":
-            return _spark_date_literal(text, column)
         if kind == "float":
             return "float", float32(float(text))
         if kind == "double" or DECIMAL.match(kind):
             return "double", float(text)
-        if kind == "date" and (day := schemas.parse_date(text)) is not None:
-            return "date", day
         if kind == "timestamp" and (time := schemas.parse_time(text, tz)) is not None:
             return "timestamp", local_micros(time, tz)
         if kind == "timestamp_ntz" and (time := schemas.parse_time(text, None)) is not None:

@@ -36,8 +36,7 @@ __all__ = [
     "connect_server_host",
     "connect_session_problem",
     "driver_host",
-    "executor_gpu_addresses",
-    "executor_hosts",
+    "executors_by_host",
     "collect_within",
     "executor_ids",
     "executor_memory",
@@ -252,6 +251,7 @@ def cluster_facts(spark, executor_wait: float = 30.0, n_workers: int | None = No
             spark.version,
         )
         profiles = False
+    hosts, addresses = ((), ()) if local_mode else executors_by_host(sc, bool(gpus))
     return _facts(
         spark,
         master,
@@ -261,53 +261,37 @@ def cluster_facts(spark, executor_wait: float = 30.0, n_workers: int | None = No
         slots=slots,
         dynamic_allocation=dyn,
         task_profiles=profiles,
-        gpu_addresses=executor_gpu_addresses(sc) if gpus and not local_mode else (),
-        executor_hosts=() if local_mode else executor_hosts(sc),
+        gpu_addresses=addresses,
+        executor_hosts=hosts,
     )
 
 
-def executor_hosts(sc) -> tuple:
-    """The host of every registered executor, once per executor (sorted), from the
-    application status store as :func:`executor_gpu_addresses` reads it (the same host
-    names as the barrier tasks see). Empty when it cannot be read."""
-    out = []
+def executors_by_host(sc, gpus: bool) -> tuple[tuple, tuple]:
+    """``(hosts, gpu_addresses)`` of every registered executor, in one walk of the
+    application status store (``ExecutorSummary``): ``hosts`` the host of each executor
+    (sorted, once per executor: the same host names as the barrier tasks see);
+    ``gpu_addresses`` ``((host, (gpu addresses...)), ...)``, the GPUs each executor
+    registered with (``ExecutorSummary.resources``), read only where ``gpus``. Keyed by
+    host: the status store's ``hostPort`` is the block manager's port, not the executor
+    address that barrier tasks see (``BarrierTaskContext.getTaskInfos``). Both empty when
+    the store cannot be read (an older or different JVM: the tasks count the gang's
+    executors, and number the GPUs 0..n-1)."""
+    hosts, addresses = [], []
     try:
-        summaries = sc._jsc.sc().statusStore().executorList(True)
-        it = summaries.iterator()
-        while it.hasNext():
-            summary = it.next()
-            if summary.id() != "driver":
-                out.append(str(summary.hostPort()).rsplit(":", 1)[0])
-    except Exception as e:  # an older or different JVM: the tasks count the gang's executors  # noqa: BLE001
-        logger.debug("spark-dask: executor hosts unavailable: %s", e)
-        return ()
-    return tuple(sorted(out))
-
-
-def executor_gpu_addresses(sc) -> tuple:
-    """``((host, (gpu addresses...)), ...)``: the GPUs of every registered executor.
-
-    From the application status store, which records the resources each executor
-    registered with (``ExecutorSummary.resources``). Keyed by host: the status store's
-    ``hostPort`` is the block manager's port, not the executor address that barrier
-    tasks see (``BarrierTaskContext.getTaskInfos``). Empty when it cannot be read.
-    """
-    out = []
-    try:
-        summaries = sc._jsc.sc().statusStore().executorList(True)
-        it = summaries.iterator()
+        it = sc._jsc.sc().statusStore().executorList(True).iterator()
         while it.hasNext():
             summary = it.next()
             if summary.id() == "driver":
                 continue
-            resources = summary.resources()
-            if resources.contains("gpu"):
-                addresses = tuple(str(a) for a in resources.apply("gpu").addresses())
-                out.append((str(summary.hostPort()).rsplit(":", 1)[0], addresses))
-    except Exception as e:  # an older or different JVM: the tasks fall back to 0..n-1  # noqa: BLE001
-        logger.debug("spark-dask: executor GPU addresses unavailable: %s", e)
-        return ()
-    return tuple(sorted(out))
+            host = str(summary.hostPort()).rsplit(":", 1)[0]
+            hosts.append(host)
+            resources = summary.resources() if gpus else None
+            if resources is not None and resources.contains("gpu"):
+                addresses.append((host, tuple(str(a) for a in resources.apply("gpu").addresses())))
+    except Exception as e:  # noqa: BLE001 - any Py4J error: what the store holds is unknown
+        logger.debug("spark-dask: the executors' hosts and GPUs are unavailable: %s", e)
+        return (), ()
+    return tuple(sorted(hosts)), tuple(sorted(addresses))
 
 
 def _facts(spark, master: str, **known) -> ClusterFacts:

@@ -34,6 +34,7 @@ import spark_dask
 from tests.support import delta_tables
 from tests.support.extras import needs
 from tests.support.s3 import S3Server
+from tests.support.stores import ordered, publish, sparks
 
 pytestmark = [pytest.mark.core, pytest.mark.spark, pytest.mark.timeout(600)]
 
@@ -72,32 +73,6 @@ def client(spark, server):
     env = {**server.environment(), **NO_METADATA}
     with spark_dask.start(spark, n_workers=1, progress=False, memory_limit="2GiB", env=env) as c:
         yield c
-
-
-def publish(fs, local: str, key: str) -> list[str]:
-    """Put the files of the table at ``local`` that the store lacks under ``key`` (bucket
-    and prefix): the data files and deletion vectors first, the log's files last (a
-    commit is visible once its ``_delta_log`` entry is). Returns the keys put."""
-    have = set(fs.find(key)) if fs.exists(key) else set()
-    files = sorted(
-        (os.path.relpath(os.path.join(d, n), local) for d, _, names in os.walk(local) for n in names),
-        key=lambda rel: (rel.startswith("_delta_log"), rel),
-    )
-    put = []
-    for rel in files:
-        target = f"{key}/{rel}"
-        if target not in have:
-            fs.put_file(os.path.join(local, rel), target)
-            put.append(target)
-    return put
-
-
-def sparks(spark, url: str, **options) -> pd.DataFrame:
-    return ordered(spark.read.format("delta").options(**options).load(url).toPandas())
-
-
-def ordered(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame.sort_values("id").reset_index(drop=True)
 
 
 def assert_rows(got, want: pd.DataFrame, what: str) -> None:

@@ -16,21 +16,17 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import tempfile
 from dataclasses import dataclass
 
-from distributed.utils import open_port
-
 from tests.support.paths import ROOT
-from tests.support.processes import port_open, wait_until
+from tests.support.stores import Emulator, port_and_log, spawn
 
 AZURITE_DIR = os.path.join(ROOT, "tests", "support", "azurite")
 ACCOUNT = "devstoreaccount1"
 # Azurite's (and Azure's storage emulator's) published development key: no secret
 KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 CONTAINER = "spark-dask"
-START_TIMEOUT = 30  # seconds for the server to answer
 
 
 def azurite_blob() -> list[str]:
@@ -47,59 +43,36 @@ def azurite_blob() -> list[str]:
 
 
 @dataclass
-class AzuriteServer:
+class AzuriteServer(Emulator):
     """A running Azurite blob service: its endpoint, the process, its data directory."""
 
-    endpoint: str
-    proc: subprocess.Popen
+    name = "Azurite"
+
     location: str
-    log: str
     container: str = CONTAINER
 
     @classmethod
     def start(cls, log_dir: str | None = None) -> AzuriteServer:
         """Start the blob service (data in a fresh directory) and make the container."""
         cmd = azurite_blob()
-        port = open_port("127.0.0.1")
+        port, log = port_and_log(log_dir, "azurite")
         location = tempfile.mkdtemp(prefix="azurite-", dir=log_dir)
-        log = os.path.join(log_dir or "/tmp", f"azurite-{port}.log")
-        with open(log, "wb") as out:
-            proc = subprocess.Popen(
-                [*cmd, "--blobHost", "127.0.0.1", "--blobPort", str(port), "--location", location]
-                + ["--skipApiVersionCheck", "--disableProductStyleUrl", "--disableTelemetry", "--loose", "--silent"],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        endpoint = f"http://127.0.0.1:{port}/{ACCOUNT}"
-        server = cls(endpoint, proc, location, log)
-        try:
-            if not wait_until(lambda: proc.poll() is not None or port_open(f"127.0.0.1:{port}"), timeout=START_TIMEOUT):
-                raise RuntimeError(f"Azurite did not answer on {endpoint} in {START_TIMEOUT} s (log {log})")
-            if proc.poll() is not None:
-                raise RuntimeError(f"Azurite exited ({proc.returncode}): log {log}")
-            server.filesystem().mkdir(CONTAINER)
-        except BaseException:
-            server.stop()
-            raise
-        return server
+        proc = spawn(
+            [*cmd, "--blobHost", "127.0.0.1", "--blobPort", str(port), "--location", location]
+            + ["--skipApiVersionCheck", "--disableProductStyleUrl", "--disableTelemetry", "--loose", "--silent"],
+            log,
+            start_new_session=True,
+        )
+        return cls(f"http://127.0.0.1:{port}/{ACCOUNT}", proc, log, location).ready(f"127.0.0.1:{port}")
+
+    def setup(self) -> None:
+        """Make the container."""
+        self.filesystem().mkdir(CONTAINER)
 
     def stop(self, timeout: float = 10) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout)
+        """Stop the process (:meth:`.Emulator.stop`) and remove the data directory."""
+        super().stop(timeout)
         shutil.rmtree(self.location, ignore_errors=True)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
 
     def connection_string(self, key: str = KEY) -> str:
         return f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={key};BlobEndpoint={self.endpoint};"

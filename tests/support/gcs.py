@@ -20,16 +20,12 @@ imported, keeps it to the JSON API; it must reach the Dask workers' environment 
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from dataclasses import dataclass
 
-from distributed.utils import open_port
-
-from tests.support.processes import port_open, wait_until
+from tests.support.stores import Emulator, port_and_log, spawn
 
 BUCKET = "spark-dask"
-START_TIMEOUT = 30  # seconds for the server to answer
 ENV = {"GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false"}
 os.environ.update(ENV)  # before gcsfs is imported in this process
 
@@ -50,57 +46,29 @@ def emulator() -> list[str]:
 
 
 @dataclass
-class GcsServer:
+class GcsServer(Emulator):
     """A running gcp-storage-emulator: its endpoint, the process, its log."""
 
-    endpoint: str
-    proc: subprocess.Popen
-    log: str
+    name = "the GCS emulator"
+
     bucket: str = BUCKET
 
     @classmethod
     def start(cls, log_dir: str | None = None) -> GcsServer:
         """Start the emulator (in memory) with the bucket made."""
-        cmd = emulator()
-        port = open_port("127.0.0.1")
-        log = os.path.join(log_dir or "/tmp", f"gcs-emulator-{port}.log")
-        with open(log, "wb") as out:
-            proc = subprocess.Popen(
-                [*cmd, "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory"]
-                + ["--default-bucket", BUCKET, "--quiet"],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        endpoint = f"http://127.0.0.1:{port}"
-        server = cls(endpoint, proc, log)
-        try:
-            if not wait_until(lambda: proc.poll() is not None or port_open(endpoint), timeout=START_TIMEOUT):
-                raise RuntimeError(f"the GCS emulator did not answer on {endpoint} in {START_TIMEOUT} s (log {log})")
-            if proc.poll() is not None:
-                raise RuntimeError(f"the GCS emulator exited ({proc.returncode}): log {log}")
-            if not server.filesystem().exists(BUCKET):
-                raise RuntimeError(f"the GCS emulator on {endpoint} has no bucket {BUCKET} (log {log})")
-        except BaseException:
-            server.stop()
-            raise
-        return server
+        port, log = port_and_log(log_dir, "gcs-emulator")
+        proc = spawn(
+            [*emulator(), "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory"]
+            + ["--default-bucket", BUCKET, "--quiet"],
+            log,
+            start_new_session=True,
+        )
+        return cls(f"http://127.0.0.1:{port}", proc, log).ready()
 
-    def stop(self, timeout: float = 10) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
+    def setup(self) -> None:
+        """Check that the bucket is there."""
+        if not self.filesystem().exists(BUCKET):
+            raise RuntimeError(f"the GCS emulator on {self.endpoint} has no bucket {BUCKET} (log {self.log})")
 
     @property
     def storage_options(self) -> dict:

@@ -18,60 +18,38 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import subprocess
 import sys
 import urllib.request
 from dataclasses import dataclass, field
 
-from distributed.utils import open_port
-
-from tests.support.processes import port_open, wait_until
+from tests.support.stores import Emulator, port_and_log, spawn
 
 BUCKET = "spark-dask"
 REGION = "us-east-1"
 USER = "spark-dask-test"
-START_TIMEOUT = 30  # seconds for the server to answer
 
 
 @dataclass
-class S3Server:
+class S3Server(Emulator):
     """A running moto S3 server: its endpoint, the test user's key, the process."""
 
-    endpoint: str
-    key: str
-    secret: str
-    proc: subprocess.Popen
+    name = "moto's S3 server"
+
+    key: str = ""
+    secret: str = ""
     bucket: str = BUCKET
-    log: str = ""
     keys: dict = field(default_factory=dict)
 
     @classmethod
     def start(cls, log_dir: str | None = None) -> S3Server:
         """Start the server, make the user, its key and the bucket, enforce auth."""
-        port = open_port("127.0.0.1")
-        log = os.path.join(log_dir or "/tmp", f"moto-{port}.log")
-        with open(log, "wb") as out:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-            )
-        endpoint = f"http://127.0.0.1:{port}"
-        if not wait_until(lambda: proc.poll() is not None or port_open(endpoint), timeout=START_TIMEOUT):
-            proc.kill()
-            raise RuntimeError(f"moto's S3 server did not answer on {endpoint} in {START_TIMEOUT} s (log {log})")
-        if proc.poll() is not None:
-            raise RuntimeError(f"moto's S3 server exited ({proc.returncode}): log {log}")
-        try:
-            key, secret = _user_with_key(endpoint)
-            server = cls(endpoint, key, secret, proc, log=log)
-        except BaseException:
-            proc.kill()
-            proc.wait(10)
-            raise
-        return server
+        port, log = port_and_log(log_dir, "moto")
+        proc = spawn([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], log)
+        return cls(f"http://127.0.0.1:{port}", proc, log).ready()
+
+    def setup(self) -> None:
+        """Make the user, its key and the bucket."""
+        self.key, self.secret = _user_with_key(self.endpoint)
 
     @contextlib.contextmanager
     def authenticated(self):
@@ -95,20 +73,6 @@ class S3Server:
         """Delete an access key (while authentication is off): requests signed with it are
         refused from then on (``InvalidAccessKeyId``)."""
         _iam(self.endpoint).delete_access_key(UserName=USER, AccessKeyId=key)
-
-    def stop(self, timeout: float = 10) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
 
     @property
     def storage_options(self) -> dict:
