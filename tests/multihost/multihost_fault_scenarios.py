@@ -104,15 +104,20 @@ def addresses(name: str) -> list[str]:
     return sorted(CLUSTERS[name].scheduler.workers)
 
 
-def wait_workers(name: str, n: int, wait: float, since: float | None = None, old=()) -> float | None:
+def wait_workers(
+    name: str, n: int, wait: float, since: float | None = None, old=(), every: bool = False
+) -> float | None:
     """Wait (at most ``wait`` s) until the watch has seen ``n`` workers after ``since``
     (a ``time.time()``), at least one of them not in ``old`` (a replacement, where ``old``
-    are the addresses before a fault); when it first saw that."""
+    are the addresses before a fault), or with ``every`` none of them in ``old`` (a whole
+    gang relaunched: a surviving task's worker may still be registered for a moment while
+    Spark kills its task); when it first saw that."""
     deadline = time.monotonic() + wait
     w, old = WATCHES[name], set(old)
     while time.monotonic() < deadline:
         for t, count, workers in list(w.samples):
-            if (since is None or t > since) and count >= n and (not old or set(workers) - old):
+            new = set(workers) - old
+            if (since is None or t > since) and count >= n and (not old or (len(new) >= n if every else new)):
                 return t
         time.sleep(0.2)
     return None

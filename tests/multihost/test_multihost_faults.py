@@ -126,7 +126,7 @@ def test_a_killed_executor_costs_both_workers_a_decommissioned_host_none(multiho
     d.call(F + "keep_on", "drain", VICTIM)
     t_kill = time.time()
     assert multihost.kill_executor(VICTIM)
-    back = d.call(F + "wait_workers", "drain", 2, 150, since=t_kill, old=start["old"])
+    back = d.call(F + "wait_workers", "drain", 2, 150, since=t_kill, old=start["old"], every=True)
     killed = d.call(F + "unwatch", "drain", t_kill)
     report("barrier=True, worker-2's executor JVM killed", t_kill, back, killed)
     assert back is not None, killed["log"]

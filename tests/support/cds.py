@@ -161,7 +161,10 @@ def prune(now: float | None = None) -> list[str]:
         if not e.is_dir(follow_symlinks=False):
             continue
         if "." in e.name:  # KEY.xxxx: a build's work directory
-            gone = now - e.stat(follow_symlinks=False).st_mtime > STALE_WORK
+            try:
+                gone = now - e.stat(follow_symlinks=False).st_mtime > STALE_WORK
+            except FileNotFoundError:  # its build ended (or another prune removed it) since the scan
+                continue
         else:
             try:
                 with open(os.path.join(e.path, SOURCE)) as f:
