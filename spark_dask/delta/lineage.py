@@ -153,29 +153,26 @@ def is_overwrite(commit: dict) -> bool:
     return commit["operation"] != "WRITE" or str(commit["mode"]).lower() == "overwrite"
 
 
-def replaced(commits: list[dict], read: int) -> int | None:
-    """Of the commits after version ``read`` (:func:`history`, oldest first), the first
-    one that an overwrite from rows read at ``read`` replaced: one committed before the
-    overwrite (the first overwrite after ``read``), or None.
+def replaced(commits: list[dict]) -> int | None:
+    """Of the commits after the version an overwrite's rows were read at (:func:`history`,
+    oldest first), the one it replaced: the first, unless that is the overwrite itself.
 
     >>> w = {"operation": "WRITE", "mode": "Overwrite", "isBlindAppend": False}
     >>> a = {"operation": "WRITE", "mode": "Append", "isBlindAppend": True}
-    >>> replaced([{**w, "version": 6, "readVersion": 5}], 5)
-    >>> replaced([{**a, "version": 6, "readVersion": 5}, {**w, "version": 7, "readVersion": 6}], 5)
+    >>> replaced([{**w, "version": 6, "readVersion": 5}])
+    >>> replaced([{**a, "version": 6, "readVersion": 5}, {**w, "version": 7, "readVersion": 6}])
     6
     """
-    for commit in commits:
-        if is_overwrite(commit):
-            return None
-        return commit["version"]
-    return None
+    if not commits or is_overwrite(commits[0]):
+        return None
+    return commits[0]["version"]
 
 
 def check_replaced(spark, target: str, read: int) -> None:
     """After an overwrite from rows read at ``read`` committed: raise when another
     writer's commit landed before it (between :func:`check_newer` and the writer's
     transaction), naming the version that still holds its changes."""
-    lost = replaced(history(spark, target, after=read), read)
+    lost = replaced(history(spark, target, after=read))
     if lost is not None:
         raise DeltaError(
             f"spark-dask: write_delta overwrote the Delta table {target}, but another writer committed version {lost} "

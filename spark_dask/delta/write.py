@@ -85,7 +85,7 @@ def write_delta(
     store = store_warning(target, _log_store(session, target), databricks.detect(session) is not None)
     if store:
         warnings.warn(store, UserWarning, **outside_package())
-    read = _version_read(ddf, target, mode, options, replace_newer, spark)
+    read = _version_read(ddf, target, mode, options, replace_newer, session)
     if read is not None:
         lineage.check_newer(session, target, read)  # before the Dask side is computed
     df = handoff.to_spark(ddf, spark, client=client)
@@ -104,10 +104,13 @@ def write_delta(
         lineage.check_replaced(df.sparkSession, target, read)
 
 
+def _scheme(target: str) -> str:
+    return target.split("://", 1)[0].lower() if "://" in target else ""
+
+
 def _log_store(spark, target: str) -> str | None:
     """The Delta log store Spark is configured to commit to ``target``'s scheme with."""
-    scheme = target.split("://", 1)[0].lower() if "://" in target else ""
-    return conf(spark, f"spark.delta.logStore.{scheme}.impl") or conf(spark, "spark.delta.logStore.class")
+    return conf(spark, f"spark.delta.logStore.{_scheme(target)}.impl") or conf(spark, "spark.delta.logStore.class")
 
 
 def store_warning(target: str, log_store: str | None, on_databricks: bool) -> str | None:
@@ -124,7 +127,7 @@ def store_warning(target: str, log_store: str | None, on_databricks: bool) -> st
     >>> store_warning("s3://b/t", None, True) is None, store_warning("abfss://c@a/t", None, False) is None
     (True, True)
     """
-    scheme = target.split("://", 1)[0].lower() if "://" in target else ""
+    scheme = _scheme(target)
     if scheme not in ("s3", "s3a", "s3n") or on_databricks or "DynamoDB" in (log_store or ""):
         return None
     return (
@@ -135,7 +138,7 @@ def store_warning(target: str, log_store: str | None, on_databricks: bool) -> st
     )
 
 
-def _version_read(ddf, target: str, mode: str, options, replace_newer: bool, spark) -> int | None:
+def _version_read(ddf, target: str, mode: str, options, replace_newer: bool, session) -> int | None:
     """The version of ``target`` that ``ddf`` was read at, where an overwrite must check
     that it is still the latest (None: nothing to check)."""
     if mode != "overwrite" or replace_newer or "replacewhere" in {str(k).lower() for k in options or {}}:
@@ -143,7 +146,7 @@ def _version_read(ddf, target: str, mode: str, options, replace_newer: bool, spa
     read = lineage.versions_read(ddf)
     if not read:
         return None
-    return read.get(lineage.table_key(target, active_session(spark) if is_table_name(target) else None))
+    return read.get(lineage.table_key(target, session))
 
 
 def exists(target: str, spark=None) -> bool:
