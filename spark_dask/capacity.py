@@ -48,10 +48,10 @@ class ClusterFacts:
         ``spark.master``, for messages.
     rapids_plugin : bool
         Whether the RAPIDS Accelerator (``com.nvidia.spark.SQLPlugin``) is in ``spark.plugins``.
-    gpu_addresses : tuple of (str, tuple of str)
-        ``(host, addresses)`` of every executor with GPUs, as the executors registered
-        them (a host may appear once per executor on it); empty when the driver cannot
-        tell (Spark Connect).
+    gpu_addresses : tuple of (str, str, tuple of str)
+        ``(host, executor id, addresses)`` of every executor with GPUs, as the executors
+        registered them (a host may appear once per executor on it); empty when the
+        driver cannot tell (Spark Connect).
     max_executors : int or None
         Under dynamic allocation, ``spark.dynamicAllocation.maxExecutors`` (None:
         unbounded, Spark's default); without it, unused.

@@ -35,13 +35,24 @@ from spark_dask.worker_flags import TaskWarnings
 def by_host(entries) -> dict[str, list[list[str]]]:
     """``{host: [addresses of each executor on it]}`` from ``ClusterFacts.gpu_addresses``.
 
-    >>> by_host([("h1", ["0", "1"]), ("h2", ["0"]), ("h1", ["2"])])
+    >>> by_host([("h1", "1", ["0", "1"]), ("h2", "2", ["0"]), ("h1", "3", ["2"])])
     {'h1': [['0', '1'], ['2']], 'h2': [['0']]}
     """
     out: dict[str, list[list[str]]] = {}
-    for host, addresses in entries:
+    for host, _executor, addresses in entries:
         out.setdefault(host, []).append(list(addresses))
     return out
+
+
+def by_executor(entries) -> dict[str, list[str]]:
+    """``{executor id: its addresses}`` from ``ClusterFacts.gpu_addresses``: what a task
+    that knows its executor's id takes as that executor's GPUs, wherever several
+    executors share a host.
+
+    >>> by_executor([("h1", "1", ["0", "1"]), ("h1", "3", ["2", "3"])])
+    {'1': ['0', '1'], '3': ['2', '3']}
+    """
+    return {str(executor): list(addresses) for _host, executor, addresses in entries}
 
 
 def executor_counts(hosts) -> dict[str, int]:
@@ -134,6 +145,7 @@ def task_spec(
         gather=plan.gpu_mode == "exclusive" and not plan.uses_profile and facts.task_gpus < 1,
         gpu_mode=plan.gpu_mode,
         executor_gpus=by_host(facts.gpu_addresses),
+        gpus_by_executor=by_executor(facts.gpu_addresses),
         gpus_per_executor=int(facts.executor_gpus),
         workers_per_task=plan.workers_per_task,
         multiprocessing_method=opts.multiprocessing_method,
@@ -291,10 +303,23 @@ class GangMaker:
         except Exception:  # noqa: BLE001 - the start's facts serve
             return self.facts
         if self.spec is not None and facts.gpu_addresses:
-            self.spec = replace(self.spec, executor_gpus=by_host(facts.gpu_addresses))
+            self.spec = replace(
+                self.spec,
+                executor_gpus=by_host(facts.gpu_addresses),
+                gpus_by_executor=by_executor(facts.gpu_addresses),
+            )
         if self.spec is not None and facts.executor_hosts:  # executors came or went
             self.spec = replace(self.spec, executors_by_host=executor_counts(facts.executor_hosts))
         return facts
 
 
-__all__ = ["GangMaker", "WorkerCredentials", "by_host", "executor_counts", "preload_source", "rmm_spec", "task_spec"]
+__all__ = [
+    "GangMaker",
+    "WorkerCredentials",
+    "by_executor",
+    "by_host",
+    "executor_counts",
+    "preload_source",
+    "rmm_spec",
+    "task_spec",
+]

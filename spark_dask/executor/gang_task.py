@@ -40,7 +40,7 @@ from spark_dask.executor.command import (
     version_problem,
     worker_command,
 )
-from spark_dask.executor.gpu_claims import claim_gpus, executor_gpus
+from spark_dask.executor.gpu_claims import claim_gpus, executor_gpus, host_shared_gpus
 from spark_dask.executor.logs import save_worker_logs
 from spark_dask.executor.placement import (
     assign_shared,
@@ -259,8 +259,11 @@ def _place(ctx, spec: TaskSpec, me: dict, gang: list[dict]) -> tuple[dict, list[
     if spec.gpu_mode == "shared":
         if any(t["executor"] is None for t in gang):  # _PlainContext: peers unknown
             ctx.allGather()  # raises: the tasks cannot agree which task takes which GPU
+        # what tells this task's executor apart from the others on its host: its GPU share
+        # (fractional amounts), its id (the others' are unknown without allGather)
         own = {me["executor"]: me["spark_gpus"]}
-        lists = {t["executor"]: executor_gpus(spec, t["executor"], own.get(t["executor"])) for t in gang}
+        ids = {me["executor"]: me["executor_id"]}
+        lists = {e: executor_gpus(spec, e, own.get(e), ids.get(e)) for e in {t["executor"] for t in gang}}
         assignment = assign_shared(gang, lists, base)
         spare = lists[me["executor"]]
     elif spec.gather:
@@ -334,7 +337,7 @@ def _claim_workers(spec: TaskSpec, me: dict, mine: list[dict], spare: list[str],
     base = spec.name_base
     return claim_gpus(
         spec.cluster_id, mine, spare, float(spec.claim_wait),
-        lambda gpu: worker_name(base + me["partition"], gpu, me["attempt"]), where,
+        lambda gpu: worker_name(base + me["partition"], gpu, me["attempt"]), where, host_shared_gpus(spec, me["host"]),
     )  # fmt: skip
 
 

@@ -14,21 +14,32 @@ import sys
 import time
 
 from spark_dask.errors import WorkerStartError
-from spark_dask.executor.placement import executor_gpu_list, physical_gpu
+from spark_dask.executor.placement import executor_gpu_list, physical_gpu, shared_addresses
 from spark_dask.executor.task_spec import TaskSpec
 
 
-def executor_gpus(spec: TaskSpec, executor: str, own: list[str] | None = None) -> list[str]:
-    """The physical GPUs of an executor (``host:port``), for a gang sharing them with Spark.
+def executor_gpus(
+    spec: TaskSpec, executor: str, own: list[str] | None = None, executor_id: str | None = None
+) -> list[str]:
+    """The physical GPUs of an executor (``host:port``, its id where known), for a gang
+    sharing them with Spark.
 
     See :func:`spark_dask.executor.placement.executor_gpu_list`; addresses are mapped through this
     task's ``CUDA_VISIBLE_DEVICES``.
     """
     host = executor.rsplit(":", 1)[0]
     candidates = spec.executor_gpus.get(host) or []
-    addresses = executor_gpu_list(candidates, own or [], spec.gpus_per_executor)
+    registered = spec.gpus_by_executor.get(str(executor_id)) if executor_id is not None else None
+    addresses = executor_gpu_list(candidates, own or [], spec.gpus_per_executor, registered)
     cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
     return [physical_gpu(a, cvd) for a in addresses]
+
+
+def host_shared_gpus(spec: TaskSpec, host: str) -> list[str]:
+    """The physical GPUs that several executors of ``host`` registered with
+    (:func:`spark_dask.executor.placement.shared_addresses`)."""
+    cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return [physical_gpu(a, cvd) for a in shared_addresses(spec.executor_gpus.get(host) or [])]
 
 
 class _NoClaim:
@@ -56,13 +67,19 @@ def _claim(cluster_id: str, gpu: str):
     return sock
 
 
-def claim_gpus(cluster_id: str, mine: list[dict], spare: list[str], wait: float, name, where: str):
+def claim_gpus(
+    cluster_id: str, mine: list[dict], spare: list[str], wait: float, name, where: str,
+    shared: list[str] | tuple[str, ...] = (),
+):  # fmt: skip
     """Claim the GPU of each of this task's workers; a worker whose GPU another worker of
     the cluster holds takes a free one of ``spare`` (the executor's GPUs, when the gang
     shares them with Spark) and is renamed (``name(gpu)``).
 
     Retries for ``wait`` seconds (a retired worker's task may still be ending), then
-    raises :class:`WorkerStartError`. Returns (workers, claims to close at the end).
+    raises :class:`WorkerStartError`, which names the GPUs of ``shared`` (those that
+    several executors of this host registered with, :func:`host_shared_gpus`) as the
+    cause where the missing ones are among them. Returns (workers, claims to close at
+    the end).
     """
     deadline = time.monotonic() + wait
     while True:
@@ -84,10 +101,25 @@ def claim_gpus(cluster_id: str, mine: list[dict], spare: list[str], wait: float,
         for claim in claims:
             claim.close()
         if time.monotonic() >= deadline:
-            held = sorted(set(spare) | {w["gpu"] for w in mine})
-            raise WorkerStartError(
-                f"spark-dask: no free GPU for a Dask worker on {where}: GPUs {held} of this host "
-                f"are all used by other workers of this Dask cluster (another gang's). Scale to "
-                f"fewer workers, or add executors with GPUs."
-            )
+            overlap = list(shared) if set(shared) & set(missing) else []
+            raise WorkerStartError(no_free_gpu_message(where, sorted(set(spare) | {w["gpu"] for w in mine}), overlap))
         time.sleep(0.2)
+
+
+def no_free_gpu_message(where: str, held: list[str], shared: list[str]) -> str:
+    """Why no GPU was free: executors of this host registered the same GPUs (``shared``),
+    or the executor's GPUs all run a worker of the cluster already."""
+    if shared:
+        return (
+            f"spark-dask: no free GPU for a Dask worker on {where}: several executors of this "
+            f"host registered the same GPUs {shared} (each one's discovery script reports the "
+            f"host's GPUs), and another executor's Dask worker holds them. Give each executor "
+            f"GPUs of its own (one standalone Worker per host: spark.worker.resource.gpu.* "
+            f"splits the host's GPUs among its executors; or a discovery script that reports "
+            f"only the executor's), or start fewer workers."
+        )
+    return (
+        f"spark-dask: no free GPU for a Dask worker on {where}: GPUs {held} of this host "
+        f"are all used by other workers of this Dask cluster (another gang's). Scale to "
+        f"fewer workers, or add executors with GPUs."
+    )

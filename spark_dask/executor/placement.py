@@ -77,25 +77,54 @@ def assign_workers(gathered: list[dict], pinned: bool, base: int = 0) -> dict[in
     return out
 
 
-def executor_gpu_list(candidates: list[list[str]], own: list[str], count: int) -> list[str]:
-    """The GPU addresses of an executor, from what the driver knows of its host.
+def executor_gpu_list(
+    candidates: list[list[str]], own: list[str], count: int, registered: list[str] | None = None
+) -> list[str]:
+    """The GPU addresses of an executor, from what the driver knows of it and its host.
 
+    ``registered`` are the addresses the executor registered with, found by its id
+    (:func:`spark_dask.executor.task_context.executor_id`): the answer wherever the
+    driver knows them, however many executors share the host. Otherwise, by host:
     ``candidates`` are the address lists of the executors on the executor's host;
     ``own`` the addresses Spark gave the asking task (a share of one of them), which
     tells executors on one host apart. Without a single answer, the executor's
     ``count`` GPUs are taken to be ``0..count-1``, what discovery scripts based on
     ``nvidia-smi`` report (Databricks, the Spark RAPIDS examples).
 
+    >>> executor_gpu_list([["0", "1"], ["2", "3"]], [], 2, ["2", "3"])
+    ['2', '3']
     >>> executor_gpu_list([["0", "1"], ["2", "3"]], ["2"], 2)
     ['2', '3']
     >>> executor_gpu_list([], [], 2)
     ['0', '1']
     """
+    if registered:
+        return list(registered)
     matches = [list(c) for c in candidates if set(own) <= set(c)] if own else [list(c) for c in candidates]
     distinct = {tuple(m) for m in matches}
     if len(distinct) == 1:
         return list(next(iter(distinct)))
     return [str(i) for i in range(int(count))]
+
+
+def shared_addresses(candidates: list[list[str]]) -> list[str]:
+    """The GPU addresses that more than one executor of a host registered with.
+
+    On one host an address names one device, and Spark hands each executor its own
+    (a standalone Worker or a NodeManager splits the host's GPUs): an address in two
+    executors' lists means each one's discovery script reports the whole host's GPUs,
+    so their Dask workers would meet on the same GPU.
+
+    >>> shared_addresses([["0", "1"], ["0", "1"], ["2"]])
+    ['0', '1']
+    >>> shared_addresses([["0", "1"], ["2", "3"]])
+    []
+    """
+    seen: dict[str, int] = {}
+    for addresses in candidates:
+        for a in set(addresses):
+            seen[a] = seen.get(a, 0) + 1
+    return sorted(a for a, n in seen.items() if n > 1)
 
 
 def assign_shared(gang: list[dict], executor_gpus: dict[str, list[str]], base: int = 0) -> dict[int, list[dict]]:

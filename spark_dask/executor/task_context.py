@@ -26,14 +26,52 @@ from spark_dask.executor.task_spec import TaskSpec
 
 
 def executor_id() -> str | None:
-    """The executor id, from what the cluster manager puts in the executor's env."""
+    """The executor id, as the driver's status store names the executor: from what the
+    cluster manager puts in the executor's env (Kubernetes, standalone), else from the
+    executor JVM's command line (:func:`jvm_executor_id`: YARN, whose env has only the
+    container's id), else YARN's container id."""
     if os.environ.get("SPARK_EXECUTOR_ID"):  # Kubernetes
         return os.environ["SPARK_EXECUTOR_ID"]
     for key in ("SPARK_LOG_URL_STDERR", "SPARK_LOG_URL_STDOUT"):  # standalone
         url = os.environ.get(key, "")
         if "executorId=" in url:
             return url.split("executorId=", 1)[1].split("&", 1)[0]
-    return os.environ.get("CONTAINER_ID")  # YARN
+    return jvm_executor_id() or os.environ.get("CONTAINER_ID")  # YARN
+
+
+def executor_id_argument(argv: list[str]) -> str | None:
+    """The value of ``--executor-id`` in a command line (an executor JVM's), else None.
+
+    >>> executor_id_argument(["java", "org.apache.spark.executor.YarnCoarseGrainedExecutorBackend",
+    ...                       "--driver-url", "spark://d:1", "--executor-id", "7", "--hostname", "h"])
+    '7'
+    >>> executor_id_argument(["python3", "-m", "pyspark.daemon"]) is None
+    True
+    """
+    if "--executor-id" not in argv:
+        return None
+    i = argv.index("--executor-id") + 1
+    return (argv[i] or None) if i < len(argv) else None
+
+
+def jvm_executor_id(depth: int = 6) -> str | None:
+    """The ``--executor-id`` of the executor JVM this Python worker runs under (every
+    cluster manager starts the executor's backend with it), read from the command lines
+    of this process's ancestors in ``/proc`` (the PySpark daemon's parent); None off
+    Linux, or where no ancestor within ``depth`` has one."""
+    pid = os.getpid()
+    for _ in range(depth):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])  # the parent's pid
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().decode(errors="replace").split("\0")
+        except (OSError, ValueError, IndexError):
+            return None
+        found = executor_id_argument(argv)
+        if found or pid <= 1:
+            return found
+    return None
 
 
 def reach_error(address: str, timeout: float, tls: dict | None = None) -> str | None:

@@ -111,6 +111,11 @@ class TaskSpec:
         ``{host: executors on it}`` of the whole application (:func:`spark_dask.gang_maker.executor_counts`),
         for ``memory_limit="auto"``: every executor JVM of a host takes its memory, whether
         it runs a task of the gang or not; empty where the driver cannot tell.
+    gpus_by_executor : dict
+        ``{executor id: its GPU addresses}`` (:func:`spark_dask.gang_maker.by_executor`), for a
+        shared gang: executors that share a host each own other GPUs (a standalone Worker
+        or a YARN NodeManager hands each executor its own), which the host alone cannot tell
+        apart; empty where the driver cannot tell.
     """
 
     cluster_id: str
@@ -150,3 +155,4 @@ class TaskSpec:
     log_directory: str | None = None
     group: str = "default"
     executors_by_host: dict = field(default_factory=dict)
+    gpus_by_executor: dict = field(default_factory=dict)

@@ -270,10 +270,12 @@ def executors_by_host(sc, gpus: bool) -> tuple[tuple, tuple]:
     """``(hosts, gpu_addresses)`` of every registered executor, in one walk of the
     application status store (``ExecutorSummary``): ``hosts`` the host of each executor
     (sorted, once per executor: the same host names as the barrier tasks see);
-    ``gpu_addresses`` ``((host, (gpu addresses...)), ...)``, the GPUs each executor
-    registered with (``ExecutorSummary.resources``), read only where ``gpus``. Keyed by
-    host: the status store's ``hostPort`` is the block manager's port, not the executor
-    address that barrier tasks see (``BarrierTaskContext.getTaskInfos``). Both empty when
+    ``gpu_addresses`` ``((host, executor id, (gpu addresses...)), ...)``, the GPUs each
+    executor registered with (``ExecutorSummary.resources``), read only where ``gpus``.
+    The host and the executor id, not the status store's ``hostPort``: that is the block
+    manager's port, not the executor address that barrier tasks see
+    (``BarrierTaskContext.getTaskInfos``); a task finds its executor's id itself
+    (:func:`spark_dask.executor.task_context.executor_id`). Both empty when
     the store cannot be read (an older or different JVM: the tasks count the gang's
     executors, and number the GPUs 0..n-1)."""
     hosts, addresses = [], []
@@ -287,7 +289,8 @@ def executors_by_host(sc, gpus: bool) -> tuple[tuple, tuple]:
             hosts.append(host)
             resources = summary.resources() if gpus else None
             if resources is not None and resources.contains("gpu"):
-                addresses.append((host, tuple(str(a) for a in resources.apply("gpu").addresses())))
+                gpus_of = tuple(str(a) for a in resources.apply("gpu").addresses())
+                addresses.append((host, str(summary.id()), gpus_of))
     except Exception as e:  # noqa: BLE001 - any Py4J error: what the store holds is unknown
         logger.debug("spark-dask: the executors' hosts and GPUs are unavailable: %s", e)
         return (), ()

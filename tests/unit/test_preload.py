@@ -122,7 +122,7 @@ def test_task_spec_is_frozen_and_gangs_replace_fields():
 def test_task_spec_from_options_plan_and_facts():
     opts = options.resolve(**{o.name: None for o in options.keyword_options() if o.config})
     facts = ClusterFacts(executors=2, executor_cores=4, executor_memory=2**30, executor_gpus=1, task_gpus=1,
-                         slots=8, gpu_addresses=[("h1", ["0"]), ("h1", ["1"])])  # fmt: skip
+                         slots=8, gpu_addresses=[("h1", "0", ["0"]), ("h1", "1", ["1"])])  # fmt: skip
     plan = GangPlan("cuda", True, 2, 2, 1, gpu_mode="exclusive")
     s = spec.task_spec("spark-dask-t", "tls://d:1", None, opts, plan, facts, {"A": "1"}, None)
     assert isinstance(s, spec.TaskSpec)
@@ -134,6 +134,7 @@ def test_task_spec_from_options_plan_and_facts():
         {},
     )
     assert s.executor_gpus == {"h1": [["0"], ["1"]]} and s.gpus_per_executor == 1
+    assert s.gpus_by_executor == {"0": ["0"], "1": ["1"]}  # executors of one host told apart by id
     assert (s.gang, s.name_base, s.barrier, s.log_lines, s.claim_wait) == (0, 0, True, 30, 10.0)
     assert s.preload == spec.preload_source()
 

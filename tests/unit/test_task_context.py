@@ -211,3 +211,46 @@ def test_gpu_claims_keep_one_worker_per_gpu_across_gangs():
     assert again[0]["gpu"] == "0"
     for claim in held4:
         claim.close()
+
+
+def test_executors_sharing_a_host_each_take_their_own_gpus(monkeypatch):
+    # a standalone Worker (or a NodeManager) hands each executor of a host other GPUs; a
+    # gang task holding no GPU (whole-GPU Spark tasks) finds its executor's by the id
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "10,11,12,13")
+    host = {"executor_gpus": {"h": [["0", "1"], ["2", "3"]]}, "gpus_by_executor": {"0": ["0", "1"], "1": ["2", "3"]}}
+    spec = make_spec(kind="cpu", pinned=True, gpu_mode="shared", gpus_per_executor=2, n_workers=4, **host)
+    assert gpu_claims.executor_gpus(spec, "h:7001", [], "1") == ["12", "13"]
+    assert gpu_claims.executor_gpus(spec, "h:7001", ["2"]) == ["12", "13"]  # a GPU share tells them apart too
+    assert gpu_claims.host_shared_gpus(spec, "h") == []
+    # the gang as getTaskInfos() gives it: only this task's executor id is known
+    gang = [{"partition": p, "executor": f"h:700{p % 2}", "host": "h"} for p in range(4)]
+    me = {**gang[3], "executor_id": "1", "spark_gpus": []}
+    assignment, spare = task._place(None, spec, me, [*gang[:3], me])
+    assert assignment[3] == [{"name": "spark-3-gpu13", "gpu": "13"}] and spare == ["12", "13"]
+
+
+def test_executor_id_from_the_executor_jvm(monkeypatch):
+    for key in ("SPARK_EXECUTOR_ID", "SPARK_LOG_URL_STDERR", "SPARK_LOG_URL_STDOUT"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("CONTAINER_ID", "container_1_0001_01_000002")
+    assert task_context.jvm_executor_id() is None  # no executor JVM above this test
+    assert task_context.executor_id() == "container_1_0001_01_000002"
+    monkeypatch.setattr(task_context, "jvm_executor_id", lambda: "2")  # YARN: the status store's id
+    assert task_context.executor_id() == "2"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="GPU claims are abstract sockets (Linux)")
+def test_gpu_claims_name_the_gpus_several_executors_registered():
+    cluster = f"spark-dask-claims-{id(object())}"
+    name = lambda gpu: f"spark-9-gpu{gpu}"  # noqa: E731
+    _, held = gpu_claims.claim_gpus(cluster, [{"name": "spark-0-gpu0", "gpu": "0"}], ["0"], 0, name, "here")
+    try:
+        with pytest.raises(
+            WorkerStartError, match=r"several executors of this host registered the same GPUs \['0', '1'\]"
+        ):
+            gpu_claims.claim_gpus(cluster, [{"name": "x", "gpu": "0"}], ["0"], 0, name, "here", ["0", "1"])
+        with pytest.raises(WorkerStartError, match="are all used by other workers"):  # GPUs no other executor has
+            gpu_claims.claim_gpus(cluster, [{"name": "x", "gpu": "0"}], ["0"], 0, name, "here", ["5"])
+    finally:
+        for claim in held:
+            claim.close()
