@@ -39,7 +39,11 @@ grew. The ratios compare each method's median with ``via="files"``'s in the same
 ``tests/support/s3.py``, on this machine) and read from there: ``via="files"`` through s3fs
 on the Dask workers (``s3://``), ``via="spark"`` and Spark's own summary through
 ``s3a://`` (hadoop-aws, ``tests/support/jars.py``'s ``s3a-3.5``); deltalake and
-dask-deltatable are not run then.
+dask-deltatable are not run then. The table is also registered by name
+(``spark_catalog.bench.dv``) in Spark's catalog and in a stand-in for Unity Catalog's REST
+API (``tests/support/unity_catalog.py``), which vends read credentials for it:
+``read_delta(name)`` then reads the files on the workers with them (``unity``), and
+``via="spark"`` reads the same name through Spark.
 
 The cluster: ``local-cluster[2,3,2048]`` and a spark-dask cluster of 2 workers of 1
 thread. Its gang's task profile takes 2 of each executor's 3 slots (one Dask worker per
@@ -82,6 +86,7 @@ TIMEOUT = 900  # seconds, any one measurement
 METHODS = {
     "files": 'read_delta(via="files")',
     "spark": 'read_delta(via="spark")',
+    "unity": "read_delta(name), Unity Catalog vending",
     "deltalake": "deltalake QueryBuilder (one process)",
     "dask_deltatable": "dask-deltatable (copy without DVs)",
 }
@@ -417,7 +422,14 @@ def methods(spark, client, info: dict) -> dict:
         return in_workers(client, ddf)
 
     def via_spark():
-        ddf = spark_dask.read_delta(info.get("spark_source", info["dv"]), via="spark", spark=spark, client=client)
+        source = info.get("name") or info.get("spark_source", info["dv"])
+        ddf = spark_dask.read_delta(source, via="spark", spark=spark, client=client)
+        return in_workers(client, ddf)
+
+    def unity():
+        ddf = spark_dask.read_delta(
+            info["name"], catalog=info["catalog"], storage_options=info["endpoint_options"], spark=spark, client=client
+        )
         return in_workers(client, ddf)
 
     def deltalake():
@@ -428,8 +440,8 @@ def methods(spark, client, info: dict) -> dict:
     def dask_deltatable():
         return in_workers(client, read_deltalake(info["nodv"]))
 
-    if "files_source" in info:  # on the S3 server: the two read_delta paths only
-        return {"files": files, "spark": via_spark}
+    if "files_source" in info:  # on the S3 server: the read_delta paths only
+        return {"files": files, "spark": via_spark, "unity": unity}
     return {"files": files, "spark": via_spark, "deltalake": deltalake, "dask_deltatable": dask_deltatable}
 
 
@@ -599,6 +611,7 @@ def bench(args, base: str, t_all: float) -> dict:
     ship_by_value(sys.modules[__name__])  # trim_memory runs on the workers
     R: dict = {"master": args.master, "workers": args.workers, "reps": args.reps, "store": args.store}
     server = s3_server() if args.store == "s3" else None
+    catalog = None
     spark = new_session(args.master, **(s3a_confs(server) if server else {}))
     pids: list[int] = []
     try:
@@ -608,6 +621,7 @@ def bench(args, base: str, t_all: float) -> dict:
               f"{d['dv_files']} with a deletion vector {d['dv_types']} ({time.perf_counter() - t_all:.0f}s)", file=sys.stderr)  # fmt: skip
         if server is not None:
             R["tables"].update(copy_to_store(server, R["tables"]["dv"]))
+            catalog = register(spark, server, R["tables"])
         R["expected"] = spark_summary(spark, R["tables"].get("spark_source", R["tables"]["dv"]))
         R["expected_nodv"] = spark_summary(spark, R["tables"]["nodv"])
         with spark_dask.start(
@@ -619,6 +633,8 @@ def bench(args, base: str, t_all: float) -> dict:
             pids = [p for group in got["pids"].values() for p in group if p != os.getpid()]
     finally:
         stop_session(spark)
+        if catalog is not None:
+            catalog.stop()
         if server is not None:
             server.stop()
     R["left_running"] = leftovers(pids)
@@ -644,6 +660,28 @@ def s3a_confs(server) -> dict:
     classpath = ":".join(jars)
     return {"spark.driver.extraClassPath": classpath, "spark.executor.extraClassPath": classpath,
             "spark.executorEnv.AWS_EC2_METADATA_DISABLED": "true", **server.spark_conf()}  # fmt: skip
+
+
+def register(spark, server, info: dict):
+    """The copy on ``server`` named ``spark_catalog.bench.dv`` in Spark's catalog and in a
+    stand-in Unity Catalog that vends credentials for it (returned, to stop);
+    ``info`` gains the name, the catalog's client and the endpoint options."""
+    import uuid
+
+    from databricks.sdk import WorkspaceClient
+
+    from tests.support.unity_catalog import CatalogStandIn
+
+    name = "spark_catalog.bench.dv"
+    spark.sql("CREATE SCHEMA IF NOT EXISTS spark_catalog.bench")
+    spark.sql(f"DROP TABLE IF EXISTS {name}")
+    spark.sql(f"CREATE TABLE {name} USING delta LOCATION '{info['spark_source']}'")
+    catalog = CatalogStandIn.start(server, token=f"dapi-{uuid.uuid4().hex}")
+    catalog.add_table(name, info["files_source"])
+    catalog.grant_external_use("spark_catalog.bench")
+    info.update(name=name, catalog=WorkspaceClient(host=catalog.url, token=catalog.token),
+                endpoint_options=server.endpoint_options)  # fmt: skip
+    return catalog
 
 
 def copy_to_store(server, path: str) -> dict:
@@ -692,6 +730,7 @@ def main(argv=None) -> dict:
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
     if "storage_options" in R["tables"]:  # the server's throwaway key, still not written out
         R["tables"]["storage_options"] = redacted(R["tables"]["storage_options"])
+        R["tables"].pop("catalog", None)  # the stand-in's client: its host is gone, its token not for a file
     with open(args.json, "w") as f:
         json.dump(R, f, indent=2)
     print(render(R))

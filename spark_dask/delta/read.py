@@ -3,10 +3,11 @@
 Two paths. ``via="files"``: the driver replays the Delta log (:mod:`.log`) and checks
 the table's features (:mod:`.features`); each live data file becomes one Dask
 partition, read on a worker with its deletion vector applied (:mod:`.files`).
-``via="spark"``: Spark reads the table (Unity Catalog names, row filters and column
-masks, any feature), and ``to_dask`` moves the rows. ``via="auto"``: table names
-through Spark, paths through the files when their features allow, else through Spark
-with one warning saying why.
+A table name's files are found and opened with the credentials Unity Catalog vends
+for it (:mod:`.vending`). ``via="spark"``: Spark reads the table (row filters and column
+masks, any feature), and ``to_dask`` moves the rows. ``via="auto"``: the files where
+the catalog vends them and their features allow, else through Spark with one warning
+saying why.
 """
 
 from __future__ import annotations
@@ -17,7 +18,21 @@ import warnings
 from datetime import date, datetime
 
 from spark_dask import arrow_types, errors
-from spark_dask.delta import ansi, calendar, compare, dv, features, files, lineage, literals, log, prune, stores
+from spark_dask.delta import (
+    ansi,
+    calendar,
+    compare,
+    dv,
+    features,
+    files,
+    lineage,
+    literals,
+    log,
+    prune,
+    stores,
+    unity,
+    vending,
+)
 from spark_dask.delta import schema as schemas
 from spark_dask.delta.sources import file_source, is_table_name, spark_source
 from spark_dask.errors import DeltaError, PlanError
@@ -49,6 +64,7 @@ def read_delta(
     filters=None,
     storage_options: dict | None = None,
     via: str = "auto",
+    catalog=None,
     spark=None,
     client=None,
     backend: str | None = None,
@@ -60,7 +76,9 @@ def read_delta(
     ----------
     source : str
         A table path or URI (``/dbfs/...``, ``s3://...``, ``abfss://...``: any
-        fsspec URL) or a table name (``catalog.schema.table``, read through Spark).
+        fsspec URL) or a table name (``catalog.schema.table``): its files read with the
+        credentials Unity Catalog vends for it, where it does (``catalog``), else
+        through Spark.
     version : int, optional
         Time travel: the table as of this version (Spark's ``versionAsOf``).
     timestamp : str or datetime, optional
@@ -79,8 +97,17 @@ def read_delta(
         ``files``: read the data files on the Dask workers; a table feature the file
         reader does not implement is refused (:class:`~spark_dask.DeltaError`).
         ``spark``: read through Spark and hand the rows over (``to_dask``; needs a
-        running spark-dask cluster). ``auto``: names through Spark, paths through the
-        files when their features allow, else through Spark (with a warning).
+        running spark-dask cluster). ``auto``: the files when the catalog vends
+        credentials for a name and the table's features allow, else through Spark
+        (with a warning saying why; a name without a catalog configured, silently).
+    catalog : str, databricks.sdk.WorkspaceClient or False, optional
+        The Unity Catalog that vends a name's credentials: a workspace client (any of
+        the databricks-sdk's authentications), a URL (a workspace or an open-source
+        Unity Catalog server; its token as the SDK finds it), or ``False`` (names
+        through Spark). Default: ``DATABRICKS_HOST`` with its token, else the notebook
+        context on Databricks, else a ``~/.databrickscfg`` profile. Its token stays
+        on the driver: the workers get the vended credentials only, renewed before
+        they expire.
     spark : SparkSession, optional
         For ``via="spark"`` (default: the active session); for ``files``, its time zone.
     client : distributed.Client, optional
@@ -95,12 +122,17 @@ def read_delta(
         number of files read).
     """
     _check_arguments(source, version, timestamp, columns, via)
-    if via == "spark" or (via == "auto" and is_table_name(source)):
+    if via == "spark":
         return read_with_spark(source, version, timestamp, columns, filters, spark, client, backend)
     import fsspec
 
-    files_at = file_source(source)
     storage_options = stores.StorageOptions(storage_options or {})  # its repr hides the credentials
+    files_at, readers_options = file_source(source), storage_options
+    if is_table_name(source):
+        vended = vended_table(source, catalog, storage_options, spark, client, strict=via == "files")
+        if vended is None:
+            return read_with_spark(source, version, timestamp, columns, filters, spark, client, backend)
+        files_at, storage_options, readers_options = vended.location, vended.options, vended.lease
     tz = _time_zone(spark)
     with stores.access(source, "the driver"):  # gcsfs refuses missing credentials as the filesystem is made
         fs, root = fsspec.core.url_to_fs(files_at, **storage_options)
@@ -115,9 +147,68 @@ def read_delta(
     features.check(why, source)
     location = files_at.rstrip("/") if "://" in files_at else root  # what the workers open
     ddf = read_files(
-        snapshot, location, columns, filters, storage_options, tz, client, backend, ansi=session_ansi(spark)
+        snapshot, location, columns, filters, readers_options, tz, client, backend, ansi=session_ansi(spark)
     )
-    return lineage.remember(ddf, lineage.table_key(source), snapshot.version)
+    return lineage.remember(ddf, lineage.table_key(source, _session(spark)), snapshot.version)
+
+
+def vended_table(source: str, catalog, storage_options, spark, client, strict: bool):
+    """The table named ``source`` with the credentials Unity Catalog vends for it
+    (:func:`spark_dask.delta.vending.open_table`), or None: read it through Spark (with
+    one warning saying why, where a catalog was asked). ``strict`` (``via="files"``):
+    a :class:`DeltaError` instead."""
+    found, why = unity.connect(catalog)
+    missing = ""
+    full_name = lineage.table_key(source, _session(spark))[len("table:") :]
+    if found is not None and full_name.count(".") != 2:
+        found, why = None, "a name of fewer than three parts needs a Spark session's current catalog and schema"
+    if found is not None:
+        try:
+            return vending.open_table(found, full_name, storage_options, _client(client))
+        except DeltaError as e:  # the catalog's refusal (unity.refusal), or the table's
+            why, missing = str(e), getattr(e, "missing", "")
+    if strict:
+        raise DeltaError(vending_refusal_message(source, why or NO_CATALOG, missing))
+    if why:
+        warnings.warn(f"spark-dask: reading {source} through Spark: {why}", UserWarning, **outside_package())
+    return None
+
+
+NO_CATALOG = (
+    "no Unity Catalog is configured (DATABRICKS_HOST and DATABRICKS_TOKEN, a ~/.databrickscfg profile, the "
+    "notebook context on Databricks, or read_delta(..., catalog=URL or WorkspaceClient))"
+)
+
+
+def vending_refusal_message(source: str, why: str, missing: str) -> str:
+    """The one line of a ``via="files"`` read of a name the catalog gave no files for.
+
+    >>> vending_refusal_message("m.s.t", "Unity Catalog refused credentials for m.s.t (...)", "EXTERNAL USE SCHEMA on m.s")
+    "spark-dask: via='files' cannot read m.s.t: Unity Catalog refused credentials for m.s.t (...). Ask for EXTERNAL USE SCHEMA on m.s, or read it with via='auto' or 'spark'"
+    """
+    ask = f"Ask for {missing}, or read" if missing else "Read"
+    return f"spark-dask: via='files' cannot read {source}: {why}. {ask} it with via='auto' or 'spark'"
+
+
+def _session(spark):
+    try:
+        return active_session(spark)
+    except (ImportError, PlanError):
+        return None
+
+
+def _client(client):
+    if client is not None:
+        return client
+    from distributed import default_client
+
+    try:
+        return default_client()
+    except ValueError:
+        raise PlanError(
+            "spark-dask: read_delta of a Unity Catalog name needs a Dask client for the renewal of its credentials: "
+            "start one first (spark_dask.start(spark))"
+        ) from None
 
 
 def _check_arguments(source, version, timestamp, columns, via) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import time
 
 from spark_dask.delta import files
 from spark_dask.errors import DeltaError
@@ -114,10 +115,96 @@ def access(table: str, who: str):
         ) from None
 
 
+def vended_options(base: dict, vended: dict) -> StorageOptions:
+    """fsspec options for credentials a catalog vended (:mod:`spark_dask.delta.vending`
+    keeps them as plain text: ``aws``, ``azure_sas`` or ``gcp_token``) over the caller's
+    ``base`` options (an endpoint, a region).
+
+    >>> vended_options({"endpoint_url": "http://h:1"}, {"aws": ["AK", "S", "T"]})
+    {'endpoint_url': 'http://h:1', 'key': '***', 'secret': '***', 'token': '***'}
+    >>> vended_options({}, {"azure_sas": "sv=1&sig=x", "account_name": "acct"})
+    {'sas_token': '***', 'account_name': 'acct'}
+    """
+    options = dict(base)
+    if "aws" in vended:
+        key, secret, token = vended["aws"]
+        options.update(key=key, secret=secret, token=token)
+    if "azure_sas" in vended:
+        options.update(sas_token=vended["azure_sas"], account_name=vended["account_name"])
+    if "gcp_token" in vended:
+        from google.oauth2.credentials import Credentials  # gcsfs's own dependency
+
+        options["token"] = Credentials(vended["gcp_token"])
+    return StorageOptions(options)
+
+
+class Lease:
+    """Credentials a catalog vended for one table, found by name: the read's plan holds
+    the lease, never the credentials. They are in a ``distributed.Variable`` that the
+    driver renews ahead of their expiry (:class:`spark_dask.delta.vending.Renewer`); a
+    worker asks it for the current ones at each file (one message to the scheduler).
+    Pickled, a lease is its name and the caller's base options only."""
+
+    WAIT = 60.0  # seconds a worker waits for credentials renewed after the ones it held expired
+    POLL = 0.5
+
+    def __init__(self, name: str, base: dict):
+        self.name = name
+        self.base = StorageOptions(base)
+
+    def __reduce__(self):
+        return (Lease, (self.name, dict(self.base)))
+
+    def __dask_tokenize__(self):
+        return ("spark-dask-lease", self.name)
+
+    def __repr__(self) -> str:
+        return f"Lease({self.name!r}, {self.base!r})"
+
+    def current(self) -> dict:
+        """The credentials now published: ``{"vended": {...}, "expires": epoch s}``."""
+        from distributed import Variable, get_client
+
+        return Variable(self.name, client=get_client()).get(timeout=self.WAIT)
+
+    def renewed(self, held: dict) -> dict | None:
+        """Credentials other than ``held`` once the driver renewed them, where ``held``
+        has expired (None where it has not: a refusal that is no expiry)."""
+        if time.time() < held["expires"] - 1:
+            return None
+        deadline = time.monotonic() + self.WAIT
+        while time.monotonic() < deadline:
+            now = self.current()
+            if now["vended"] != held["vended"]:
+                return now
+            time.sleep(self.POLL)
+        return None
+
+    def read(self, task: dict, plan: dict, who: str):
+        """:func:`spark_dask.delta.files.read_file` with the current credentials; where the
+        store refuses them because they expired, again with the renewed ones."""
+        held = self.current()
+        try:
+            return files.read_file(task, {**plan, "storage_options": vended_options(self.base, held["vended"])})
+        except Exception as e:
+            if not is_denied(e):
+                raise
+            fresh = self.renewed(held)
+            if fresh is None:
+                with access(plan["root"], who):
+                    raise
+        with access(plan["root"], who):
+            return files.read_file(task, {**plan, "storage_options": vended_options(self.base, fresh["vended"])})
+
+
 def read_file(task: dict, plan: dict):
     """:func:`spark_dask.delta.files.read_file` on a worker, a refusal made one line."""
-    with access(plan["root"], f"the Dask worker on {socket.gethostname()}"):
+    who = f"the Dask worker on {socket.gethostname()}"
+    options = plan["storage_options"]
+    if not isinstance(options, dict):  # a Lease (by value, its class is rebuilt on the worker)
+        return options.read(task, plan, who)
+    with access(plan["root"], who):
         return files.read_file(task, plan)
 
 
-__all__ = ["StorageOptions", "access", "is_denied", "is_secret", "read_file", "redacted"]
+__all__ = ["Lease", "StorageOptions", "access", "is_denied", "is_secret", "read_file", "redacted", "vended_options"]

@@ -118,9 +118,14 @@ def spark(delta_spark):
 
 @pytest.fixture(scope="module")
 def table(spark, tmp_path_factory) -> str:
-    """Two commits (timestamp partition values in UTC, then in the session's zone as
-    older writers put them), a DELETE through deletion vectors, a column renamed."""
-    path = str(tmp_path_factory.mktemp("filters") / "t")
+    return filters_table(spark, str(tmp_path_factory.mktemp("filters") / "t"))
+
+
+def filters_table(spark, path: str) -> str:
+    """The table the filters are tried on, written at ``path`` (returned): two commits
+    (timestamp partition values in UTC, then in the session's zone as older writers put
+    them), a DELETE through deletion vectors, a column renamed. Also read by name through
+    Unity Catalog's vending (tests/spark/test_delta_unity.py)."""
     t = f"delta.`{path}`"
     spark.sql(f"""CREATE TABLE {t} USING delta PARTITIONED BY (p_int, p_ts)
         TBLPROPERTIES ('delta.enableDeletionVectors' = 'true', 'delta.columnMapping.mode' = 'name')

@@ -60,6 +60,16 @@ UNREAD_OK = {
     ),
     ("spark_dask/arrow_types.py", "problem"),  # zone_range_problem()'s text, read there
     ("spark_dask/delta/read.py", "problem"),  # spark_read_problem()'s text, read there
+    # Unity Catalog's answers become unity.refusal()s, whose texts (in refused(), call(),
+    # spark_only()) are read and on the page
+    ("spark_dask/delta/unity.py", "code"),  # raise refused(code, text, ...): its texts are read
+    ("spark_dask/delta/unity.py", "why"),  # refusal(why): the texts its callers pass are read
+    ("spark_dask/delta/vending.py", "why"),  # unity.refusal(why): spark_only()'s text
+    (
+        "spark_dask/executor/gpu_claims.py",
+        "no_free_gpu_message(where, sorted(set(spare) | {w['gpu'] for w in mine}), overlap)",
+    ),  # a *_message function: its text is read
+    ("spark_dask/delta/read.py", "vending_refusal_message(source, why or NO_CATALOG, missing)"),  # read there
     ("spark_dask/options.py", "unknown_keyword_message(function, key, names)"),  # a *_message function, read there
     ("spark_dask/delta/compare.py", "refusal_message(column, shown, kind, why)"),  # a *_message function, read there
     ("spark_dask/delta/literals.py", "refusal_message(column, shown, kind, why)"),  # the same function's text

@@ -5,8 +5,10 @@ moto accepts any request until ``/moto-api/reset-auth`` sets how many more it le
 through unauthenticated (``0``: none); after that each request must be signed (SigV4)
 with an access key of moto's IAM whose policy allows the action, as AWS does: an unknown
 key gets ``InvalidAccessKeyId``, a wrong secret ``SignatureDoesNotMatch`` (both 403).
-:meth:`S3Server.start` makes a user with an access key allowed ``s3:*`` and a bucket;
-:meth:`S3Server.authenticated` turns the checks on for a block.
+:meth:`S3Server.start` makes a user with an access key allowed ``s3:*`` and a bucket, and
+an admin with a key allowed ``iam:*`` and ``sts:*`` too (for what stands in for a
+service that vends credentials: tests/support/unity_catalog.py); :meth:`S3Server.authenticated`
+turns the checks on for a block.
 
     with S3Server.start() as server:
         fs = server.filesystem()          # s3fs, with the user's key
@@ -27,6 +29,7 @@ from tests.support.stores import Emulator, port_and_log, spawn
 BUCKET = "spark-dask"
 REGION = "us-east-1"
 USER = "spark-dask-test"
+ADMIN = "spark-dask-admin"
 
 
 @dataclass
@@ -39,6 +42,8 @@ class S3Server(Emulator):
     secret: str = ""
     bucket: str = BUCKET
     keys: dict = field(default_factory=dict)
+    admin_key: str = ""
+    admin_secret: str = ""
 
     @classmethod
     def start(cls, log_dir: str | None = None) -> S3Server:
@@ -48,8 +53,9 @@ class S3Server(Emulator):
         return cls(f"http://127.0.0.1:{port}", proc, log).ready()
 
     def setup(self) -> None:
-        """Make the user, its key and the bucket."""
+        """Make the user, its key and the bucket, and the admin and its key."""
         self.key, self.secret = _user_with_key(self.endpoint)
+        self.admin_key, self.admin_secret = _user(self.endpoint, ADMIN, ["s3:*", "iam:*", "sts:*"])
 
     @contextlib.contextmanager
     def authenticated(self):
@@ -73,6 +79,22 @@ class S3Server(Emulator):
         """Delete an access key (while authentication is off): requests signed with it are
         refused from then on (``InvalidAccessKeyId``)."""
         _iam(self.endpoint).delete_access_key(UserName=USER, AccessKeyId=key)
+
+    def admin_client(self, service: str, timeout: float = 10):
+        """A boto3 client signed with the admin's key (allowed ``s3:*``, ``iam:*`` and
+        ``sts:*``: it works with authentication on), ``timeout`` s a call, no retries."""
+        import boto3
+        from botocore.config import Config
+
+        config = Config(connect_timeout=timeout, read_timeout=timeout, retries={"total_max_attempts": 1})
+        return boto3.session.Session().client(
+            service,
+            endpoint_url=self.endpoint,
+            region_name=REGION,
+            aws_access_key_id=self.admin_key,
+            aws_secret_access_key=self.admin_secret,
+            config=config,
+        )
 
     @property
     def storage_options(self) -> dict:
@@ -134,15 +156,21 @@ def _iam(endpoint: str):
     return _client("iam", endpoint)
 
 
-def _user_with_key(endpoint: str) -> tuple[str, str]:
-    """An IAM user allowed ``s3:*`` and its access key, and the bucket."""
+def _user(endpoint: str, name: str, actions: list[str]) -> tuple[str, str]:
+    """An IAM user ``name`` allowed ``actions`` on every resource, and its access key."""
     iam = _iam(endpoint)
-    iam.create_user(UserName=USER)
-    policy = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}
-    iam.put_user_policy(UserName=USER, PolicyName="s3", PolicyDocument=json.dumps(policy))
-    key = iam.create_access_key(UserName=USER)["AccessKey"]
-    _client("s3", endpoint).create_bucket(Bucket=BUCKET)
+    iam.create_user(UserName=name)
+    policy = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": actions, "Resource": "*"}]}
+    iam.put_user_policy(UserName=name, PolicyName="allowed", PolicyDocument=json.dumps(policy))
+    key = iam.create_access_key(UserName=name)["AccessKey"]
     return key["AccessKeyId"], key["SecretAccessKey"]
 
 
-__all__ = ["BUCKET", "REGION", "USER", "S3Server"]
+def _user_with_key(endpoint: str) -> tuple[str, str]:
+    """An IAM user allowed ``s3:*`` and its access key, and the bucket."""
+    key = _user(endpoint, USER, ["s3:*"])
+    _client("s3", endpoint).create_bucket(Bucket=BUCKET)
+    return key
+
+
+__all__ = ["ADMIN", "BUCKET", "REGION", "USER", "S3Server"]
