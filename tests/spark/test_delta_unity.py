@@ -301,6 +301,41 @@ def logged_here(record: logging.LogRecord, uc) -> bool:
     )
 
 
+def test_a_worker_meeting_expired_credentials_waits_for_the_renewed_ones(
+    spark, server, uc, client, workspace, orders, monkeypatch
+):
+    """The driver late (it renews 2 s after the expiry, not before): the store refuses
+    the expired credentials the workers get first, and they wait for the renewed ones."""
+    from spark_dask.delta import vending
+
+    monkeypatch.setattr(vending, "renew_in", lambda expires, vended_at, now: max(0.5, expires + 2 - now))
+    uc.lifetime = 4.0
+    try:
+        vended = len(uc.vended)
+        with server.authenticated():
+            ddf = read(orders, server, catalog=workspace)
+            first = uc.vended[vended]["access_key_id"]
+            assert wait_until(lambda: first in uc.revoked, timeout=30), "never revoked"
+            assert len(uc.vended) == vended + 1, "renewed before the expiry"
+            got = ddf.compute()  # the workers meet the revoked credentials first
+        assert len(uc.vended) >= vended + 2
+        assert plain(ordered(got)).equals(sparks(spark, orders))
+        del ddf
+        gc.collect()
+        assert wait_until(lambda: not renewers(), timeout=10), renewers()
+    finally:
+        uc.lifetime = 3600.0
+
+
+def test_a_credential_revoked_before_its_expiry_is_a_refusal(spark, server, uc, client, workspace, orders):
+    vended = len(uc.vended)
+    with server.authenticated():
+        ddf = read(orders, server, catalog=workspace)
+        uc.revoke(uc.vended[vended]["access_key_id"])  # an hour before its expiry
+        with pytest.raises(spark_dask.DeltaError, match="cannot read the Delta table .*: the store refused it"):
+            ddf.compute()
+
+
 def test_no_token_or_credential_shows(spark, server, uc, client, workspace, orders, caplog):
     caplog.set_level(logging.DEBUG)
     vended = len(uc.vended)
