@@ -79,19 +79,29 @@ class StorageOptions(dict):
 
 
 def is_denied(error: BaseException) -> bool:
-    """Whether ``error`` is the store refusing the reader (a 403, a missing or wrong key):
-    azure-core raises a wrong Shared Key's 403 (``AuthorizationFailure``) as its
-    ``HttpResponseError`` with ``status_code`` 403.
+    """Whether ``error`` is the store refusing the reader (a 401 or 403: a missing, wrong
+    or expired credential). azure-core raises a wrong Shared Key's or an expired SAS's 403
+    (``AuthorizationFailure``) as its ``HttpResponseError`` with ``status_code`` 403;
+    gcsfs raises a 401 (an expired or wrong token) as its ``HttpError`` with ``code``
+    401, and a 403 as a plain ``OSError("Forbidden: ...")``.
 
     >>> class HttpResponseError(Exception):
     ...     status_code = 403
     >>> is_denied(HttpResponseError("AuthorizationFailure")), is_denied(PermissionError()), is_denied(KeyError("k"))
     (True, True, False)
+    >>> class HttpError(Exception):
+    ...     code = 401
+    >>> is_denied(HttpError("Invalid Credentials, 401")), is_denied(OSError("Forbidden: b/t/x")), is_denied(OSError("x"))
+    (True, True, False)
     """
     if isinstance(error, PermissionError) or type(error).__name__ in DENIED:
         return True
-    http = any(c.__name__ == "HttpResponseError" for c in type(error).__mro__)
-    return http and getattr(error, "status_code", None) in (401, 403)
+    if type(error) is OSError and str(error).startswith("Forbidden: "):  # gcsfs's 403
+        return True
+    names = {c.__name__ for c in type(error).__mro__}
+    if "HttpResponseError" in names:  # azure-core
+        return getattr(error, "status_code", None) in (401, 403)
+    return "HttpError" in names and getattr(error, "code", None) in (401, 403)  # gcsfs
 
 
 def _reason(error: BaseException) -> str:
@@ -123,19 +133,70 @@ def vended_options(base: dict, vended: dict) -> StorageOptions:
     >>> vended_options({"endpoint_url": "http://h:1"}, {"aws": ["AK", "S", "T"]})
     {'endpoint_url': 'http://h:1', 'key': '***', 'secret': '***', 'token': '***'}
     >>> vended_options({}, {"azure_sas": "sv=1&sig=x", "account_name": "acct"})
-    {'sas_token': '***', 'account_name': 'acct'}
+    {'account_name': 'acct', 'sas_token': '***'}
     """
     options = dict(base)
     if "aws" in vended:
         key, secret, token = vended["aws"]
         options.update(key=key, secret=secret, token=token)
     if "azure_sas" in vended:
-        options.update(sas_token=vended["azure_sas"], account_name=vended["account_name"])
+        options = azure_options(options, vended["azure_sas"], vended.get("account_name"))
     if "gcp_token" in vended:
-        from google.oauth2.credentials import Credentials  # gcsfs's own dependency
-
-        options["token"] = Credentials(vended["gcp_token"])
+        options["token"] = gcp_credentials(vended["gcp_token"])
     return StorageOptions(options)
+
+
+# adlfs options (and connection string parts) that adlfs prefers to a SAS: dropped where one is vended
+AZURE_CREDENTIALS = ("account_key", "credential")
+CONNECTION_CREDENTIALS = ("ACCOUNTKEY", "SHAREDACCESSSIGNATURE")
+
+
+def azure_options(base: dict, sas: str, account: str | None) -> dict:
+    """adlfs options that read with the SAS ``sas``, over ``base``: the storage account
+    the table's location names (``container@account.dfs.core.windows.net``), else
+    ``base``'s ``account_name`` (a location ``abfs://container/path`` names none); the SAS
+    as ``sas_token``, or inside ``base``'s ``connection_string`` where it has one (an
+    endpoint of its own: Azurite, a private endpoint), since adlfs then uses that string
+    alone. A key or credential of ``base`` is dropped: adlfs would prefer it to the SAS.
+
+    >>> azure_options({"account_key": "k"}, "sv=1&sig=x", "acct")
+    {'account_name': 'acct', 'sas_token': 'sv=1&sig=x'}
+    >>> azure_options({"account_name": "dev", "connection_string": "BlobEndpoint=http://h:1/dev;AccountKey=k;"}, "?sv=1", None)
+    {'account_name': 'dev', 'connection_string': 'BlobEndpoint=http://h:1/dev;SharedAccessSignature=sv=1'}
+    """
+    options = {k: v for k, v in base.items() if k not in AZURE_CREDENTIALS}
+    if account:
+        options["account_name"] = account
+    sas = sas.lstrip("?")
+    connection = options.get("connection_string")
+    if not connection:
+        options["sas_token"] = sas
+        return options
+    parts = [p for p in connection.split(";") if p and p.split("=", 1)[0].strip().upper() not in CONNECTION_CREDENTIALS]
+    options["connection_string"] = ";".join([*parts, f"SharedAccessSignature={sas}"])
+    return options
+
+
+def gcp_credentials(token: str):
+    """google-auth ``Credentials`` for an OAuth access token alone, for gcsfs's ``token``.
+
+    With no refresh token and no expiry, gcsfs uses them as they are and never asks
+    Google to refresh them: once they expire the store refuses them (a 401), and the
+    reader takes the renewed ones. Their repr is a digest of the token, not the object's
+    address: fsspec keys its instance cache by the options' repr, so every file read
+    with the same token shares one gcsfs filesystem instead of making (and keeping) its
+    own."""
+    import hashlib
+
+    from google.oauth2.credentials import Credentials  # gcsfs's own dependency
+
+    digest = hashlib.sha256(token.encode()).hexdigest()[:16]
+
+    class VendedToken(Credentials):
+        def __repr__(self) -> str:
+            return f"VendedToken(sha256:{digest})"
+
+    return VendedToken(token)
 
 
 class Lease:
@@ -207,4 +268,15 @@ def read_file(task: dict, plan: dict):
         return files.read_file(task, plan)
 
 
-__all__ = ["Lease", "StorageOptions", "access", "is_denied", "is_secret", "read_file", "redacted", "vended_options"]
+__all__ = [
+    "Lease",
+    "StorageOptions",
+    "access",
+    "azure_options",
+    "gcp_credentials",
+    "is_denied",
+    "is_secret",
+    "read_file",
+    "redacted",
+    "vended_options",
+]

@@ -18,6 +18,7 @@ import time
 import uuid
 import weakref
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from spark_dask.delta import stores, unity
 
@@ -49,18 +50,31 @@ def plain_credentials(answer: dict) -> tuple[dict, float]:
     >>> plain_credentials({"azure_user_delegation_sas": {"sas_token": "sv=1"}, "expiration_time": 0,
     ...     "url": "abfss://c@acct.dfs.core.windows.net/t"})
     ({'azure_sas': 'sv=1', 'account_name': 'acct'}, 0.0)
+    >>> plain_credentials({"azure_user_delegation_sas": {"sas_token": "sv=1"}, "url": "abfs://c/t@2024"})
+    ({'azure_sas': 'sv=1'}, 0.0)
     """
     expires = float(answer.get("expiration_time") or 0) / 1000
     if answer.get("aws_temp_credentials"):
         aws = answer["aws_temp_credentials"]
         return {"aws": [aws.get("access_key_id"), aws.get("secret_access_key"), aws.get("session_token")]}, expires
     if answer.get("azure_user_delegation_sas"):
-        url = answer.get("url") or ""
-        account = url.split("@", 1)[-1].split(".", 1)[0] if "@" in url else ""
-        return {"azure_sas": answer["azure_user_delegation_sas"].get("sas_token"), "account_name": account}, expires
+        vended = {"azure_sas": answer["azure_user_delegation_sas"].get("sas_token")}
+        account = azure_account(answer.get("url") or "")
+        return ({**vended, "account_name": account} if account else vended), expires
     if answer.get("gcp_oauth_token"):
         return {"gcp_token": answer["gcp_oauth_token"].get("oauth_token")}, expires
     raise unity.refusal("the catalog vended no credential this reader knows (AWS, Azure SAS or a GCP token)")
+
+
+def azure_account(url: str) -> str:
+    """The storage account an Azure location names, or "" where it names none (then the
+    caller's ``account_name`` option is the account).
+
+    >>> azure_account("abfss://c@acct.dfs.core.windows.net/t"), azure_account("abfs://c/t"), azure_account("abfs://c/a@b.c")
+    ('acct', '', '')
+    """
+    netloc = urlsplit(url).netloc
+    return netloc.split("@", 1)[1].split(".", 1)[0] if "@" in netloc else ""
 
 
 def renew_in(expires: float, vended_at: float, now: float) -> float:
@@ -152,4 +166,4 @@ def open_table(catalog: unity.Catalog, full_name: str, base_options: dict, clien
     return Vended(location, stores.vended_options(base_options, vended), lease)
 
 
-__all__ = ["CHECK_EVERY", "Renewer", "Vended", "open_table", "plain_credentials", "renew_in"]
+__all__ = ["CHECK_EVERY", "Renewer", "Vended", "azure_account", "open_table", "plain_credentials", "renew_in"]

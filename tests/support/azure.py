@@ -10,10 +10,13 @@ key is refused (403, ``AuthorizationFailure``), as by Azure.
         fs = server.filesystem()          # adlfs, with the account's key
         server.storage_options            # for read_delta(..., storage_options=...)
         server.url("t")                   # abfs://spark-dask/t
+        server.dfs_url("t")               # abfss://spark-dask@devstoreaccount1.dfs.core.windows.net/t
+        server.endpoint_options           # the endpoint without a key (a vended SAS reads)
 """
 
 from __future__ import annotations
 
+import datetime
 import os
 import shutil
 import tempfile
@@ -85,6 +88,22 @@ class AzuriteServer(Emulator):
     def options(self, key: str = KEY) -> dict:
         return {"account_name": ACCOUNT, "connection_string": self.connection_string(key)}
 
+    @property
+    def endpoint_options(self) -> dict:
+        """The account and this endpoint only, no credential: what a reader of vended SAS
+        tokens passes (adlfs reaches an ``http://`` endpoint through a connection string
+        only: its ``account_host`` is always https)."""
+        return {"account_name": ACCOUNT, "connection_string": f"BlobEndpoint={self.endpoint};"}
+
+    def container_sas(self, expiry: datetime.datetime, write: bool = False, container: str = CONTAINER) -> str:
+        """A service SAS for ``container`` signed with the account's key: read and list
+        (``write``: also write, create, add and delete) until ``expiry`` (Azurite checks
+        the signature and the expiry, to the second)."""
+        from azure.storage.blob import ContainerSasPermissions, generate_container_sas
+
+        permission = ContainerSasPermissions(read=True, list=True, write=write, create=write, add=write, delete=write)
+        return generate_container_sas(ACCOUNT, container, account_key=KEY, permission=permission, expiry=expiry)
+
     def filesystem(self, key: str = KEY):
         """A fresh adlfs filesystem on the server (not fsspec's cached instance)."""
         import adlfs
@@ -93,6 +112,12 @@ class AzuriteServer(Emulator):
 
     def url(self, *parts: str) -> str:
         return "abfs://" + "/".join([self.container, *parts])
+
+    def dfs_url(self, *parts: str) -> str:
+        """Databricks' form of a location: ``abfss://container@account.dfs.core.windows.net/...``
+        (adlfs reads it on this server too: the container from the URL, the endpoint from
+        the options' connection string)."""
+        return f"abfss://{self.container}@{ACCOUNT}.dfs.core.windows.net/" + "/".join(parts)
 
 
 __all__ = ["ACCOUNT", "AZURITE_DIR", "CONTAINER", "KEY", "AzuriteServer", "azurite_blob"]

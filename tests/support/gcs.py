@@ -75,6 +75,11 @@ class GcsServer(Emulator):
         """fsspec (gcsfs) options: this endpoint, anonymous (the emulator checks nothing)."""
         return {"endpoint_url": self.endpoint, "token": "anon"}
 
+    @property
+    def endpoint_options(self) -> dict:
+        """This endpoint only, no ``token``: what a reader of vended OAuth tokens passes."""
+        return {"endpoint_url": self.endpoint}
+
     def filesystem(self):
         """A fresh gcsfs filesystem on the server (not fsspec's cached instance)."""
         import gcsfs

@@ -1,7 +1,8 @@
 """A stand-in for Unity Catalog's REST API (Databricks', and the open-source server's) in
-front of moto's S3 server (:mod:`.s3`): a table's ``TableInfo``, and temporary table
-credentials ("credential vending") that are real, down-scoped and revocable credentials of
-moto's IAM, for tests of ``read_delta("catalog.schema.table")``.
+front of moto's S3 server (:mod:`.s3`), Azurite (:mod:`.azure`) or the GCS emulator
+(:mod:`.gcs`): a table's ``TableInfo``, and temporary table credentials ("credential
+vending") for tests of ``read_delta("catalog.schema.table")``: on S3, real, down-scoped and
+revocable credentials of moto's IAM; on Azure, a SAS that Azurite checks; on GCS, a token.
 
     with S3Server.start(log_dir) as s3, CatalogStandIn.start(s3, token="t0ken") as uc:
         uc.add_table("spark_catalog.sales.orders", s3.url("uc", "orders"))
@@ -17,14 +18,16 @@ a thread of the test process, answers
   OpenAPI spec's fields; a column mask and a row filter as Databricks shows them);
 - ``POST /api/2.1/unity-catalog/temporary-table-credentials`` and the same under
   ``/api/2.0/`` (Databricks documents 2.0 and its SDK calls it, the OSS server serves 2.1):
-  ``{"table_id", "operation"}`` gives ``aws_temp_credentials``, ``expiration_time`` (epoch
-  ms) and ``url`` (the table's location).
+  ``{"table_id", "operation"}`` gives, by the scheme of the table's location,
+  ``aws_temp_credentials`` (``s3://``), ``azure_user_delegation_sas`` (``abfss://``,
+  ``abfs://``, ``az://``) or ``gcp_oauth_token`` (``gs://``), with ``expiration_time``
+  (epoch ms) and ``url`` (the table's location).
 
 Every request needs ``Authorization: Bearer <token>`` (else 401 ``UNAUTHENTICATED``); an
 error's body is ``{"error_code", "message", "details": [google.rpc.ErrorInfo]}`` as both
 servers send it.
 
-Credentials: for each vend, an IAM role of its own whose only (inline) policy allows
+S3 credentials: for each vend, an IAM role of its own whose only (inline) policy allows
 reading the table (``s3:GetObject`` on ``<bucket>/<prefix>/*``; ``s3:ListBucket`` and
 ``s3:GetBucketLocation`` on the bucket; ``READ_WRITE`` adds ``s3:PutObject`` and
 ``s3:DeleteObject`` on the prefix; plus the operation names moto checks in place of those
@@ -35,11 +38,26 @@ assumed-role key by its role's policies but never look at the session's expiry, 
 request signed with those credentials (403 ``AccessDenied``), as AWS refuses an expired
 session. The role itself stays (moto looks a session's policies up through its role).
 
+Azure (``CatalogStandIn.start(s3, token, azure=AzuriteServer)``, ``s3`` may be None): a
+*service* SAS for the table's container signed with the account's key (read and list;
+``READ_WRITE`` adds write, create, add and delete), expiring after ``lifetime``.
+Databricks vends a *user delegation* SAS, which needs an OAuth token from Entra ID: Azurite
+grants those over HTTPS only, and the reader sees the same ``sas_token`` either way.
+Azurite checks the SAS's signature and expiry itself (403 ``AuthorizationFailure`` once it
+expired), so no timer revokes it, and :meth:`CatalogStandIn.revoke` cannot (a SAS is not
+revocable before its expiry without a stored access policy). A location is Databricks'
+``abfss://container@devstoreaccount1.dfs.core.windows.net/path`` or adlfs's
+``abfs://container/path``.
+
+GCS (always on): any ``gs://`` location gets ``gcp_oauth_token``, a made-up token
+(``ya29.`` and random hex): the emulator checks no credentials, so only the plumbing to
+gcsfs is tested, not a refusal or an expiry.
+
 What this approximates (not the real servers' behaviour):
 
 - the listing is not down-scoped: moto cannot evaluate AWS's ``s3:prefix`` condition, so
   the vended key may list the whole bucket, though it reads objects under the table's
-  prefix only;
+  prefix only; an Azure SAS is for the whole container (Azurite has no directory SAS);
 - the 403 when the metastore's ``external_access_enabled`` is off ("External access is not
   enabled on metastore ...") and the 400 ``INVALID_PARAMETER_VALUE`` for a table with a row
   filter or a column mask are our wording of what Databricks refuses; the 401's
@@ -47,7 +65,7 @@ What this approximates (not the real servers' behaviour):
 - one metastore, one principal (the token's), no catalogs or schemas as objects: a schema
   is granted ``EXTERNAL USE SCHEMA`` by name (:meth:`CatalogStandIn.grant_external_use`);
 - revocation is late by the timer's delay (milliseconds) and happens only while the
-  stand-in runs: :meth:`CatalogStandIn.stop` revokes every credential still valid.
+  stand-in runs: :meth:`CatalogStandIn.stop` revokes every S3 credential still valid.
 """
 
 from __future__ import annotations
@@ -57,12 +75,15 @@ import re
 import threading
 import time
 import uuid
+from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlsplit
 
 from botocore.exceptions import BotoCoreError, ClientError
 from distributed.utils import open_port
 
+from tests.support.azure import ACCOUNT as AZURE_ACCOUNT
+from tests.support.azure import AzuriteServer
 from tests.support.s3 import S3Server
 
 API = "/api/2.1/unity-catalog"
@@ -72,6 +93,7 @@ VEND_PATHS = (
 )
 DOMAIN = "unity-catalog.databricks.com"
 OPERATIONS = ("READ", "READ_WRITE")
+AZURE_SCHEMES = ("abfss", "abfs", "az")
 OWNER = "spark-dask-test@example.com"
 JOIN_TIMEOUT = 10  # seconds for the server's thread to end
 
@@ -165,17 +187,21 @@ def read_policy(location: str, operation: str) -> dict:
 
 
 class CatalogStandIn:
-    """A Unity Catalog stand-in serving at :attr:`url`, vending credentials of ``s3``.
+    """A Unity Catalog stand-in serving at :attr:`url`, vending credentials of ``s3``
+    (moto's IAM) for ``s3://`` locations, SAS tokens of ``azure`` (Azurite) for Azure
+    ones, and made-up tokens for ``gs://`` ones; a store given as None gets no credentials
+    (400 ``INVALID_PARAMETER_VALUE``, as for any other location).
 
     Attributes: ``url``; ``token`` (the one bearer token accepted); ``lifetime`` (seconds a
     vended credential lives, settable); ``external_access`` (the metastore's
     ``external_access_enabled``, default True); ``calls`` (``(method, path, JSON body or
     None)`` of every request, a body that is not JSON as its text, never its headers); ``vended`` (a dict per credential:
-    ``access_key_id``, ``expiration_time`` in epoch ms, ``table``, ``operation``);
-    ``revoked`` (the access key ids revoked, in order)."""
+    ``expiration_time`` in epoch ms, ``table``, ``operation``, and the credential:
+    ``access_key_id``, ``secret_access_key`` and ``session_token``; ``sas_token``; or
+    ``oauth_token``); ``revoked`` (the access key ids revoked, in order)."""
 
-    def __init__(self, s3: S3Server, token: str, lifetime: float = 3600.0):
-        self.s3, self.token, self.lifetime = s3, token, lifetime
+    def __init__(self, s3: S3Server | None, token: str, lifetime: float = 3600.0, azure: AzuriteServer | None = None):
+        self.s3, self.azure, self.token, self.lifetime = s3, azure, token, lifetime
         self.external_access = True
         self.calls: list[tuple[str, str, object]] = []
         self.vended: list[dict] = []
@@ -186,8 +212,9 @@ class CatalogStandIn:
         self._roles: dict[str, str] = {}  # access key id -> role, while not revoked
         self._timers: dict[str, threading.Timer] = {}
         self._lock = threading.Lock()
-        self._iam, self._sts = s3.admin_client("iam"), s3.admin_client("sts")
-        self._admin_arn = self._sts.get_caller_identity()["Arn"]
+        if s3 is not None:
+            self._iam, self._sts = s3.admin_client("iam"), s3.admin_client("sts")
+            self._admin_arn = self._sts.get_caller_identity()["Arn"]
         port = open_port("127.0.0.1")
         self._server = ThreadingHTTPServer(("127.0.0.1", port), _handler(self))
         self.url = f"http://127.0.0.1:{port}"
@@ -196,15 +223,19 @@ class CatalogStandIn:
         )
 
     @classmethod
-    def start(cls, s3: S3Server, token: str, lifetime: float = 3600.0) -> CatalogStandIn:
-        """Serve in a thread of this process; vend credentials of ``s3``'s moto."""
-        catalog = cls(s3, token, lifetime)
+    def start(
+        cls, s3: S3Server | None, token: str, lifetime: float = 3600.0, azure: AzuriteServer | None = None
+    ) -> CatalogStandIn:
+        """Serve in a thread of this process; vend credentials of ``s3``'s moto and of
+        ``azure``'s Azurite (either may be None)."""
+        catalog = cls(s3, token, lifetime, azure)
         catalog._thread.start()
         return catalog
 
     def stop(self) -> None:
         """Stop serving (the thread joined, :data:`JOIN_TIMEOUT` s at most), cancel the
-        revocation timers and revoke every credential still valid."""
+        revocation timers and revoke every S3 credential still valid (an Azure SAS stays
+        valid until its expiry)."""
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(JOIN_TIMEOUT)
@@ -333,12 +364,44 @@ class CatalogStandIn:
                 "INVALID_PARAMETER_VALUE",
                 "Credential vending is not supported for tables with row filters or column masks.",
             )
-        location = info["storage_location"]
-        if not location.startswith("s3://"):
-            raise CatalogError(400, "INVALID_PARAMETER_VALUE", f"Cannot vend credentials for location '{location}'.")
-        return {**self._credentials(info, operation), "url": location}
+        return {**self._credentials(info, operation), "url": info["storage_location"]}
 
     def _credentials(self, info: dict, operation: str) -> dict:
+        """The credentials for the store of the table's location, with their expiry."""
+        location = info["storage_location"]
+        scheme = urlsplit(location).scheme
+        if scheme == "s3" and self.s3 is not None:
+            return self._aws(info, operation)
+        if scheme in AZURE_SCHEMES and self.azure is not None:
+            return self._azure(info, operation)
+        if scheme == "gs":
+            return self._gcp(info, operation)
+        raise CatalogError(400, "INVALID_PARAMETER_VALUE", f"Cannot vend credentials for location '{location}'.")
+
+    def _record(self, info: dict, operation: str, expiration: int, **credential) -> None:
+        with self._lock:
+            self.vended.append(
+                {**credential, "expiration_time": expiration, "table": info["full_name"], "operation": operation}
+            )
+
+    def _azure(self, info: dict, operation: str) -> dict:
+        """A service SAS for the location's container, expiring after ``lifetime``
+        (whole seconds: a SAS's expiry has no fraction)."""
+        container = azure_container(info["storage_location"])
+        expiry = (datetime.now(timezone.utc) + timedelta(seconds=self.lifetime)).replace(microsecond=0)
+        sas = self.azure.container_sas(expiry, write=operation == "READ_WRITE", container=container)
+        expiration = int(expiry.timestamp() * 1000)
+        self._record(info, operation, expiration, sas_token=sas)
+        return {"azure_user_delegation_sas": {"sas_token": sas}, "expiration_time": expiration}
+
+    def _gcp(self, info: dict, operation: str) -> dict:
+        """A made-up OAuth access token (the emulator checks none)."""
+        token = f"ya29.{uuid.uuid4().hex}"
+        expiration = int((time.time() + self.lifetime) * 1000)
+        self._record(info, operation, expiration, oauth_token=token)
+        return {"gcp_oauth_token": {"oauth_token": token}, "expiration_time": expiration}
+
+    def _aws(self, info: dict, operation: str) -> dict:
         """A role allowed ``read_policy``, assumed; its revocation timed for expiry."""
         role = f"uc-{uuid.uuid4().hex}"
         trust = {
@@ -357,16 +420,14 @@ class CatalogStandIn:
         with self._lock:
             self._roles[key] = role
             self._timers[key] = timer
-            self.vended.append(
-                {
-                    "access_key_id": key,
-                    "secret_access_key": creds["SecretAccessKey"],  # for the tests' leak checks
-                    "session_token": creds["SessionToken"],
-                    "expiration_time": expiration,
-                    "table": info["full_name"],
-                    "operation": operation,
-                }
-            )
+        self._record(
+            info,
+            operation,
+            expiration,
+            access_key_id=key,
+            secret_access_key=creds["SecretAccessKey"],  # for the tests' leak checks
+            session_token=creds["SessionToken"],
+        )
         timer.start()
         return {
             "aws_temp_credentials": {
@@ -400,6 +461,18 @@ class CatalogStandIn:
             raise CatalogError(404, "ENDPOINT_NOT_FOUND", f"No API found for '{method} {path}'")
         except CatalogError as e:
             return e.status, e.body()
+
+
+def azure_container(location: str) -> str:
+    """The container of an Azure location on Azurite: ``abfss://container@account.dfs.core.windows.net/path``
+    (Databricks' form; the account must be Azurite's) or ``abfs://container/path``."""
+    netloc = urlsplit(location).netloc
+    if "@" not in netloc:
+        return netloc
+    container, host = netloc.split("@", 1)
+    if host.split(".", 1)[0] != AZURE_ACCOUNT:
+        raise CatalogError(400, "INVALID_PARAMETER_VALUE", f"Cannot vend credentials for location '{location}'.")
+    return container
 
 
 def _parts(full_name: str) -> tuple[str, str, str]:
@@ -444,4 +517,4 @@ def _handler(catalog: CatalogStandIn) -> type:
     return Handler
 
 
-__all__ = ["CatalogError", "CatalogStandIn", "column_info", "read_policy"]
+__all__ = ["CatalogError", "CatalogStandIn", "azure_container", "column_info", "read_policy"]
