@@ -223,10 +223,19 @@ class Lease:
         return f"Lease({self.name!r}, {self.base!r})"
 
     def current(self) -> dict:
-        """The credentials now published: ``{"vended": {...}, "expires": epoch s}``."""
+        """The credentials now published: ``{"vended": {...}, "expires": epoch s}``; none
+        on this scheduler (a frame computed on another cluster than it was read on, or
+        after the driver that renewed them went away) is one line."""
         from distributed import Variable, get_client
 
-        return Variable(self.name, client=get_client()).get(timeout=self.WAIT)
+        try:
+            return Variable(self.name, client=get_client()).get(timeout=self.WAIT)
+        except TimeoutError:
+            raise DeltaError(
+                "spark-dask: the credentials Unity Catalog vended for this read are not on this Dask "
+                f"scheduler ({self.WAIT:g} s waited): compute the DataFrame on the cluster it was read on, "
+                "while the process that read it runs, or read the table again"
+            ) from None
 
     def renewed(self, held: dict) -> dict | None:
         """Credentials other than ``held`` once the driver renewed them, where ``held``

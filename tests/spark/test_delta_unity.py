@@ -336,6 +336,38 @@ def test_a_credential_revoked_before_its_expiry_is_a_refusal(spark, server, uc, 
             ddf.compute()
 
 
+def leases(ddf) -> list:
+    """The credential leases the frame's read holds (in its expression's operands)."""
+    from spark_dask.delta import stores
+
+    found, todo = [], [op for node in ddf.expr.walk() for op in node.operands]
+    while todo:
+        value = todo.pop()
+        if isinstance(value, stores.Lease):
+            found.append(value)
+        elif isinstance(value, dict):
+            todo += list(value.values())
+        elif isinstance(value, (list, tuple)):
+            todo += list(value)
+    return found
+
+
+def test_a_frame_computed_where_its_credentials_are_not_is_one_line(
+    spark, server, uc, client, workspace, orders, monkeypatch
+):
+    from distributed import Variable
+
+    from spark_dask.delta import stores
+
+    monkeypatch.setattr(stores.Lease, "WAIT", 2.0)  # shipped by value: the workers' too
+    with server.authenticated():
+        ddf = read(orders, server, catalog=workspace)
+        (lease,) = set(leases(ddf))
+        Variable(lease.name, client=client).delete()  # as on another scheduler
+        with pytest.raises(spark_dask.DeltaError, match="not on this Dask scheduler"):
+            ddf.compute()
+
+
 def test_no_token_or_credential_shows(spark, server, uc, client, workspace, orders, caplog):
     caplog.set_level(logging.DEBUG)
     vended = len(uc.vended)
