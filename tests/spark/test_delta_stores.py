@@ -32,22 +32,15 @@ import pytest
 
 import spark_dask
 from tests.support import delta_tables
-from tests.support.extras import needs
-from tests.support.s3 import S3Server
+from tests.support.s3 import NO_METADATA, S3Server
 from tests.support.stores import ordered, publish, sparks
 
 pytestmark = [pytest.mark.core, pytest.mark.spark, pytest.mark.timeout(600)]
 
-# botocore without credentials asks the EC2 instance metadata service (a link-local
-# address) for them: never from a test
-NO_METADATA = {"AWS_EC2_METADATA_DISABLED": "true"}
-
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    needs("s3fs", "test-core")
-    needs("moto", "test-core")
-    with S3Server.start(str(tmp_path_factory.mktemp("moto"))) as s:
+    with S3Server.for_module(tmp_path_factory) as s:
         yield s
 
 

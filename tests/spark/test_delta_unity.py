@@ -37,15 +37,13 @@ import spark_dask
 from spark_dask.delta import read as delta_read
 from tests.spark.test_delta_filters import ZONE, filters_table, random_filters, refused, sql_condition
 from tests.support import delta_tables
-from tests.support.extras import needs
 from tests.support.processes import wait_until
-from tests.support.s3 import S3Server
+from tests.support.s3 import NO_METADATA, S3Server
 from tests.support.stores import ordered, plain, publish
 from tests.support.unity_catalog import CatalogStandIn
 
 pytestmark = [pytest.mark.core, pytest.mark.spark, pytest.mark.timeout(600)]
 
-NO_METADATA = {"AWS_EC2_METADATA_DISABLED": "true"}
 SCHEMA = "spark_catalog.uc_sales"
 FILTER_CASES = 24
 COLUMNS = [("id", "bigint"), ("g", "string"), ("val", "double")]  # delta_tables.write_dv's
@@ -53,10 +51,7 @@ COLUMNS = [("id", "bigint"), ("g", "string"), ("val", "double")]  # delta_tables
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    needs("s3fs", "test-core")
-    needs("moto", "test-core")
-    needs("databricks.sdk", "test-core")
-    with S3Server.start(str(tmp_path_factory.mktemp("moto-uc"))) as s:
+    with S3Server.for_module(tmp_path_factory, "databricks.sdk") as s:
         yield s
 
 

@@ -26,6 +26,9 @@ from dataclasses import dataclass, field
 
 from tests.support.stores import Emulator, port_and_log, spawn
 
+# botocore without credentials asks the EC2 instance metadata service (a link-local
+# address) for them: never from a test
+NO_METADATA = {"AWS_EC2_METADATA_DISABLED": "true"}
 BUCKET = "spark-dask"
 REGION = "us-east-1"
 USER = "spark-dask-test"
@@ -44,6 +47,18 @@ class S3Server(Emulator):
     keys: dict = field(default_factory=dict)
     admin_key: str = ""
     admin_secret: str = ""
+
+    @classmethod
+    @contextlib.contextmanager
+    def for_module(cls, tmp_path_factory, *modules: str):
+        """A server for a test module, its log in a fresh temporary folder; skips (under
+        CI: fails) without the test-core extra's moto and s3fs, or ``modules``."""
+        from tests.support.extras import needs
+
+        for module in ("s3fs", "moto", *modules):
+            needs(module, "test-core")
+        with cls.start(str(tmp_path_factory.mktemp("moto"))) as server:
+            yield server
 
     @classmethod
     def start(cls, log_dir: str | None = None) -> S3Server:
