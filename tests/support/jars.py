@@ -1,14 +1,14 @@
 """Spark's own artifacts from Maven Central that some tests load, pinned and checked.
 
 pyspark's pip package carries Spark's jars but not these: the Spark Connect server for
-Spark 3.5 (pyspark 4 ships its own), Delta Lake's Spark connector (for Spark 3.5 and 4.0)
-and the RAPIDS Accelerator, which the tests load (:data:`TESTS`), and Hadoop's S3A
-filesystem (``s3a://``), which only ``python -m benchmarks.delta``'s S3 runs load.
+Spark 3.5 (pyspark 4 ships its own), Delta Lake's Spark connector (for Spark 3.5 and 4.0),
+the RAPIDS Accelerator and YARN's daemons (``yarn-3.3``: tests/support/yarn.py), which
+the tests load (:data:`TESTS`), and Hadoop's S3A filesystem (``s3a://``), which only ``python -m benchmarks.delta``'s S3 runs load.
 ``tests/run-all.sh`` fetches the tests' once into a cache outside the repository; the
 tests that need one ask :func:`require` for its path (a skip locally when it is absent, a
 failure under CI)::
 
-    python -m tests.support.jars fetch            # the tests' groups (about 630 MB, once)
+    python -m tests.support.jars fetch            # the tests' groups (about 670 MB, once)
     python -m tests.support.jars fetch s3a-3.5    # one group
     python -m tests.support.jars path rapids-3.5  # where a group's jars are
 
@@ -56,10 +56,18 @@ JARS = {
     "rapids-3.5": [
         ("com.nvidia", "rapids-4-spark_2.12", "25.04.0", "8441bfcb8211ca12b2ed0f0bb853b1c3986ea6e2"),
     ],
+    # a YARN ResourceManager and NodeManagers (tests/support/yarn.py): Hadoop's shaded
+    # minicluster jar of pyspark 3.5.5's Hadoop (3.3.4) and the BouncyCastle it leaves out
+    # (hadoop-project-3.3.4.pom's bouncycastle.version; the RM's ProxyCA needs both)
+    "yarn-3.3": [
+        ("org.apache.hadoop", "hadoop-client-minicluster", "3.3.4", "85a4188e940bfe5e2661363f998fe1f37ec07831"),
+        ("org.bouncycastle", "bcprov-jdk15on", "1.60", "bd47ad3bd14b8e82595c7adaa143501e60842a84"),
+        ("org.bouncycastle", "bcpkix-jdk15on", "1.60", "d0c46320fbc07be3a24eb13a56cee4e3d38e0c75"),
+    ],
 }
 
 # The groups the tests load: what ``fetch`` with no group names fetches (tests/run-all.sh).
-TESTS = ("connect-3.5", "delta-3.5", "delta-4.0", "rapids-3.5")
+TESTS = ("connect-3.5", "delta-3.5", "delta-4.0", "rapids-3.5", "yarn-3.3")
 
 
 def cache_dir() -> str:
