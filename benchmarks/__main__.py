@@ -9,6 +9,8 @@ python -m benchmarks delta-log [options]: replaying a 10,000-commit Delta log ag
 Spark's snapshot (``benchmarks/delta_log.py``). python -m benchmarks soak
 [--minutes N --seed S]: a chaos soak on the multi-host cluster (``benchmarks/soak.py``). python -m benchmarks
 scale [options]: 2 to 64 workers, 2 and 8 hosts (``benchmarks/scale.py``). python -m benchmarks
+handoff-parts [options]: the hand-off's driver work as workers and partitions grow
+(``benchmarks/handoff_parts.py``). python -m benchmarks
 mlflow [options]: what the MLflow sampler costs a running workload (``benchmarks/mlflow.py``)."""
 
 import sys
@@ -20,6 +22,10 @@ if args[:1] == ["handoff"] and any(multihost.parse(a.split("=", 1)[-1]) for a in
     multihost.handoff_main(args[1:])  # --master hosts:WxC: only the hand-off across the hosts
 elif args[:1] == ["handoff"]:
     handoff.main(args[1:])
+elif args[:1] == ["handoff-parts"]:
+    from benchmarks import handoff_parts
+
+    handoff_parts.main(args[1:])
 elif args[:1] == ["delta"]:
     delta.main(args[1:])
 elif args[:1] == ["delta-log"]:

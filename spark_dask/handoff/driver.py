@@ -38,6 +38,7 @@ from spark_dask.handoff import files, transfer
 from spark_dask.handoff.files import (
     NO_BYTE_LIMIT,
     byte_limit_is_redundant,
+    host_workers,
     load_key,
     ordered_parts,
     read_parts,
@@ -518,8 +519,8 @@ def to_spark(ddf, spark=None, *, client=None, schema=None, checkpoint: bool = Fa
         if not parts_spec:
             transfers.remove_now(tid)
             return spark.createDataFrame([], struct)
-        spec = {"schema": schema_bytes, "parts": parts_spec, "scheduler": cluster.scheduler_address,
-                "tls": _spec_tls(cluster)}  # fmt: skip
+        spec = {"schema": schema_bytes, "parts": parts_spec, "workers": host_workers(hosts),
+                "scheduler": cluster.scheduler_address, "tls": _spec_tls(cluster)}  # fmt: skip
         ids = frames.preferred_host_ids(spark, [p["spark_host"] for p in parts_spec])
         out = _read_job(spark, ids, struct, transfer.spark_reader(spec), cpu_only, f"{cluster.tag}-to-spark-{tid}",
                         f"spark-dask: to_spark <- {cluster.tag}", checkpoint)  # fmt: skip

@@ -114,20 +114,26 @@ def host_table(workers: dict[str, dict]) -> dict[str, dict]:
 def read_parts(written: list[dict], hosts: dict[str, dict]) -> list[dict]:
     """The partition files a Dask → Spark transfer's read tasks get, in order: each
     with the executor host Spark should run its task on (``spark_host``, None when
-    unknown) and the Dask workers of its machine (``workers``: the fallback when Spark
-    runs the task elsewhere streams the file from one of them, no scheduler call).
+    unknown). The Dask workers of each file's machine are the transfer's
+    :func:`host_workers`, named once per machine: every read task gets the whole list
+    of files, which would otherwise repeat them for each file.
 
     >>> read_parts([{"partition": 0, "hostname": "a", "path": "/l/p0"}, {"partition": 1, "hostname": "a", "path": None}],
     ...            {"a": {"spark_host": "10.0.0.5", "workers": ["tls://10.0.0.5:1"]}})
-    [{'partition': 0, 'hostname': 'a', 'path': '/l/p0', 'spark_host': '10.0.0.5', 'workers': ['tls://10.0.0.5:1']}]
+    [{'partition': 0, 'hostname': 'a', 'path': '/l/p0', 'spark_host': '10.0.0.5'}]
     """
-    out = []
-    for w in written:
-        if not w["path"]:
-            continue
-        host = hosts.get(w["hostname"], {})
-        out.append({**w, "spark_host": host.get("spark_host"), "workers": list(host.get("workers", []))})
-    return out
+    return [{**w, "spark_host": hosts.get(w["hostname"], {}).get("spark_host")} for w in written if w["path"]]
+
+
+def host_workers(hosts: dict[str, dict]) -> dict[str, list[str]]:
+    """The Dask workers of each machine (:func:`host_table`): where a Dask → Spark read
+    task that Spark ran away from its file's machine streams the file from (no
+    scheduler call per file).
+
+    >>> host_workers({"a": {"spark_host": "10.0.0.5", "workers": ["tls://10.0.0.5:1"]}})
+    {'a': ['tls://10.0.0.5:1']}
+    """
+    return {name: list(h.get("workers", [])) for name, h in hosts.items()}
 
 
 def push_target(partition: int, hosts: dict[str, dict]) -> tuple[str, str]:

@@ -179,10 +179,11 @@ def _stream(links: Links, address: str, path: str):
 
 
 def _addresses(links: Links, part: dict) -> Iterator[str]:
-    """The workers of the file's machine: the transfer's spec names them (no scheduler
+    """The workers of the file's machine: the transfer's spec names them, once per
+    machine (``workers``: :func:`~spark_dask.handoff.files.host_workers`; no scheduler
     call per file); the scheduler's are asked for only when none of those answers (a
     worker of that machine restarted since)."""
-    listed = list(part.get("workers") or [])
+    listed = list((links.spec.get("workers") or {}).get(part["hostname"]) or [])
 
     async def now():
         from distributed.core import rpc

@@ -40,23 +40,36 @@ def column(name: str):
 def preferred_host_ids(spark, hosts: list[str | None]):
     """A DataFrame of one partition per host of ``hosts``, partition ``i`` holding the
     number ``i`` (column ``id``). Classic sessions: partitions that prefer their host, as
-    Spark names it (``SparkContext.makeRDD`` of ``(i, [host])`` pairs), so Spark runs
-    each task there (after ``spark.locality.wait`` without a free slot there,
-    elsewhere). Spark Connect, which has no RDDs, and hosts that are unknown:
+    Spark names it (``SparkContext.makeRDD`` of ``(0, [host])`` pairs, see
+    :func:`_host_pairs`; the number is ``spark_partition_id()``, the index of the
+    partition it is computed in, which a later ``coalesce`` leaves as it is), so Spark
+    runs each task there (after ``spark.locality.wait`` without a free slot
+    there, elsewhere). Spark Connect, which has no RDDs, and hosts that are unknown:
     ``spark.range(n)``, each task wherever Spark has a slot."""
     n = len(hosts)
-    if not compat.jvm_reachable(spark) or not all(hosts):
+    if not compat.jvm_reachable(spark) or not all(h and "\n" not in h for h in hosts):
         return spark.range(0, n, 1, n)
     from pyspark.sql import DataFrame
 
     jvm = spark.sparkContext._jvm
-    seq = jvm.org.apache.spark.api.python.PythonUtils.toSeq
     integer = jvm.scala.reflect.ClassTag.apply(jvm.java.lang.Class.forName("java.lang.Integer"))
-    rdd = spark.sparkContext._jsc.sc().makeRDD(
-        seq([jvm.scala.Tuple2(i, seq([h])) for i, h in enumerate(hosts)]), integer
-    )
-    ids = spark._jsparkSession.createDataset(rdd, jvm.org.apache.spark.sql.Encoders.INT())
-    return DataFrame(ids.toDF(seq(["id"])), spark)
+    rdd = spark.sparkContext._jsc.sc().makeRDD(_host_pairs(jvm, hosts), integer)
+    values = spark._jsparkSession.createDataset(rdd, jvm.org.apache.spark.sql.Encoders.INT())
+    return DataFrame(values.toDF(), spark).selectExpr("spark_partition_id() AS id")
+
+
+def _host_pairs(jvm, hosts: list[str]):
+    """The Scala ``Seq`` of ``(0, Seq(host))`` for each of ``hosts`` (no newline in a
+    name), made with py4j calls per distinct host, not per partition: one pair per
+    host, and the names go to the JVM as one string, mapped to their pairs there
+    (a Scala ``Map`` is a function)."""
+    utils = jvm.org.apache.spark.api.python.PythonUtils
+    pairs = jvm.java.util.HashMap()
+    for host in set(hosts):
+        pairs.put(host, jvm.scala.Tuple2(0, utils.toSeq([host])))
+    names = jvm.java.util.regex.Pattern.compile("\n").splitAsStream("\n".join(hosts))
+    names = names.collect(jvm.java.util.stream.Collectors.toList())
+    return utils.toSeq(names).iterator().map(utils.toScalaMap(pairs)).toList()
 
 
 def jvm_arrow_rdd(df, tz: str, large: bool, rows_per_batch: int):

@@ -386,6 +386,44 @@ def test_to_spark_reads_where_the_files_are(spark, client, caplog):
     assert not [r for r in caplog.records if "across hosts" in r.getMessage()]
 
 
+def py4j_calls(fn):
+    """``(fn(), how many py4j calls it made)``: this thread's (the running cluster's
+    watches make their own)."""
+    import py4j.clientserver
+    import py4j.java_gateway
+
+    calls, me = [], threading.get_ident()
+
+    def counting(send):
+        return lambda self, *a, **k: calls.append(threading.get_ident() == me) or send(self, *a, **k)
+
+    with pytest.MonkeyPatch.context() as mp:
+        for cls in (py4j.clientserver.ClientServerConnection, py4j.java_gateway.GatewayConnection):
+            mp.setattr(cls, "send_command", counting(cls.send_command))
+        return_value = fn()
+    return return_value, sum(calls)
+
+
+@pytest.mark.core
+def test_the_read_jobs_placement_costs_py4j_calls_per_host_not_per_partition(spark):
+    """Issue 70, point 5: the partitions of to_spark's read job, each preferring its
+    file's host, were made with several py4j calls per partition (about 1 ms each on
+    the driver); now per distinct host. Partition i still holds the number i and
+    prefers hosts[i]."""
+    from spark_dask.spark import frames
+
+    frames.preferred_host_ids(spark, ["h0"])  # py4j's first lookups
+    hosts = [f"h{i % 3}" for i in range(300)]
+    few, few_calls = py4j_calls(lambda: frames.preferred_host_ids(spark, hosts[:6]))
+    many, many_calls = py4j_calls(lambda: frames.preferred_host_ids(spark, hosts))
+    assert few_calls == many_calls < 300, (few_calls, many_calls)  # was 7 a partition
+    assert few.rdd.glom().map(lambda rows: [r.id for r in rows]).collect() == [[i] for i in range(6)]
+    jsc = spark.sparkContext._jsc.sc()
+    for ids, n in ((few, 6), (many, 300)):
+        rdd = ids._jdf.queryExecution().toRdd()
+        assert [jsc.getPreferredLocs(rdd, i).mkString(",") for i in range(n)] == hosts[:n]
+
+
 @pytest.mark.core
 def test_a_named_index_and_a_named_series_become_columns(spark, client):
     """Issue 42, point 5: a groupby result's key (its index) was dropped without a word,

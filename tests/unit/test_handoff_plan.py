@@ -180,9 +180,10 @@ def test_host_table_and_push_targets():
         [{"partition": 0, "hostname": "b", "path": "/b/7/p0"}, {"partition": 1, "hostname": "a", "path": None},
          {"partition": 2, "hostname": "a", "path": "/a/3/p2"}], hosts,
     )  # fmt: skip
-    assert [(p["partition"], p["spark_host"], p["workers"]) for p in parts] == [
-        (0, "10.0.0.2", ["tls://10.0.0.2:7"]), (2, "10.0.0.1", ["tls://10.0.0.1:3", "tls://10.0.0.1:9"]),
-    ]  # fmt: skip
+    assert [(p["partition"], p["spark_host"]) for p in parts] == [(0, "10.0.0.2"), (2, "10.0.0.1")]
+    # the workers of each machine: once per machine, not once per file (issue 70, point 5)
+    assert not any("workers" in p for p in parts)
+    assert files.host_workers(hosts) == {"a": ["tls://10.0.0.1:3", "tls://10.0.0.1:9"], "b": ["tls://10.0.0.2:7"]}
     assert [files.push_target(p, hosts) for p in range(4)] == [
         ("a", "tls://10.0.0.1:3"), ("a", "tls://10.0.0.1:9"), ("b", "tls://10.0.0.2:7"), ("a", "tls://10.0.0.1:3"),
     ]  # fmt: skip

@@ -200,8 +200,8 @@ def test_a_worker_rpc_of_a_transfer_is_bounded(monkeypatch):
     # nothing: bounded, then the scheduler's workers of that machine (silent too): bounded
     with socket.create_server(("127.0.0.1", 0)) as silent:
         address = f"tcp://127.0.0.1:{silent.getsockname()[1]}"
-        part = {"ip": "127.0.0.1", "path": "/x/part-0.arrow", "hostname": "h9", "workers": [address]}
-        links = handoff_task.Links({"scheduler": address})
+        part = {"ip": "127.0.0.1", "path": "/x/part-0.arrow", "hostname": "h9"}
+        links = handoff_task.Links({"scheduler": address, "workers": {"h9": [address]}})
         t0 = time.monotonic()
         try:
             with pytest.raises(HandoffError, match="the Dask scheduler did not answer (the request identity )?within"):
