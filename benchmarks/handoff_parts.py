@@ -150,17 +150,10 @@ def run_parts(spark, n: int, p: int, rows: int, counts: Counts) -> list[dict]:
 
 
 def session(master: str):
-    from pyspark.sql import SparkSession
+    """The tests' quiet, UI-less session (tests/support/spark.py), its local dirs apart."""
+    from tests.support.spark import make_spark
 
-    spark = (
-        SparkSession.builder.master(master)
-        .appName("spark-dask-handoff-parts")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
-        .config("spark.local.dir", tempfile.mkdtemp(prefix="spark-dask-handoff-parts-"))
-        .getOrCreate()
-    )
+    spark = make_spark(master, **{"spark.local.dir": tempfile.mkdtemp(prefix="spark-dask-handoff-parts-")})
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
