@@ -127,13 +127,15 @@ def read_delta(
     import fsspec
 
     storage_options = stores.StorageOptions(storage_options or {})  # its repr hides the credentials
+    session = _session(spark)  # None without one: UTC, no ANSI mode, a name as written
+    key = lineage.table_key(source, session)
     files_at, readers_options = file_source(source), storage_options
     if is_table_name(source):
-        vended = vended_table(source, catalog, storage_options, spark, client, strict=via == "files")
+        vended = vended_table(source, key, catalog, storage_options, client, strict=via == "files")
         if vended is None:
             return read_with_spark(source, version, timestamp, columns, filters, spark, client, backend)
         files_at, storage_options, readers_options = vended.location, vended.options, vended.lease
-    tz = _time_zone(spark)
+    tz = _time_zone(session)
     with stores.access(source, "the driver"):  # gcsfs refuses missing credentials as the filesystem is made
         fs, root = fsspec.core.url_to_fs(files_at, **storage_options)
         root = root.rstrip("/")
@@ -147,19 +149,20 @@ def read_delta(
     features.check(why, source)
     location = files_at.rstrip("/") if "://" in files_at else root  # what the workers open
     ddf = read_files(
-        snapshot, location, columns, filters, readers_options, tz, client, backend, ansi=session_ansi(spark)
+        snapshot, location, columns, filters, readers_options, tz, client, backend, ansi=session_ansi(session)
     )
-    return lineage.remember(ddf, lineage.table_key(source, _session(spark)), snapshot.version)
+    return lineage.remember(ddf, key, snapshot.version)
 
 
-def vended_table(source: str, catalog, storage_options, spark, client, strict: bool):
-    """The table named ``source`` with the credentials Unity Catalog vends for it
+def vended_table(source: str, key: str, catalog, storage_options, client, strict: bool):
+    """The table named ``source`` (``key``: :func:`lineage.table_key`, qualified with the
+    session's catalog and schema) with the credentials Unity Catalog vends for it
     (:func:`spark_dask.delta.vending.open_table`), or None: read it through Spark (with
     one warning saying why, where a catalog was asked). ``strict`` (``via="files"``):
     a :class:`DeltaError` instead."""
     found, why = unity.connect(catalog)
     missing = ""
-    full_name = lineage.table_key(source, _session(spark))[len("table:") :]
+    full_name = key[len("table:") :]
     if found is not None and full_name.count(".") != 2:
         found, why = None, "a name of fewer than three parts needs a Spark session's current catalog and schema"
     if found is not None:
@@ -191,6 +194,7 @@ def vending_refusal_message(source: str, why: str, missing: str) -> str:
 
 
 def _session(spark):
+    """``spark``, else the active session, else None (no pyspark, or no session)."""
     try:
         return active_session(spark)
     except (ImportError, PlanError):
@@ -225,20 +229,17 @@ def _check_arguments(source, version, timestamp, columns, via) -> None:
 
 
 def _time_zone(spark) -> str:
+    spark = _session(spark)
     if spark is None:
-        try:
-            spark = active_session()
-        except (ImportError, PlanError):
-            return "UTC"
+        return "UTC"
     return conf(spark, "spark.sql.session.timeZone", "UTC", sql=True) or "UTC"
 
 
 def session_ansi(spark) -> bool | None:
     """Whether ``spark`` (the active session when None) compares by Spark's ANSI rules
     (:func:`spark_dask.delta.ansi.ansi_mode`); None without a session."""
-    try:
-        spark = active_session(spark)
-    except (ImportError, PlanError):
+    spark = _session(spark)
+    if spark is None:
         return None
     try:
         version = spark_version(spark)

@@ -255,7 +255,7 @@ class Lease:
         store refuses them because they expired, again with the renewed ones."""
         held = self.current()
         try:
-            return files.read_file(task, {**plan, "storage_options": vended_options(self.base, held["vended"])})
+            return self.read_with(held, task, plan)
         except Exception as e:
             if not is_denied(e):
                 raise
@@ -264,7 +264,11 @@ class Lease:
                 with access(plan["root"], who):
                     raise
         with access(plan["root"], who):
-            return files.read_file(task, {**plan, "storage_options": vended_options(self.base, fresh["vended"])})
+            return self.read_with(fresh, task, plan)
+
+    def read_with(self, published: dict, task: dict, plan: dict):
+        """The file read with the credentials ``published`` (:meth:`current`'s)."""
+        return files.read_file(task, {**plan, "storage_options": vended_options(self.base, published["vended"])})
 
 
 def read_file(task: dict, plan: dict):

@@ -118,23 +118,25 @@ class Renewer:
     def stop(self) -> None:
         self.stopped.set()
 
+    def due_in(self) -> float:
+        """Seconds until the next renewal (:func:`renew_in`; 0.5 once due)."""
+        return renew_in(self.expires, self.vended_at, time.time())
+
     def run(self) -> None:
-        wait = renew_in(self.expires, self.vended_at, time.time())
-        while not self.stopped.wait(min(wait, CHECK_EVERY)):
+        wait = self.due_in()
+        while not self.stopped.wait(min(wait, CHECK_EVERY)):  # wakes at least to look at the client
             if self.client.status in ("closing", "closed"):
                 return
-            wait = renew_in(self.expires, self.vended_at, time.time())
-            if wait > 0.5:
-                continue  # woke to look at the client only
-            try:
-                self.vend()
-            except Exception as e:  # noqa: BLE001 - kept trying: the catalog may answer again
-                logger.warning(
-                    "spark-dask: renewing the credentials for %s failed (%s), trying again", self.full_name, e
-                )
-                wait = RETRY_AFTER
-                continue
-            wait = renew_in(self.expires, self.vended_at, time.time())
+            if self.due_in() <= 0.5:
+                try:
+                    self.vend()
+                except Exception as e:  # noqa: BLE001 - kept trying: the catalog may answer again
+                    logger.warning(
+                        "spark-dask: renewing the credentials for %s failed (%s), trying again", self.full_name, e
+                    )
+                    wait = RETRY_AFTER
+                    continue
+            wait = self.due_in()
         self._forget()
 
     def _forget(self) -> None:
@@ -150,8 +152,8 @@ class Renewer:
 def open_table(catalog: unity.Catalog, full_name: str, base_options: dict, client) -> Vended:
     """The table ``full_name`` for the file reader: its ``TableInfo`` checked
     (:func:`unity.spark_only`), read credentials vended and published, a renewer
-    started. :func:`unity.refusal` (a :class:`~spark_dask.DeltaError`) where the catalog refuses or the table must go
-    through Spark."""
+    started. :func:`unity.refusal` (a :class:`~spark_dask.DeltaError`) where the
+    catalog refuses or the table must go through Spark."""
     info = catalog.table(full_name)
     why = unity.spark_only(info)
     if why:
