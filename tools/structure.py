@@ -40,13 +40,27 @@ What is measured on every module under ``spark_dask/`` (subpackages included):
   tasks) import ``pyspark`` or ``py4j``, at module level or inside a function. The rest
   of the package asks ``spark/`` (a version quirk: ``spark/compat.py``).
 
+- the layering of the package's rooms: a room is one top-level module (``cluster.py``:
+  room ``cluster``), one top-level subpackage taken whole (``gangs/...``: room
+  ``gangs/``) or the package's own ``__init__`` (room ``__init__``). Room A imports room B
+  when a module of A imports one of B (the imports of the cycles above, every kind; an
+  import of a subpackage's ``__init__`` is one of its room). Measured: the room cycles
+  (each strongly connected group of two or more rooms, shown as one shortest cycle
+  through its first room, and its rooms) and the levels (each group collapsed to one
+  node: a room that imports no other room is on level 1, any other one level above the
+  highest room it imports; ``levels`` is the highest level, the number of levels).
+
 Bounds: a class of at most 600 lines, a function of at most 80, no cycle, no private
 name across modules, nothing across the executor boundary, no Spark import outside its door. ``--ratchet FILE`` compares with a baseline written by
 ``--write-baseline`` (``tools/structure-baseline.json``) and fails only on what is worse
 than it: a class or function over its bound that was not over before, or that grew; an
 import inside a cycle that the baseline did not have; a private-name use that is new,
 or more frequent in its module. What got better is reported, so that the baseline can be
-lowered in the same commit. ``tests/unit/test_structure.py`` runs the ratchet.
+lowered in the same commit. The rooms are no bound but are ratcheted too: a group of rooms
+in a cycle that is not inside one of the baseline's groups (a new cycle, or one that drew
+in more rooms), or more levels than the baseline's, is worse. A baseline without these
+keys has no room cycle and no bound on the levels (without ``room_groups``, the rooms of
+its ``room_cycles`` are its groups). ``tests/unit/test_structure.py`` runs the ratchet.
 """
 
 from __future__ import annotations
@@ -150,6 +164,15 @@ class Report:
     privates: list[Private] = field(default_factory=list)
     boundary: list[Boundary] = field(default_factory=list)
     spark_imports: list[SparkImport] = field(default_factory=list)
+    room_arrows: dict[str, list[str]] = field(default_factory=dict)  # room -> the rooms it imports
+    room_groups: list[list[str]] = field(default_factory=list)  # rooms in a cycle: strongly connected, sorted
+    room_cycles: list[list[str]] = field(default_factory=list)  # one shortest cycle of each group, same order
+    room_levels: dict[str, int] = field(default_factory=dict)  # room -> its level (1: imports none)
+
+    @property
+    def levels(self) -> int:
+        """The number of levels of the room graph (its highest level; 0 without rooms)."""
+        return max(self.room_levels.values(), default=0)
 
     def largest(self, kind: str) -> Block | None:
         blocks = self.classes if kind == "class" else self.functions
@@ -184,6 +207,9 @@ class Report:
             "private_names": dict(sorted(counts.items())),
             "boundary": sorted({b.key for b in self.boundary}),
             "spark_door": sorted({s.key for s in self.spark_imports}),
+            "room_cycles": self.room_cycles,
+            "room_groups": self.room_groups,
+            "levels": self.levels,
         }
 
 
@@ -381,11 +407,9 @@ def _privates(module: str, path: str, rel: str, tree: ast.Module, modules: dict[
     return out
 
 
-def _cycles(imports: list[Import]) -> list[list[str]]:
-    """Strongly connected groups of two or more modules (Tarjan), each sorted."""
-    graph: dict[str, set[str]] = defaultdict(set)
-    for e in imports:
-        graph[e.source].add(e.target)
+def _components(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected groups of a graph (Tarjan), each sorted, single nodes included;
+    a group comes after every group it reaches."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -396,7 +420,7 @@ def _cycles(imports: list[Import]) -> list[list[str]]:
         index[v] = low[v] = len(index)
         stack.append(v)
         on_stack.add(v)
-        for w in sorted(graph[v]):
+        for w in sorted(graph.get(v, ())):
             if w not in index:
                 connect(w)
                 low[v] = min(low[v], low[w])
@@ -410,34 +434,86 @@ def _cycles(imports: list[Import]) -> list[list[str]]:
                 members.append(w)
                 if w == v:
                     break
-            if len(members) > 1:
-                groups.append(sorted(members))
+            groups.append(sorted(members))
 
     for v in sorted(graph):
         if v not in index:
             connect(v)
-    return sorted(groups)
+    return groups
+
+
+def _cycles(imports: list[Import]) -> list[list[str]]:
+    """Strongly connected groups of two or more modules, each sorted."""
+    graph: dict[str, set[str]] = defaultdict(set)
+    for e in imports:
+        graph[e.source].add(e.target)
+    return sorted(g for g in _components(graph) if len(g) > 1)
 
 
 def shortest_cycle(group: list[str], imports: list[Import]) -> list[str]:
     """One shortest cycle through a group's first module, as module names (first = last)."""
-    members = set(group)
-    graph: dict[str, list[str]] = defaultdict(list)
+    graph: dict[str, set[str]] = defaultdict(set)
     for e in imports:
-        if e.source in members and e.target in members and e.target not in graph[e.source]:
-            graph[e.source].append(e.target)
+        graph[e.source].add(e.target)
+    return _shortest_cycle(group, graph)
+
+
+def _shortest_cycle(group: list[str], graph: dict[str, set[str]]) -> list[str]:
+    """One shortest cycle of ``graph`` through a group's first node, inside the group
+    (first = last); the group itself when there is none."""
+    members = set(group)
     start = group[0]
     paths = {start: [start]}
     queue = [start]
     while queue:
         v = queue.pop(0)
-        for w in sorted(graph[v]):
+        for w in sorted(w for w in graph.get(v, ()) if w in members):
             if w == start:
                 return [*paths[v], start]
             if w not in paths:
                 paths[w] = [*paths[v], w]
                 queue.append(w)
     return group
+
+
+# ------------------------------------------------------------------------------ rooms
+def _room(module: str, path: str) -> str:
+    """The room of a module: ``pkg.cluster`` -> ``cluster``, ``pkg.gangs`` and
+    ``pkg.gangs.x.y`` -> ``gangs/``, ``pkg`` -> ``__init__``."""
+    parts = module.split(".")[1:]
+    if not parts:
+        return "__init__"
+    if len(parts) == 1 and os.path.basename(path) != "__init__.py":
+        return parts[0]
+    return parts[0] + "/"
+
+
+def _room_arrows(imports: list[Import], modules: dict[str, str]) -> dict[str, set[str]]:
+    """``{room: the other rooms it imports}``, every room of ``modules`` a key."""
+    room = {m: _room(m, path) for m, path in modules.items()}
+    arrows: dict[str, set[str]] = {r: set() for r in room.values()}
+    for e in imports:
+        if room[e.source] != room[e.target]:
+            arrows[room[e.source]].add(room[e.target])
+    return arrows
+
+
+def _room_cycles(arrows: dict[str, set[str]]) -> tuple[list[list[str]], list[list[str]]]:
+    """``(groups, cycles)``: the strongly connected groups of two or more rooms (each
+    sorted, in order) and one shortest cycle through each group's first room."""
+    groups = sorted(g for g in _components(arrows) if len(g) > 1)
+    return groups, [_shortest_cycle(g, arrows) for g in groups]
+
+
+def _room_levels(arrows: dict[str, set[str]]) -> dict[str, int]:
+    """``{room: level}`` with each strongly connected group collapsed to one node: 1 for
+    a group that imports no other room, else 1 + the highest level of what it imports."""
+    level: dict[str, int] = {}
+    for group in _components(arrows):  # what a group reaches comes before it
+        below = {w for v in group for w in arrows[v]} - set(group)
+        here = 1 + max((level[w] for w in below), default=0)
+        level.update(dict.fromkeys(group, here))
+    return dict(sorted(level.items()))
 
 
 def measure(package_dir: str | None = None) -> Report:
@@ -460,6 +536,10 @@ def measure(package_dir: str | None = None) -> Report:
         report.imports += _imports(module, modules[module], rels[module], tree, modules)
         report.privates += _privates(module, modules[module], rels[module], tree, modules, defined)
     report.cycles = _cycles(report.imports)
+    arrows = _room_arrows(report.imports, modules)
+    report.room_arrows = {r: sorted(a) for r, a in sorted(arrows.items())}
+    report.room_groups, report.room_cycles = _room_cycles(arrows)
+    report.room_levels = _room_levels(arrows)
     report.boundary = _boundary(trees, modules, rels)
     report.spark_imports = _spark_imports(trees, modules, rels)
     report.privates.sort(key=lambda p: (p.path, p.line, p.name))
@@ -612,7 +692,20 @@ def worse_than(report: Report, baseline: dict) -> list[str]:
         out.append(f"executor boundary: {key} (new)")
     for key in sorted(set(now["spark_door"]) - set(baseline.get("spark_door", []))):
         out.append(f"Spark imported outside spark_dask/{SPARK_DOOR}/: {key} (new)")
+    before = _room_groups(baseline)
+    for cycle, group in zip(now["room_cycles"], now["room_groups"]):
+        if not any(set(group) <= b for b in before):
+            out.append(f"room cycle: {' -> '.join(cycle)} (new, or more rooms in it: {', '.join(group)})")
+    if baseline.get("levels") is not None and now["levels"] > baseline["levels"]:
+        out.append(f"room levels: {now['levels']}, was {baseline['levels']}")
     return out
+
+
+def _room_groups(baseline: dict) -> list[frozenset[str]]:
+    """A baseline's groups of rooms in a cycle (the rooms of its cycles in a baseline
+    written before the groups were; none in one written before the rooms)."""
+    groups = baseline.get("room_groups", baseline.get("room_cycles", []))
+    return [frozenset(g) for g in groups]
 
 
 def better_than(report: Report, baseline: dict) -> list[str]:
@@ -634,6 +727,11 @@ def better_than(report: Report, baseline: dict) -> list[str]:
     out += [f"executor boundary kept now: {k}" for k in sorted(gone)]
     gone = set(baseline.get("spark_door", [])) - set(now["spark_door"])
     out += [f"Spark import behind its door now: {k}" for k in sorted(gone)]
+    still = _room_groups(now)
+    out += [f"room cycle gone, or fewer rooms in it: {', '.join(sorted(b))}" for b in _room_groups(baseline)
+            if b not in still]  # fmt: skip
+    if baseline.get("levels") is not None and now["levels"] < baseline["levels"]:
+        out.append(f"room levels: {now['levels']}, was {baseline['levels']}")
     return out
 
 
@@ -688,6 +786,9 @@ def render(report: Report) -> str:
             f"Spark imported outside {report.package}/{SPARK_DOOR}/ and shipped code ({len(report.spark_imports)}):",
         ]
         lines += [f"  {s.path}:{s.line}  imports {s.target}" for s in report.spark_imports]
+    lines += ["", f"rooms ({len(report.room_levels)}): {report.levels} levels, {len(report.room_cycles)} room cycles"]
+    for cycle, group in zip(report.room_cycles, report.room_groups):
+        lines.append("  " + " -> ".join(cycle) + f"   (group of {len(group)}: {', '.join(group)})")
     return "\n".join(lines)
 
 
