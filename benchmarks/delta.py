@@ -606,7 +606,7 @@ def machine() -> dict:
 def bench(args, base: str, t_all: float) -> dict:
     """Tables, Spark's summary, then the rounds on a spark-dask cluster; Spark stopped."""
     import spark_dask
-    from spark_dask.shipping import ship_by_value
+    from spark_dask.spark.shipping import ship_by_value
 
     ship_by_value(sys.modules[__name__])  # trim_memory runs on the workers
     R: dict = {"master": args.master, "workers": args.workers, "reps": args.reps, "store": args.store}

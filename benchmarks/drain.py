@@ -32,7 +32,7 @@ import warnings
 
 from dask.utils import format_bytes, parse_bytes
 
-from spark_dask.parts import parts_of
+from tests.support.parts import parts_of
 from tests.support.processes import driver_url, executor_jvm
 from tests.support.spark import decommission_executor
 

@@ -19,7 +19,7 @@ import time
 import psutil
 
 from spark_dask.executor.command import process_cluster
-from spark_dask.parts import parts_of
+from tests.support.parts import parts_of
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
@@ -103,7 +103,7 @@ def gang_processes(tag: str) -> list[psutil.Process]:
 # ------------------------------------------------------------------------------ floors
 def ship_by_value() -> None:
     """The floor stages' functions live here; executors cannot import this package."""
-    from spark_dask.shipping import ship_by_value
+    from spark_dask.spark.shipping import ship_by_value
 
     ship_by_value(sys.modules[__name__])
 

@@ -439,7 +439,7 @@ def drain_part(spark, cluster, n: int) -> dict:
     event -> N workers again."""
     from distributed import Client
 
-    from spark_dask.parts import parts_of
+    from tests.support.parts import parts_of
     from tests.support.spark import decommission_executor
 
     block = 16 << 20

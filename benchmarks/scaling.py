@@ -27,7 +27,7 @@ import sys
 import time
 import warnings
 
-from spark_dask.parts import parts_of
+from tests.support.parts import parts_of
 
 
 def _wait(predicate, timeout: float = 120.0, interval: float = 0.01) -> float:

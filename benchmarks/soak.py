@@ -51,7 +51,7 @@ import threading
 import time
 from typing import NamedTuple
 
-from spark_dask.parts import parts_of
+from tests.support.parts import parts_of
 
 # ---------------------------------------------------------------------- the schedule
 FAULTS = ("kill_worker", "kill_executor", "host_lost", "link_cut", "scale")  # applied one at a time

@@ -5,11 +5,10 @@
 ...     ddf.groupby("k").x.mean().compute()
 """
 
-from spark_dask import config as _config  # noqa: F401  (loads the package defaults)
 from spark_dask.client import start
 from spark_dask.cluster import SparkCluster
+from spark_dask.commands.doctor import Checkup, doctor
 from spark_dask.delta import read_delta, write_delta
-from spark_dask.diagnosis import Checkup, doctor
 from spark_dask.errors import (
     ClusterError,
     ClusterTimeoutError,
@@ -25,6 +24,7 @@ from spark_dask.errors import (
 )
 from spark_dask.handoff.driver import to_dask, to_spark
 from spark_dask.named import NamedCluster, list_clusters
+from spark_dask.options import config as _config  # noqa: F401  (loads the package defaults)
 from spark_dask.tracking import log_cluster
 from spark_dask.xlang.graph import XLangError, XLangTaskError
 

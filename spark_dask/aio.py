@@ -1,5 +1,6 @@
 """Blocking calls (py4j, thread joins) from the cluster's event loop, tasks nobody
-awaits, and the hooks a cluster runs when it closes."""
+awaits, named and bounded waits (:func:`bounded`), the hooks a cluster runs when it
+closes, and ``await cluster`` (:class:`StartedOnAwait`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import asyncio
 import contextvars
 import logging
 import threading
+
+from distributed.core import Status
 
 logger = logging.getLogger("spark_dask")
 
@@ -96,3 +99,71 @@ class CloseHooks:
                     e,
                     exc_info=e,
                 )
+
+
+def gave_up_message(what: str, timeout: float, then: str) -> str:
+    """What a named wait (:func:`bounded`) says when its bound passed: ``what`` was
+    waited for, ``then`` happens instead.
+
+    >>> gave_up_message("the nanny of Dask worker spark-3 (tcp://h:1) to end it", 10, "its Spark task ends it")
+    'spark-dask: waited 10s for the nanny of Dask worker spark-3 (tcp://h:1) to end it, without an answer (frozen?); its Spark task ends it'
+    """
+    return f"spark-dask: waited {timeout:g}s for {what}, without an answer (frozen?); {then}"
+
+
+async def bounded(aw, timeout: float, what: str, then, say) -> bool:
+    """A named, bounded wait: await ``aw`` for at most ``timeout`` seconds.
+
+    Parameters
+    ----------
+    aw : awaitable
+        What is waited for; its exception, if it ends in time with one, is raised.
+    timeout : float
+        Seconds.
+    what : str
+        What is waited for, as :func:`gave_up_message` words it ("the nanny of ...").
+    then : str or callable
+        What happens instead when the bound passes (a callable is called then, and its
+        text said: it acts, e.g. ends the worker through its Spark task).
+    say : callable
+        ``say(line)``: one WARNING line, kept in the cluster's events
+        (``Events.warn(line, python_warning=False)``).
+
+    Returns
+    -------
+    bool
+        True when ``aw`` ended in time; False when the bound passed (``aw`` is cancelled).
+    """
+    task = asyncio.ensure_future(aw)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if done:
+        task.result()
+        return True
+    task.cancel()
+    say(gave_up_message(what, timeout, then() if callable(then) else then))
+    return False
+
+
+class StartedOnAwait:
+    """``await cluster`` starts a ``distributed.deploy.Cluster`` made with
+    ``asynchronous=True`` (its ``_start``, once) and returns it, as distributed's
+    ``SpecCluster`` does; the base class's ``__await__`` returns at once. A mixin of
+    :class:`~spark_dask.cluster.SparkCluster` and of a named cluster's handle, ahead of
+    ``Cluster`` in their bases."""
+
+    status: Status
+
+    def __await__(self):
+        async def started():
+            if self.status == Status.created:
+                await self._start()
+            return self
+
+        return started().__await__()
+
+    async def _start(self) -> None:
+        await super()._start()  # the next base's (distributed's Cluster): the cluster overrides it

@@ -9,7 +9,7 @@ hand-off's (:func:`transfer_slots`, :func:`no_slot_message`).
 
 Pure: nothing here touches Spark, processes or the network. The decisions that use
 these counts (how many workers, which task profile) are :mod:`spark_dask.plan`'s; who
-holds slots now, and the watch over them while a cluster runs, :mod:`spark_dask.slots`.
+holds slots now, and the watch over them while a cluster runs, :mod:`spark_dask.gangs.slots`.
 """
 
 from __future__ import annotations
@@ -293,9 +293,11 @@ def executor_shape(facts: ClusterFacts) -> str:
 
 
 def hog_warning(
-    facts: ClusterFacts, plan: GangPlan, others: tuple[tuple[str, int, int], ...] = (),
+    facts: ClusterFacts,
+    plan: GangPlan,
+    others: tuple[tuple[str, int, int], ...] = (),
     groups: tuple[tuple[str, int, int], ...] = (),
-) -> str | None:  # fmt: skip
+) -> str | None:
     """The warning given at start (and on a scale-up) when the gangs leave Spark jobs no
     task slot at all. Under dynamic allocation Spark adds executors for waiting jobs: only
     when the gangs hold every slot the most executors allowed would have. ``others``: the
@@ -520,8 +522,10 @@ def no_slot_message(facts: ClusterFacts, plan: GangPlan, direction: str, cpu_onl
         advice.append(f"start the Dask cluster with fewer workers (n_workers={plan.n_workers - 1})")
     advice.append("give the executors more cores (spark.executor.cores)")
     if facts.task_gpus and not cpu_only:
-        advice.append("use Spark >= 3.4 with stage-level scheduling (a CPU-only profile for the transfer; "
-                      "Spark Connect needs 4.0)")  # fmt: skip
+        advice.append(
+            "use Spark >= 3.4 with stage-level scheduling (a CPU-only profile for the transfer; "
+            "Spark Connect needs 4.0)"
+        )
     advice.append("move the data before starting the cluster (Parquet, see docs/handoff.md)")
     return (
         f"spark-dask: {direction} needs Spark task slots ({request} each) beside the Dask cluster, but "

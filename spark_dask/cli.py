@@ -11,7 +11,7 @@ inside the Spark application, or show what that cluster would look like.
 This module parses the command line: the click commands, and the click adapter that
 turns the option table (:mod:`spark_dask.options`) into their options. What the
 commands do is :mod:`spark_dask.commands` (``run``, ``serve``, ``info``),
-:mod:`spark_dask.named` (``list``) and :mod:`spark_dask.diagnosis` (``doctor``).
+:mod:`spark_dask.named` (``list``) and :mod:`spark_dask.commands.doctor` (``doctor``).
 
 Under ``spark-submit`` (which needs a ``.py`` file) submit this module's file::
 
@@ -31,20 +31,19 @@ import click
 import yaml
 
 from spark_dask import __version__, named, options
+from spark_dask.commands.doctor import doctor as run_doctor
 from spark_dask.commands.info import describe
 from spark_dask.commands.run import run_script
 from spark_dask.commands.serve import serve_cluster
-from spark_dask.diagnosis import doctor as run_doctor
-from spark_dask.errors import SparkDaskError
-from spark_dask.groups.spec import parse_flag
+from spark_dask.errors import PlanError, SparkDaskError
 from spark_dask.options import OPTIONS, Option
-from spark_dask.plan import PlanError
+from spark_dask.options.groups import parse_flag
 from spark_dask.spark import databricks
 from spark_dask.spark.builder import get_or_create_session
 from spark_dask.spark.session import require_pyspark
 
 # --------------------------------------------------------------------------------------
-# Options. Those of spark_dask.start() come from the option table (spark_dask/options.py),
+# Options. Those of spark_dask.start() come from the option table (spark_dask/options/table.py),
 # which also writes their docs: the click adapter below turns its rows into click
 # options. --master/--conf/--app-name are the CLI's own.
 # --------------------------------------------------------------------------------------

@@ -1,13 +1,13 @@
 """``SparkCluster``: a Dask cluster whose scheduler runs on the Spark driver and whose
-workers run inside Spark jobs (barrier stages: "gangs", :mod:`spark_dask.gang`).
+workers run inside Spark jobs (barrier stages: "gangs", :mod:`spark_dask.gangs.gang`).
 ``start()``: the same, as a Client.
 
 This module is the Cluster contract (distributed's ``Cluster``: ``scale``, ``adapt``,
 ``close``, ``get_logs``, the widget). The parts it holds (:mod:`spark_dask.parts`): the
 scheduler side (:mod:`spark_dask.scheduler`), the start-up sequence and its watchers
 (:mod:`spark_dask.startup`), every worker group's pool of gangs and the policy that keeps
-them at their target (:mod:`spark_dask.groups.pools`, :mod:`spark_dask.pool`), the gangs'
-making and task specification (:mod:`spark_dask.gang_maker`) and what the widget and logs
+them at their target (:mod:`spark_dask.gangs.pools`, :mod:`spark_dask.gangs.pool`), the gangs'
+making and task specification (:mod:`spark_dask.gangs.maker`) and what the widget and logs
 show (:mod:`spark_dask.report`).
 """
 
@@ -25,28 +25,25 @@ from functools import partial
 
 from dask.utils import parse_bytes
 from distributed import Scheduler
-from distributed.core import Status
+from distributed.core import Status, rpc
 from distributed.deploy.adaptive import Adaptive
 from distributed.deploy.cluster import Cluster
 from distributed.security import Security
 from distributed.utils import Log
 
-from spark_dask import connection, idle, logdir, named, options, registry, report, signals
-from spark_dask.aio import CloseHooks
+from spark_dask import connection, logdir, named, options, registry, report, signals
+from spark_dask.aio import CloseHooks, StartedOnAwait
 from spark_dask.capacity import GangPlan
 from spark_dask.errors import ClusterError, PlanError
 from spark_dask.events import SILENCE, Events, outside_package
-from spark_dask.gang import Gang, ending_grace
-from spark_dask.gang_maker import WorkerCredentials
-from spark_dask.groups.pools import GroupPools
-from spark_dask.groups.spec import DEFAULT, WorkerGroup
-from spark_dask.parts import ClusterParts, attach
+from spark_dask.gangs import Gang, GangTargets, GroupPools, WorkerCredentials, ending_grace, logs_within, other_clusters
+from spark_dask.options.groups import DEFAULT, WorkerGroup, chosen_group
+from spark_dask.parts import ClusterParts
 from spark_dask.plan import workers_for
 from spark_dask.scheduler import DriverScheduler, task_group
-from spark_dask.slots import other_clusters
 from spark_dask.spark.session import active_session, release_local_executors
 from spark_dask.startup import Startup
-from spark_dask.waits import logs_within
+from spark_dask.tracking import Tracking
 
 _atexit_registered = False
 _sessions_used: weakref.WeakSet = weakref.WeakSet()  # the sessions clusters of this process ran on
@@ -77,7 +74,28 @@ def _register_atexit() -> None:
         _atexit_registered = True
 
 
-class SparkCluster(Cluster):
+def make_parts(cluster: SparkCluster, opts: options.ClusterOptions, env: dict, changed: asyncio.Event) -> ClusterParts:
+    """A new cluster's parts, before its start fills in the rest (facts, pools); ``changed``
+    is set when a worker joins or leaves, or a gang ends."""
+    events = Events(cluster._cluster_manager_logs, cluster.quiet)
+    return ClusterParts(
+        options=opts,
+        env=env,
+        events=events,
+        driver_scheduler=DriverScheduler(changed, events),
+        credentials=WorkerCredentials(opts, events),
+        entry=named.Entry(cluster.name, cluster.tag, named.configured_root(), events.warn),  # from_name finds it there
+        log_keeper=logdir.KeptLogs(
+            logdir.cluster_directory(opts.log_directory, cluster.name, cluster.id),
+            events,
+            cluster._task_log,
+            lambda: cluster.task_rows,
+        ),
+        tracking=Tracking(opts.mlflow),  # in the thread that starts the cluster: MLflow's active run is its
+    )
+
+
+class SparkCluster(StartedOnAwait, GangTargets, Cluster):
     """A Dask cluster inside a running Spark application.
 
     The scheduler runs in this (driver) process; the workers run in Spark barrier-mode
@@ -202,7 +220,7 @@ class SparkCluster(Cluster):
     ``mlflow-interval``, ``rapids.rmm-pool-size``, ``rapids.rmm-reserve``,
     ``rapids.rmm-fraction``, ``rapids.spill-fraction``, ``rapids.dask-fraction``. The
     configuration page of the docs describes each one (generated, like this section,
-    from ``spark_dask/options.py``).
+    from ``spark_dask/options/table.py``).
 
     Examples
     --------
@@ -252,10 +270,9 @@ class SparkCluster(Cluster):
         mlflow: bool | str | None = None,
         quiet: bool = False,
     ):
-        self._parts = ClusterParts(options.resolve(**options.given(locals())), dict(env or {}), None, None)
-        attach(self, self._parts)
+        opts = options.resolve(**options.given(locals()))
         self.spark = active_session(spark)
-        if not self._parts.options.tls:
+        if not opts.tls:
             warnings.warn(
                 "spark-dask: TLS is off (tls=False): anyone who can reach the driver's "
                 "scheduler port can run code on this cluster",
@@ -263,9 +280,11 @@ class SparkCluster(Cluster):
             )
         self.id = uuid.uuid4().hex[:10]
         self.tag = f"spark-dask-{self.id}"
-        super().__init__(asynchronous=asynchronous, loop=loop, name=self._parts.options.name or self.tag, quiet=quiet)
+        super().__init__(asynchronous=asynchronous, loop=loop, name=opts.name or self.tag, quiet=quiet)
+        self._changed = asyncio.Event()
+        self._parts = make_parts(self, opts, dict(env or {}), self._changed)
         self._init_state()
-        registry.add(self)
+        registry.add(self, self._parts)
         _sessions_used.add(self.spark)
         _register_atexit()
         if not self.asynchronous:
@@ -283,22 +302,14 @@ class SparkCluster(Cluster):
 
     def _init_state(self) -> None:
         p = self._parts
-        p.events = Events(self._cluster_manager_logs, self.quiet)
-        self._changed = asyncio.Event()
-        p.driver_scheduler = DriverScheduler(self._changed, p.events)
-        p.credentials = WorkerCredentials(p.options, p.events)
         self._start_task: asyncio.Task | None = None
-        self._groups = GroupPools(p, self.spark, self.tag, self._gang_ended_threadsafe, lambda: self._adaptive,
-                                  lambda: other_clusters(self))  # fmt: skip
+        others = partial(other_clusters, self.spark, self.tag)  # what the application's other clusters hold
+        self._groups = GroupPools(p, self.spark, self.tag, self._gang_ended_threadsafe, lambda: self._adaptive, others)
         self._failed: str | None = None  # gang status after a failure
         self._torn_down = False
         self._close_hooks = CloseHooks()  # add_close_hook
         self._exit_stack = ExitStack()
-        self._startup = Startup(self, self._groups, self._exit_stack, super()._start, self._fail, self._close,
-                                self._idle_close, self._register_signals)  # fmt: skip
-        p.entry = named.Entry(self.name, self.tag, named.configured_root(), p.events.warn)  # from_name finds it there
-        p.log_keeper = logdir.KeptLogs(logdir.cluster_directory(p.options.log_directory, self.name, self.id),
-                                       p.events, self._task_log, lambda: self.task_rows)  # fmt: skip
+        self._startup = Startup(p, self._groups, self.spark, self.tag, self.quiet, self._exit_stack)
         if p.options.silence_logs:
             # Like LocalCluster: the scheduler runs in this process; keep its INFO lines
             # out of the notebook. get_logs() still has them.
@@ -344,7 +355,8 @@ class SparkCluster(Cluster):
         """Write the files another process needs to join this cluster (``scheduler.json``,
         the client credentials, a Dask config file); the path of ``scheduler.json``. See
         :func:`spark_dask.connection.write_connection`."""
-        return connection.write_connection(self, directory)
+        link = connection.proxied_dashboard_link(self._parts.dashboard_settings, self.dashboard_link)
+        return connection.write_connection(self, directory, link)
 
     def add_close_hook(self, hook) -> None:
         """Call ``hook()`` when the cluster closes, while its workers still run (the
@@ -354,22 +366,35 @@ class SparkCluster(Cluster):
         self._close_hooks.add(hook)
 
     # ------------------------------------------------------------------ lifecycle
-    def __await__(self):
-        async def _():
-            if self.status == Status.created:
-                await self._start()
-            return self
-
-        return _().__await__()
-
     async def _start(self):
         self.status = Status.starting
         self._start_task = asyncio.current_task()
         try:
-            await self._startup.run(time.monotonic())
+            await self._startup.run(time.monotonic(), self._open_contract)
+            self._started()
         except BaseException:
             await self._teardown(graceful=False)
             raise
+
+    async def _open_contract(self) -> None:
+        """The scheduler listens: the contract's rpc to it and its worker-status
+        subscription (``Cluster._start``), the workers still to come."""
+        self.scheduler_comm = rpc(self.scheduler.address, connection_args=self.security.get_connection_args("client"))
+        await super()._start()
+        self.status = Status.starting  # Cluster._start said running: the workers are to come
+
+    def _started(self) -> None:
+        """Every starting worker connected: the cluster runs, its watchers start."""
+        p = self._parts
+        # the contract's view of the workers (Cluster.scheduler_info, what the cluster's
+        # repr counts) as the subscription's messages, which may still be in flight, make it
+        self.scheduler_info["workers"].update(p.driver_scheduler.worker_infos())
+        self.status = Status.running
+        self._startup.watch(self._fail, self._close, self.name)
+        self._register_signals()  # a no-op outside the main thread (sync start: __init__)
+        p.tracking.begin(self, p)  # in the background: the start never waits on MLflow
+        p.events.log(self._startup.started_line(self.name))
+        p.entry.publish(self, p)
 
     def _register_signals(self) -> None:
         signals.register(self, signals.close_on_sigterm(self._parts.options.close_on_sigterm))
@@ -399,14 +424,6 @@ class SparkCluster(Cluster):
         await self._close()
         self.status = Status.failed
 
-    async def _idle_close(self) -> None:
-        """``idle_timeout`` passed without work: close, and say so."""
-        t0 = time.monotonic()
-        self._parts.events.closing(self.name, 0, idle.closing_message(self.name, self._parts.options.idle_timeout))
-        await self._close()
-        self._parts.events.log(idle.closed_message(self.name, time.monotonic() - t0))
-        self._parts.log_keeper.save()  # cluster.log was written at the close, before this line
-
     # ------------------------------------------------------------------ scaling
     async def _scale(self, n: int, group: str | None = None) -> None:
         if self.status != Status.running:
@@ -419,10 +436,11 @@ class SparkCluster(Cluster):
             await self._groups.scale_down(list(workers))
 
     # ------------------------------------------------------------------ contract
-    def scale(self, n: int = 0, memory=None, cores=None, group: str | None = None):
+    def scale(self, n: int = 0, memory=None, cores=None, group: str | None = None, worker_group: str | None = None):
         """Scale the cluster to ``n`` workers (or enough for ``cores`` threads or
         ``memory`` bytes); with ``group``, only that worker group (the other groups keep
-        their workers; default: the ``default`` group).
+        their workers; default: the ``default`` group). ``worker_group``: ``group`` as
+        dask-kubernetes names it.
 
         Growing submits a gang (a Spark barrier stage; under dynamic allocation a Spark
         job per worker) for the new workers, into free Spark task slots only: beyond
@@ -431,6 +449,7 @@ class SparkCluster(Cluster):
         their Spark tasks return and their slots serve Spark jobs again. Returns at
         once; ``cluster.wait_for_workers(n)`` waits for the workers.
         """
+        group = chosen_group(group, worker_group)
         threads, per_memory = self._groups.size_per_worker(self._groups.pool_of(group))
         if isinstance(memory, str):
             memory = parse_bytes(memory)
@@ -457,6 +476,7 @@ class SparkCluster(Cluster):
         minimum_memory: str | None = None,
         maximum_memory: str | None = None,
         group: str | None = None,
+        worker_group: str | None = None,
         **kwargs,
     ):
         """Let distributed's ``Adaptive`` scale the cluster with the workload.
@@ -468,14 +488,17 @@ class SparkCluster(Cluster):
         the workers of one Spark task are retired together.
 
         With worker groups (``group``, or a cluster that has groups beside the default
-        one) each group adapts on its own (:class:`~spark_dask.groups.adapt.GroupAdaptive`):
+        one) each group adapts on its own (:class:`~spark_dask.gangs.adapt.GroupAdaptive`):
         to the tasks restricted to its Dask resource (the default group: to the tasks
         with no resource restriction), retiring only its own workers; ``group=None`` is
-        the default group. Returns the group's adaptive, whose ``stop()`` ends it.
+        the default group (``worker_group``: the same, as dask-kubernetes names it).
+        Returns the group's adaptive, whose ``stop()`` ends it.
         """
+        group = chosen_group(group, worker_group)
         per_group = self._groups.per_group(group)
-        minimum, maximum = self._groups.adapt_bounds(group, minimum, maximum, minimum_cores, maximum_cores,
-                                                     minimum_memory, maximum_memory)  # fmt: skip
+        minimum, maximum = self._groups.adapt_bounds(
+            group, minimum, maximum, minimum_cores, maximum_cores, minimum_memory, maximum_memory
+        )
         if per_group:
             return self._groups.adapt(self, group, minimum=minimum, maximum=maximum, **kwargs)
         kwargs.setdefault("worker_key", task_group)
@@ -526,8 +549,7 @@ class SparkCluster(Cluster):
             Its Spark job ended, or its workers did not connect within ``timeout``:
             nothing of the group is left running.
         """
-        spec = {"n_workers": n_workers, "worker": worker, "threads_per_worker": threads_per_worker,
-                "memory_limit": memory_limit, "resources": resources, "worker_options": worker_options, "env": env}  # fmt: skip
+        spec = {key: value for key, value in locals().items() if key not in ("self", "name")}  # the group's options
         group = self._groups.check_new(name, spec)
         with self._parts.events.hold():
             return self.sync(self._add_worker_group, group)
@@ -552,18 +574,10 @@ class SparkCluster(Cluster):
         await self._groups.end(name, self._parts.options.close_timeout, self.spark)
         self._parts.events.log(f"spark-dask: worker group {name} removed: its workers were retired")
 
-    @property
-    def plan(self) -> set:
-        """Names of the workers the gangs are to hold: connected ones, and a placeholder
-        (``<gang>/pending-<i>``) for each that has not connected yet (for ``Adaptive``)."""
+    def _planned_names(self) -> set:
         return self._groups.planned_names()
 
-    @property
-    def requested(self) -> set:
-        return self.plan
-
-    @property
-    def observed(self) -> set:
+    def _observed_names(self) -> set:
         return self._parts.driver_scheduler.names()
 
     async def _close(self):
@@ -649,12 +663,12 @@ class SparkCluster(Cluster):
 
     def spark_info(self) -> dict:
         """Spark-side facts of this cluster (for the widget, logs and the CLI)."""
-        return report.spark_info(self, self._adaptive)
+        return report.spark_info(self, self._parts, self._adaptive)
 
     def _repr_html_(self, cluster_status=None):
         """The notebook widget: distributed's cluster template with fresh worker totals
         (also in "Scheduler Info"), the Spark facts and a row per barrier task."""
-        return report.widget_html(self, cluster_status)
+        return report.widget_html(self, self._parts.gangs, cluster_status)
 
     def __repr__(self):
-        return report.cluster_repr(self)
+        return report.cluster_repr(self, self._parts.pools)

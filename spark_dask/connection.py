@@ -35,7 +35,6 @@ from contextlib import suppress
 import yaml
 
 from spark_dask.errors import ClusterError
-from spark_dask.parts import parts_if_any
 
 SCHEDULER_FILE = "scheduler.json"
 CONFIG_FILE = "spark-dask-client.yaml"
@@ -111,14 +110,18 @@ def _dotted(cfg: dict, prefix: str = "") -> dict:
     return out
 
 
-def proxied_dashboard_link(cluster) -> str | None:
-    """The dashboard link clients should show: the cluster's proxy URL on Databricks, else
-    None (a client's own default, built from the scheduler's address, is right there)."""
-    made = parts_if_any(cluster)
-    settings = made.dashboard_settings if made is not None else None
+def proxied_dashboard_link(settings, link: str | None) -> str | None:
+    """The dashboard link clients should show: the cluster's proxy URL (``link``) on
+    Databricks (``settings``: the cluster's ``DashboardSettings``, None before its
+    scheduler side exists), else None (a client's own default, built from the scheduler's
+    address, is right there).
+
+    >>> proxied_dashboard_link(None, "http://h:8787/status") is None
+    True
+    """
     if settings is None or settings.databricks is None:
         return None
-    return cluster.dashboard_link or None
+    return link or None
 
 
 # What to do instead, after each refusal of a directory.
@@ -247,9 +250,11 @@ def _remove(paths: list[str], directory: str | None) -> None:
             os.rmdir(directory)
 
 
-def write_connection(cluster, directory: str | os.PathLike | None = None) -> str:
+def write_connection(cluster, directory: str | os.PathLike | None = None, dashboard_link: str | None = None) -> str:
     """Write the files another process needs to join a running ``cluster``; the path
-    of ``scheduler.json`` (what ``SparkCluster.write_connection`` does).
+    of ``scheduler.json`` (what ``SparkCluster.write_connection`` does). ``dashboard_link``:
+    the link clients should show where it is not their own default
+    (:func:`proxied_dashboard_link`).
 
     ``directory`` (created with mode 0700 if missing; default: a new private
     temporary directory; refused where it is not this user's, is a link, or other users
@@ -315,9 +320,7 @@ def write_connection(cluster, directory: str | os.PathLike | None = None) -> str
             CONFIG_FILE,
             "# Written by spark-dask's write_connection() for one cluster; removed when it closes.\n"
             f"# DASK_CONFIG={directory} makes distributed.Client() join it.\n"
-            + yaml.safe_dump(
-                client_config(scheduler.address, tls_files, proxied_dashboard_link(cluster)), sort_keys=False
-            ),
+            + yaml.safe_dump(client_config(scheduler.address, tls_files, dashboard_link), sort_keys=False),
         )
         path = put(SCHEDULER_FILE, json.dumps(scheduler_identity(scheduler), indent=2) + "\n")
     except BaseException:

@@ -191,14 +191,33 @@ def problems(scheduler: Scheduler | None = None) -> list[str]:
         calls(RetireWorker, "done", "scheduler.workers.get"),
     ]
     if scheduler is not None:
-        found += [f"Scheduler has no attribute {name!r}" for name in (
-            "running", "idle", "idle_task_count", "saturated", "unrunnable", "queued",
-            "transition_counter", "clients", "time_started", "handlers", "stream_handlers",
-        ) if not hasattr(scheduler, name)]  # fmt: skip
-        found += [f"Scheduler has no stream handler {name!r}" for name in ("task-erred", "worker-status-change")
-                  if name not in scheduler.stream_handlers]  # fmt: skip
-        found += [f"Scheduler has no handler {name!r}" for name in ("subscribe_worker_status",)
-                  if name not in scheduler.handlers]  # fmt: skip
+        found += [
+            f"Scheduler has no attribute {name!r}"
+            for name in (
+                "running",
+                "idle",
+                "idle_task_count",
+                "saturated",
+                "unrunnable",
+                "queued",
+                "transition_counter",
+                "clients",
+                "time_started",
+                "handlers",
+                "stream_handlers",
+            )
+            if not hasattr(scheduler, name)
+        ]
+        found += [
+            f"Scheduler has no stream handler {name!r}"
+            for name in ("task-erred", "worker-status-change")
+            if name not in scheduler.stream_handlers
+        ]
+        found += [
+            f"Scheduler has no handler {name!r}"
+            for name in ("subscribe_worker_status",)
+            if name not in scheduler.handlers
+        ]
     return [p for p in found if p]
 
 
@@ -219,8 +238,10 @@ def replaced(scheduler: Scheduler) -> list[str]:
         return getattr(bound, "__func__", None) is getattr(cls, name)
 
     found = [name for name in OWN_METHODS if not own(getattr(scheduler, name), name)]
-    found += [f"stream_handlers[{key!r}]" for key, name in OWN_STREAM_HANDLERS.items()
-              if not own(scheduler.stream_handlers.get(key), name)]  # fmt: skip
-    found += [f"handlers[{key!r}]" for key, name in OWN_HANDLERS.items()
-              if not own(scheduler.handlers.get(key), name)]  # fmt: skip
+    found += [
+        f"stream_handlers[{key!r}]"
+        for key, name in OWN_STREAM_HANDLERS.items()
+        if not own(scheduler.stream_handlers.get(key), name)
+    ]
+    found += [f"handlers[{key!r}]" for key, name in OWN_HANDLERS.items() if not own(scheduler.handlers.get(key), name)]
     return found

@@ -122,8 +122,11 @@ def tasks_text(task_log: str, rows: list[dict]) -> str:
     >>> tasks_text("task 0: ok", [{"task": 0, "log_error": "no such directory"}])
     'task 0: ok\\nworker logs of task 0 not kept: no such directory\\n'
     """
-    notes = [f"worker logs of task {r.get('task', r.get('partition'))} not kept: {r['log_error']}"
-             for r in rows if r.get("log_error")]  # fmt: skip
+    notes = [
+        f"worker logs of task {r.get('task', r.get('partition'))} not kept: {r['log_error']}"
+        for r in rows
+        if r.get("log_error")
+    ]
     return "\n".join([task_log, *notes]) + "\n"
 
 

@@ -1,22 +1,29 @@
-"""What a :class:`~spark_dask.cluster.SparkCluster` is made of, for the package's own
-modules (the CLI, named clusters, the hand-off, the report, the GPU check) and the
-tests: :func:`parts_of` a cluster, not attributes of the user-facing class, whose public
-surface is ``distributed.deploy.Cluster``'s and what the docs describe.
-
-The cluster keeps its parts itself (``cluster._parts``: a debugger shows them there);
-the table below only finds them for the other modules, which may not read a private
-attribute of another module's class (``tools/structure.py``), without a public
-attribute on the user-facing class (``tests/unit/test_surface.py``). Weakly keyed: it
-keeps no cluster alive.
+"""What a :class:`~spark_dask.cluster.SparkCluster` is made of (:class:`ClusterParts`),
+typed. The cluster makes its parts and keeps them itself (``cluster._parts``: a
+debugger shows them there); it hands them, or the pieces of them each needs, to the
+modules that work for it (the start, the worker groups' pools, the report, the MLflow
+record, its state-directory entry), and registers them with the cluster in
+:mod:`spark_dask.registry`, where what starts from a cluster it did not make finds them
+(the hand-off, the signal handlers, the commands). They are no attributes of the
+user-facing class, whose public surface is ``distributed.deploy.Cluster``'s and what the
+docs describe (``tests/unit/test_surface.py``).
 """
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
-_of: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # cluster -> its ClusterParts (cluster._parts)
+if TYPE_CHECKING:  # the types only: every one of them is made by the cluster, above
+    from spark_dask.capacity import ClusterFacts
+    from spark_dask.events import Events
+    from spark_dask.gangs import GangMaker, GangPool, WorkerCredentials
+    from spark_dask.logdir import KeptLogs
+    from spark_dask.named.owner import Entry
+    from spark_dask.options import ClusterOptions
+    from spark_dask.scheduler import DriverScheduler
+    from spark_dask.spark.databricks import DashboardSettings
+    from spark_dask.tracking import Tracking
 
 
 @dataclass(eq=False)
@@ -33,14 +40,14 @@ class ClusterParts:
     events : spark_dask.events.Events
     driver_scheduler : spark_dask.scheduler.DriverScheduler
     makers : dict
-        Every worker group's :class:`~spark_dask.gang_maker.GangMaker` by the group's name.
-    credentials : spark_dask.gang_maker.WorkerCredentials
+        Every worker group's :class:`~spark_dask.gangs.maker.GangMaker` by the group's name.
+    credentials : spark_dask.gangs.maker.WorkerCredentials
         The workers' Databricks credentials, read at the start (the default group's).
     entry : spark_dask.named.Entry
         The cluster's entry in the state directory.
     log_keeper : spark_dask.logdir.KeptLogs
     pools : dict
-        Every worker group's pool by the group's name (:mod:`spark_dask.groups.spec`), the
+        Every worker group's pool by the group's name (:mod:`spark_dask.options.groups`), the
         default group first.
     log_dir : str or None
         The cluster's log directory, once made (:class:`spark_dask.logdir.KeptLogs`).
@@ -50,28 +57,28 @@ class ClusterParts:
     connect : bool
         Whether the session is Spark Connect.
     drains : list of dict
-        What each drain of a decommissioned executor did (:func:`spark_dask.drain.drain_executor`).
+        What each drain of a decommissioned executor did (:func:`spark_dask.gangs.drain.drain_executor`).
     tracking : spark_dask.tracking.Tracking or None
         The cluster's record in an MLflow run (made with the start).
     handoff_bytes : int
         Bytes moved by ``to_dask`` / ``to_spark`` so far (the MLflow metric).
     """
 
-    options: Any
-    env: dict
-    events: Any
-    driver_scheduler: Any
-    makers: dict = field(default_factory=dict)
-    credentials: Any = None
-    entry: Any = None
-    log_keeper: Any = None
-    pools: dict = field(default_factory=dict)
+    options: ClusterOptions
+    env: dict[str, str]
+    events: Events
+    driver_scheduler: DriverScheduler
+    credentials: WorkerCredentials
+    entry: Entry
+    log_keeper: KeptLogs
+    tracking: Tracking
+    makers: dict[str, GangMaker] = field(default_factory=dict)
+    pools: dict[str, GangPool] = field(default_factory=dict)
     log_dir: str | None = None
-    facts: Any = None
-    timings: dict = field(default_factory=dict)
+    facts: ClusterFacts | None = None
+    timings: dict[str, float] = field(default_factory=dict)
     connect: bool = False
-    drains: list = field(default_factory=list)
-    tracking: Any = None
+    drains: list[dict] = field(default_factory=list)
     handoff_bytes: int = 0
 
     @property
@@ -85,29 +92,10 @@ class ClusterParts:
         return sum(pool.relaunches for pool in self.pools.values())
 
     @property
-    def dashboard_settings(self):
+    def dashboard_settings(self) -> DashboardSettings | None:
         """How the dashboard is served and linked (Databricks driver proxy); None before
         the scheduler side exists."""
         return self.driver_scheduler.dashboard_settings if self.driver_scheduler is not None else None
 
 
-def attach(cluster, made: ClusterParts) -> None:
-    """Called by the cluster once, when it makes its parts."""
-    _of[cluster] = made
-
-
-def parts_of(cluster) -> ClusterParts:
-    """The parts of ``cluster`` (a :class:`~spark_dask.cluster.SparkCluster`)."""
-    return _of[cluster]
-
-
-def parts_if_any(cluster) -> ClusterParts | None:
-    """The parts of ``cluster`` when it is a SparkCluster of this process; None for
-    anything else (a handle found by name, a stand-in)."""
-    try:
-        return _of.get(cluster)
-    except TypeError:  # not weakly referenceable: not a cluster of this process
-        return None
-
-
-__all__ = ["ClusterParts", "attach", "parts_if_any", "parts_of"]
+__all__ = ["ClusterParts"]

@@ -138,8 +138,9 @@ def plan_gang(
     if shared:
         plan = _shared_plan(facts, kind, n_workers, executors, notes)
     elif gpu_tasks:
-        plan = _gpu_plan(facts, kind, n_workers or executors * int(facts.executor_gpus), profiles_ok, force_profile,
-                         notes)  # fmt: skip
+        plan = _gpu_plan(
+            facts, kind, n_workers or executors * int(facts.executor_gpus), profiles_ok, force_profile, notes
+        )
     else:
         plan = _cpu_plan(facts, kind, n_workers or executors, profiles_ok, force_profile)
     if dyn or barrier is False:  # each worker's task a plain Spark job of its own
@@ -208,7 +209,7 @@ def plan_group(
     barrier: bool | str = "auto",
     beside: tuple[tuple[int, int], ...] = (),
 ) -> GangPlan:
-    """Decide the gangs of a worker group (:mod:`spark_dask.groups.spec`) beside the
+    """Decide the gangs of a worker group (:mod:`spark_dask.options.groups`) beside the
     cluster's other groups, or raise :class:`PlanError`.
 
     Rules

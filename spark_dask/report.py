@@ -15,9 +15,8 @@ from distributed.utils import Log, Logs
 
 from spark_dask import widget
 from spark_dask.executor.placement import task_number
-from spark_dask.gang import Gang
-from spark_dask.groups.spec import DEFAULT, group_resource
-from spark_dask.parts import parts_of
+from spark_dask.gangs import Gang
+from spark_dask.options.groups import DEFAULT, group_resource
 from spark_dask.spark.session import application_id, is_connect
 
 logger = logging.getLogger("spark_dask")
@@ -192,44 +191,51 @@ def kept_logs(kept: dict[str, str]) -> Logs:
     return Logs({key: Log(text) for key, text in kept.items()})
 
 
-def spark_info(cluster, adaptive) -> dict:
+def spark_info(cluster, parts, adaptive) -> dict:
     """``cluster.spark_info()``: the session, the plan (``adaptive``: the cluster's
-    ``Adaptive``, or None), the placement and the timings."""
+    ``Adaptive``, or None), the placement and the timings, from the cluster's ``parts``
+    (:class:`spark_dask.parts.ClusterParts`)."""
     info = {"job tag": cluster.tag, **session_info(cluster.spark)}
     if cluster.gang_plan is not None:
-        info.update(plan_info(cluster.gang_plan, parts_of(cluster).facts, parts_of(cluster).pools, adaptive))
-    groups = groups_info(parts_of(cluster).pools, parts_of(cluster).facts)
+        info.update(plan_info(cluster.gang_plan, parts.facts, parts.pools, adaptive))
+    groups = groups_info(parts.pools, parts.facts)
     if groups:
         info["worker groups"] = groups
     workers = (cluster.scheduler_info or {}).get("workers", {})
-    settings = parts_of(cluster).dashboard_settings
+    settings = parts.dashboard_settings
     db = settings.databricks if settings is not None else None
-    info.update(placement_info(cluster.gang_plan, parts_of(cluster).facts, workers, db, parts_of(cluster).timings))
+    info.update(placement_info(cluster.gang_plan, parts.facts, workers, db, parts.timings))
     return info
 
 
-def cluster_repr(cluster) -> str:
+def cluster_repr(cluster, pools: dict) -> str:
     """``repr(cluster)``: name, scheduler address, tag, live workers, status."""
     closed = cluster.status.name == "closed"
     n = 0 if closed else len((cluster.scheduler_info or {}).get("workers", {}))
     addr = cluster.scheduler.address if cluster.scheduler is not None else None
-    groups = [name for name in parts_of(cluster).pools if name != DEFAULT]
+    groups = [name for name in pools if name != DEFAULT]
     shown = f", groups={['default', *groups]}" if groups else ""
     return f"SparkCluster({cluster.name!r}, {addr!r}, tag={cluster.tag!r}, workers={n}{shown}, status={cluster.status.name})"
 
 
-def widget_html(cluster, cluster_status=None) -> str:
+def widget_html(cluster, gangs: list[Gang], cluster_status=None) -> str:
     """``cluster._repr_html_()``: :func:`cluster_html` with the Spark facts and a row per
-    Spark task of every gang below (none once the cluster closed)."""
+    Spark task of every gang (``gangs``) below (none once the cluster closed)."""
     closed = cluster.status.name == "closed"
     scheduler = None if closed else cluster.scheduler
-    tasks, state = spark_tasks(gang_tasks(parts_of(cluster).gangs, cluster.scheduler_info, scheduler), closed)
+    tasks, state = spark_tasks(gang_tasks(gangs, cluster.scheduler_info, scheduler), closed)
     plan = cluster.gang_plan
     label = "Spark barrier tasks" if plan is None or plan.barrier else "Spark tasks"
     rows = widget.spark_rows_html(cluster.spark_info(), tasks, state, label)
     workers = {} if closed else dict((cluster.scheduler_info or {}).get("workers", {}))
-    return cluster_html(type(cluster).__name__, cluster.name, cluster.scheduler_info, workers,
-                        cluster.dashboard_link, (cluster_status or "") + rows)  # fmt: skip
+    return cluster_html(
+        type(cluster).__name__,
+        cluster.name,
+        cluster.scheduler_info,
+        workers,
+        cluster.dashboard_link,
+        (cluster_status or "") + rows,
+    )
 
 
 def cluster_html(

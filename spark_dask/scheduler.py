@@ -5,7 +5,7 @@ connections to the workers' nannies that end them; where a nanny does not answer
 the task end the worker's processes.
 
 :class:`DriverScheduler` is what :class:`spark_dask.SparkCluster` holds of it; the
-gangs (which Spark task a worker belongs to) are :mod:`spark_dask.pool`'s part.
+gangs (which Spark task a worker belongs to) are :mod:`spark_dask.gangs.pool`'s part.
 """
 
 from __future__ import annotations
@@ -23,19 +23,23 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 from distributed.protocol.pickle import dumps as dumps_pickle
 from distributed.security import Security
 
-from spark_dask.aio import blocking
+from spark_dask.aio import blocking, bounded
 from spark_dask.errors import ClusterError, PlanError
 from spark_dask.executor.task_line import TASK_LINE
-from spark_dask.faults import LEAVING
 from spark_dask.options import ClusterOptions
 from spark_dask.plan import encryption_problem
 from spark_dask.spark import databricks
 from spark_dask.spark.databricks import DashboardSettings
 from spark_dask.spark.session import driver_host, spark_encrypted
-from spark_dask.waits import bounded
 from spark_dask.xlang import scheduler as xlang_scheduler
 
 logger = logging.getLogger("spark_dask")
+
+# The worker state in which a worker leaves on purpose: Dask retires it
+# (``retire_workers`` moved its data away first). A worker that closes by itself
+# (``closing``: its nanny got the Spark task's death signal, it lost its scheduler) or
+# whose connection just broke (still ``running``) is lost.
+LEAVING = frozenset({"closing_gracefully"})
 
 
 class Credentials:
@@ -131,7 +135,7 @@ class DriverScheduler:
 
     ``changed`` is set whenever a worker joins, leaves or changes status (the
     start-up wait sleeps on it); :meth:`watch_workers` names who hears of a worker that
-    joins, leaves, or is leaving on purpose (its removal is no loss, :mod:`spark_dask.faults`).
+    joins, leaves, or is leaving on purpose (its removal is no loss, :mod:`spark_dask.gangs.faults`).
     """
 
     def __init__(self, changed: asyncio.Event, events=None):
@@ -199,7 +203,7 @@ class DriverScheduler:
         return True
 
     def end_frozen(self, name: str) -> str:
-        """What :func:`~spark_dask.waits.bounded` says happens to a worker whose nanny did
+        """What :func:`~spark_dask.aio.bounded` says happens to a worker whose nanny did
         not answer: its Spark task's line is cut (:meth:`cut_line`)."""
         if self.cut_line(name):
             return f"its Spark task ends the processes of {name} (SIGKILL after kill-grace)"
@@ -302,14 +306,24 @@ class DriverScheduler:
         ]
 
         async def end(name: str, nanny: str, fast: bool) -> None:
-            await bounded(self.terminate_nanny(nanny, fast), timeout, f"the nanny of Dask worker {name} ({nanny}) "
-                          "to end it as the cluster closes", lambda: self.end_frozen(name), self.say)  # fmt: skip
+            await bounded(
+                self.terminate_nanny(nanny, fast),
+                timeout,
+                f"the nanny of Dask worker {name} ({nanny}) to end it as the cluster closes",
+                lambda: self.end_frozen(name),
+                self.say,
+            )
 
         await asyncio.gather(*(end(*n) for n in nannies), return_exceptions=True)
         scheduler = self.scheduler
         with suppress(Exception):
-            if not await bounded(scheduler.close(reason="spark-dask cluster closed"), timeout,
-                                 "the Dask scheduler to close", "its connections are dropped", self.say):  # fmt: skip
+            if not await bounded(
+                scheduler.close(reason="spark-dask cluster closed"),
+                timeout,
+                "the Dask scheduler to close",
+                "its connections are dropped",
+                self.say,
+            ):
                 self._drop(scheduler)
 
     def _drop(self, scheduler) -> None:

@@ -36,7 +36,6 @@ import time
 from contextlib import suppress
 
 from spark_dask import registry
-from spark_dask.parts import parts_if_any
 from spark_dask.spark.gateway import retire_main_connection
 
 logger = logging.getLogger("spark_dask")
@@ -129,7 +128,7 @@ def waiting_jobs(active: list[int], gang_jobs: set[int]) -> list[int]:
 def _cancel_spark_jobs(clusters, wait: float = 3.0) -> None:
     by_context = {}
     for cluster in clusters:
-        made = parts_if_any(cluster)
+        made = registry.parts_of(cluster)
         if made is None or not made.gangs or made.connect:
             continue
         by_context.setdefault(id(cluster.spark.sparkContext), (cluster.spark.sparkContext, []))[1].append(cluster)

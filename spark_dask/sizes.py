@@ -1,7 +1,7 @@
 """Sizes in bytes: the one parser (Dask's and the JVM's conventions) and the formatter; and
 `plural`, a count in words (the user-facing texts say "1 worker", "2 workers").
 
-Shipped by value with the task code (:mod:`spark_dask.shipping`): it imports nothing
+Shipped by value with the task code (:mod:`spark_dask.spark.shipping`): it imports nothing
 from the package.
 """
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from distributed.diagnostics.plugin import SchedulerPlugin
 
-from spark_dask.plan import PlanError
+from spark_dask.errors import PlanError
 
 
 @dataclass(frozen=True)

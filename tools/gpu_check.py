@@ -32,10 +32,10 @@ import time
 from dataclasses import dataclass
 
 import spark_dask
-from spark_dask import config
 from spark_dask.capacity import needs_cpu_profile
 from spark_dask.executor.checkup import version_of
-from spark_dask.parts import parts_of
+from spark_dask.options import config
+from spark_dask.registry import parts_of
 from spark_dask.spark.compat import task_profiles_supported
 from spark_dask.spark.jobs import map_collect
 

@@ -4,7 +4,7 @@ mkdocs-click's option tables print ``option.default`` as is: with click >= 8.3 a
 without a default shows click's internal ``Sentinel.UNSET``, and spark-dask's start()
 options (default ``None``: "take the configured default") would show ``None`` where the
 description says the real default. The table's default cell is left empty for those; the
-description (generated from spark_dask/options.py) carries ``[default: ...]``.
+description (generated from spark_dask/options/table.py) carries ``[default: ...]``.
 """
 
 from __future__ import annotations

@@ -26,17 +26,17 @@ from dataclasses import dataclass, field
 
 from dask.utils import format_bytes, parse_timedelta
 
-from spark_dask import config, executor
+from spark_dask import executor
 from spark_dask.errors import DoctorError
 from spark_dask.executor import checkup, gang_task
 from spark_dask.executor.command import unreachable_message, version_problem
+from spark_dask.options import config
 from spark_dask.plan import gpu_sharing
-from spark_dask.shipping import ship_by_value
 from spark_dask.sizes import plural
 from spark_dask.spark.compat import jvm_reachable
 from spark_dask.spark.conf import conf
-from spark_dask.spark.pickling import spark_dumps
 from spark_dask.spark.session import cluster_facts, collect_within, driver_host, executor_ids
+from spark_dask.spark.shipping import ship_by_value, spark_dumps
 
 # Free bytes under an executor's Spark local directories below which the doctor warns
 # (the hand-off's files and the workers' spill go there).
@@ -117,39 +117,62 @@ def version_findings(driver: dict, answer: dict, host: str) -> list[Finding]:
     """
     out = []
     if _release(driver["python"]) != _release(answer["python"]):
-        out.append(Finding(
-            f"the executors' Python is {answer['python']} ({answer.get('executable')}), the driver's "
-            f"{driver['python']}: Spark refuses Python tasks across minor versions",
-            f"run the executors and the driver on one Python {_release(driver['python'])} "
-            "(spark.pyspark.python / PYSPARK_PYTHON on every node)", hosts=(host,),
-        ))  # fmt: skip
+        out.append(
+            Finding(
+                f"the executors' Python is {answer['python']} ({answer.get('executable')}), the driver's "
+                f"{driver['python']}: Spark refuses Python tasks across minor versions",
+                f"run the executors and the driver on one Python {_release(driver['python'])} "
+                "(spark.pyspark.python / PYSPARK_PYTHON on every node)",
+                hosts=(host,),
+            )
+        )
     error = answer.get("import_errors", {}).get("distributed")
     mine, theirs = driver["versions"], answer["versions"]
     if error:
-        out.append(Finding(
-            f"distributed does not import on the executors ({error})",
-            f"install the driver's version on every executor: pip install distributed=={mine.get('distributed')} "
-            "(Databricks: %pip install in the notebook installs it on the executors too)", hosts=(host,),
-        ))  # fmt: skip
+        out.append(
+            Finding(
+                f"distributed does not import on the executors ({error})",
+                f"install the driver's version on every executor: pip install distributed=={mine.get('distributed')} "
+                "(Databricks: %pip install in the notebook installs it on the executors too)",
+                hosts=(host,),
+            )
+        )
     else:
         said = version_problem(mine.get("distributed") or "", theirs.get("distributed"), f"the executors on {host}")
         if said is not None:
-            out.append(Finding(said[1], f"pip install distributed=={mine.get('distributed')} on every executor",
-                               problem=said[0] == "error", hosts=(host,)))  # fmt: skip
+            out.append(
+                Finding(
+                    said[1],
+                    f"pip install distributed=={mine.get('distributed')} on every executor",
+                    problem=said[0] == "error",
+                    hosts=(host,),
+                )
+            )
     for name in SAME_RELEASE + SHOULD_MATCH:
         if theirs.get(name) is None and name == "pyarrow":
-            out.append(Finding("pyarrow is not installed on the executors (Spark's Arrow exchange and the "
-                               "hand-off need it)", f"pip install pyarrow=={mine.get(name)} on every executor",
-                               hosts=(host,)))  # fmt: skip
+            out.append(
+                Finding(
+                    "pyarrow is not installed on the executors (Spark's Arrow exchange and the hand-off need it)",
+                    f"pip install pyarrow=={mine.get(name)} on every executor",
+                    hosts=(host,),
+                )
+            )
         elif theirs.get(name) not in (None, mine.get(name)):
             problem = name in SAME_RELEASE and _release(theirs[name]) != _release(mine.get(name))
-            out.append(Finding(
-                f"a package's version differs between the executors and the driver: {name} {theirs[name]} "
-                f"there, {mine.get(name)} here"
-                + (": Dask's scheduler and workers of other releases do not work together" if problem else
-                   ": Dask warns of it when the workers join, and frames may not travel between them"),
-                f"pip install {name}=={mine.get(name)} on every executor", problem=problem, hosts=(host,),
-            ))  # fmt: skip
+            out.append(
+                Finding(
+                    f"a package's version differs between the executors and the driver: {name} {theirs[name]} "
+                    f"there, {mine.get(name)} here"
+                    + (
+                        ": Dask's scheduler and workers of other releases do not work together"
+                        if problem
+                        else ": Dask warns of it when the workers join, and frames may not travel between them"
+                    ),
+                    f"pip install {name}=={mine.get(name)} on every executor",
+                    problem=problem,
+                    hosts=(host,),
+                )
+            )
     out += delta_findings(driver, answer, host)
     return out
 
@@ -165,30 +188,48 @@ def delta_findings(driver: dict, answer: dict, host: str) -> list[Finding]:
     error = answer.get("import_errors", {}).get("pyroaring")
     if not driver.get("pyroaring") or not error:
         return []
-    return [Finding(
-        f"pyroaring does not import on the executors ({error}): read_delta cannot apply a Delta table's deletion "
-        "vectors on the Dask workers there", "pip install 'spark-dask[delta]' on every executor", problem=False,
-        hosts=(host,),
-    )]  # fmt: skip
+    return [
+        Finding(
+            f"pyroaring does not import on the executors ({error}): read_delta cannot apply a Delta table's deletion "
+            "vectors on the Dask workers there",
+            "pip install 'spark-dask[delta]' on every executor",
+            problem=False,
+            hosts=(host,),
+        )
+    ]
 
 
 def host_findings(answer: dict, scheduler: str) -> list[Finding]:
     """The task code, the scheduler's port and the local disk, as one executor saw them."""
     host, out = answer["host"], []
     if answer.get("unpickles"):
-        out.append(Finding(
-            f"spark-dask's task code does not unpickle on the executors ({answer['unpickles']})",
-            "run the executors on the driver's Python and cloudpickle versions", hosts=(host,),
-        ))  # fmt: skip
+        out.append(
+            Finding(
+                f"spark-dask's task code does not unpickle on the executors ({answer['unpickles']})",
+                "run the executors on the driver's Python and cloudpickle versions",
+                hosts=(host,),
+            )
+        )
     if answer.get("reach"):
-        out.append(Finding(unreachable_message(f"a process on executor host {host}", scheduler, answer["reach"]),
-                           "scheduler_host=<an address of the driver the executors route to>, or open the "
-                           "driver's ports to the executors", hosts=(host,)))  # fmt: skip
+        out.append(
+            Finding(
+                unreachable_message(f"a process on executor host {host}", scheduler, answer["reach"]),
+                "scheduler_host=<an address of the driver the executors route to>, or open the "
+                "driver's ports to the executors",
+                hosts=(host,),
+            )
+        )
     for path, free in answer.get("local_dirs", {}).items():
         if free is not None and free < LOW_DISK:
-            out.append(Finding(f"{format_bytes(free)} free under the Spark local directory {path}: the hand-off's "
-                               "files and the workers' spill go there", "free space there or point SPARK_LOCAL_DIRS "
-                               "to a larger disk", problem=False, hosts=(host,)))  # fmt: skip
+            out.append(
+                Finding(
+                    f"{format_bytes(free)} free under the Spark local directory {path}: the hand-off's "
+                    "files and the workers' spill go there",
+                    "free space there or point SPARK_LOCAL_DIRS to a larger disk",
+                    problem=False,
+                    hosts=(host,),
+                )
+            )
     return out
 
 
@@ -203,36 +244,50 @@ def gpu_findings(answer: dict, host: str) -> list[Finding]:
     """
     out, nvml = [], answer["nvml"]
     if nvml.get("error"):
-        out.append(Finding(f"NVML cannot be read on a GPU executor ({nvml['error']}): dask-cuda needs it",
-                           "pip install nvidia-ml-py on every executor; check the NVIDIA driver "
-                           "(nvidia-smi)", hosts=(host,)))  # fmt: skip
+        out.append(
+            Finding(
+                f"NVML cannot be read on a GPU executor ({nvml['error']}): dask-cuda needs it",
+                "pip install nvidia-ml-py on every executor; check the NVIDIA driver (nvidia-smi)",
+                hosts=(host,),
+            )
+        )
     elif not nvml.get("gpus"):
-        out.append(Finding("NVML sees no GPU on an executor that Spark gave GPUs",
-                           "check spark.executor.resource.gpu.discoveryScript and the NVIDIA driver",
-                           hosts=(host,)))  # fmt: skip
+        out.append(
+            Finding(
+                "NVML sees no GPU on an executor that Spark gave GPUs",
+                "check spark.executor.resource.gpu.discoveryScript and the NVIDIA driver",
+                hosts=(host,),
+            )
+        )
     versions, errors = answer["versions"], answer["import_errors"]
     cuda = nvml.get("cuda_driver")
     jit = versions.get("nvJitLink")
     if cuda and jit and tuple(map(int, jit.split(".")[:2])) > tuple(map(int, cuda.split(".")[:2])):
-        out.append(Finding(
-            f"nvJitLink {jit} is newer than the driver's CUDA {cuda}: cudf and CuPy fail to compile kernels",
-            f"pip install 'nvidia-nvjitlink-cu{cuda.split('.')[0]}<{_next_minor(cuda)}' on every executor, "
-            "or a newer NVIDIA driver", hosts=(host,),
-        ))  # fmt: skip
+        out.append(
+            Finding(
+                f"nvJitLink {jit} is newer than the driver's CUDA {cuda}: cudf and CuPy fail to compile kernels",
+                f"pip install 'nvidia-nvjitlink-cu{cuda.split('.')[0]}<{_next_minor(cuda)}' on every executor, "
+                "or a newer NVIDIA driver",
+                hosts=(host,),
+            )
+        )
     for name in checkup.GPU:
         error = errors.get(name)
         if error is None:
             continue
         missing = versions.get(name) is None and "No module named" in error
         needed = name in ("dask_cuda", "pynvml")
-        out.append(Finding(
-            f"the GPU executors' {name} "
-            + ("is not installed" if missing else f"is installed but does not import ({error})")
-            + ("" if needed or not missing else ": dask-cudf and RAPIDS work need it"),
-            f"pip install {gpu_wheel(name, cuda)} on every executor"
-            + ("" if missing else " (the wheel for the driver's CUDA, here " + (cuda or "unknown") + ")"),
-            problem=needed or not missing, hosts=(host,),
-        ))  # fmt: skip
+        out.append(
+            Finding(
+                f"the GPU executors' {name} "
+                + ("is not installed" if missing else f"is installed but does not import ({error})")
+                + ("" if needed or not missing else ": dask-cudf and RAPIDS work need it"),
+                f"pip install {gpu_wheel(name, cuda)} on every executor"
+                + ("" if missing else " (the wheel for the driver's CUDA, here " + (cuda or "unknown") + ")"),
+                problem=needed or not missing,
+                hosts=(host,),
+            )
+        )
     return out
 
 
@@ -294,9 +349,13 @@ def rapids_findings(spark, version: str) -> list[Finding]:
         except (OSError, zipfile.BadZipFile):
             continue
         if problem:
-            out.append(Finding(f"the RAPIDS Accelerator jar {jar} {problem}: NoSuchMethodError at the first GPU query",
-                               "use the rapids-4-spark jar built for this Spark (NVIDIA's support matrix lists the "
-                               "runtimes of each release)"))  # fmt: skip
+            out.append(
+                Finding(
+                    f"the RAPIDS Accelerator jar {jar} {problem}: NoSuchMethodError at the first GPU query",
+                    "use the rapids-4-spark jar built for this Spark (NVIDIA's support matrix lists the "
+                    "runtimes of each release)",
+                )
+            )
     return out
 
 
@@ -316,15 +375,23 @@ def findings(driver: dict, answers: list[dict], scheduler: str, unseen: list[str
             )
     out = list(found.values())
     if unseen:
-        out.append(Finding(f"no check ran on executor(s) {', '.join(unseen)}: their task slots were busy, or they "
-                           "joined late", "run the doctor again when the application is idle", problem=False))  # fmt: skip
+        out.append(
+            Finding(
+                f"no check ran on executor(s) {', '.join(unseen)}: their task slots were busy, or they joined late",
+                "run the doctor again when the application is idle",
+                problem=False,
+            )
+        )
     return sorted(out, key=lambda f: not f.problem)
 
 
 def driver_side() -> dict:
-    return {"python": platform.python_version(), "executable": sys.executable,
-            "versions": {name: checkup.version_of(dist) for name, dist in checkup.CORE.items()},
-            "pyroaring": checkup.version_of("pyroaring")}  # fmt: skip
+    return {
+        "python": platform.python_version(),
+        "executable": sys.executable,
+        "versions": {name: checkup.version_of(dist) for name, dist in checkup.CORE.items()},
+        "pyroaring": checkup.version_of("pyroaring"),
+    }
 
 
 class Listener:
@@ -357,8 +424,9 @@ class Listener:
         self.thread.join(5)
 
 
-def doctor(spark, *, timeout: float | None = None, dial_timeout: float = 5.0, scheduler_host: str | None = None,
-           port: int = 0) -> Checkup:  # fmt: skip
+def doctor(
+    spark, *, timeout: float | None = None, dial_timeout: float = 5.0, scheduler_host: str | None = None, port: int = 0
+) -> Checkup:
     """Check every executor of ``spark`` before a Dask cluster starts there.
 
     Runs one short Spark job (one task per task slot; no Dask process) and returns a
@@ -406,8 +474,13 @@ def doctor(spark, *, timeout: float | None = None, dial_timeout: float = 5.0, sc
     scheduler = f"{host}:{listener.port}"
     try:
         ship_by_value(*executor.SHIPPED)
-        spec = {"host": host, "port": listener.port, "timeout": dial_timeout, "gpu": facts.executor_gpus > 0,
-                "code": _task_code()}  # fmt: skip
+        spec = {
+            "host": host,
+            "port": listener.port,
+            "timeout": dial_timeout,
+            "gpu": facts.executor_gpus > 0,
+            "code": _task_code(),
+        }
         rows = run_checkup(spark, checkup.checkup_partition(spec), max(facts.slots or facts.executors, 1), wait)
     finally:
         listener.close()
@@ -418,8 +491,14 @@ def doctor(spark, *, timeout: float | None = None, dial_timeout: float = 5.0, sc
     found = findings(driver, list(answers.values()), scheduler, unseen)
     if facts.executor_gpus > 0:
         found += rapids_findings(spark, version)
-    info = {"master": facts.master, "version": version, "executors": facts.executors, "slots": facts.slots,
-            "executor_gpus": facts.executor_gpus, "scheduler": scheduler}  # fmt: skip
+    info = {
+        "master": facts.master,
+        "version": version,
+        "executors": facts.executors,
+        "slots": facts.slots,
+        "executor_gpus": facts.executor_gpus,
+        "scheduler": scheduler,
+    }
     if facts.executor_gpus > 0:
         info["gpu_mode_auto"] = gpu_sharing(facts, "auto", facts.task_profiles)[0]
     return Checkup(info, driver, hosts, found)
@@ -493,29 +572,43 @@ def local_dir(path: str) -> str:
 def render(c: Checkup) -> str:
     """What ``spark-dask doctor`` prints: the application, each host, what to fix."""
     s = c.spark
-    lines = [f"spark-dask doctor: {s['master']}, Spark {s['version']}, {plural(s['executors'], 'executor')} on "
-             f"{plural(len(c.hosts), 'host')}; driver Python {c.driver['python']}; scheduler address {s['scheduler']}"]  # fmt: skip
+    lines = [
+        f"spark-dask doctor: {s['master']}, Spark {s['version']}, {plural(s['executors'], 'executor')} on "
+        f"{plural(len(c.hosts), 'host')}; driver Python {c.driver['python']}; scheduler address {s['scheduler']}"
+    ]
     if "gpu_mode_auto" in s:
         lines.append(f"GPUs per executor: {s['executor_gpus']:g}; gpu_mode='auto' picks {s['gpu_mode_auto']}")
     for host, a in sorted(c.hosts.items()):
         lines.append(f"{host} (executors {', '.join(sorted(a['executors']))}):")
         versions = ", ".join(f"{k} {v or '-'}" for k, v in a["versions"].items())
         lines.append(f"  Python {a['python']} ({a['executable']}); {versions}")
-        lines.append(f"  scheduler reached: {'yes' if not a['reach'] else 'no: ' + a['reach']}; task code unpickles: "
-                     f"{'yes' if not a['unpickles'] else 'no'}; local disk free: "
-                     + (", ".join(f"{local_dir(p)} {format_bytes(f) if f is not None else '?'}" for p, f in a["local_dirs"].items()) or "-"))  # fmt: skip
+        lines.append(
+            f"  scheduler reached: {'yes' if not a['reach'] else 'no: ' + a['reach']}; task code unpickles: "
+            f"{'yes' if not a['unpickles'] else 'no'}; local disk free: "
+            + (
+                ", ".join(
+                    f"{local_dir(p)} {format_bytes(f) if f is not None else '?'}" for p, f in a["local_dirs"].items()
+                )
+                or "-"
+            )
+        )
         if a.get("gpu"):
             g = a["gpu"]
             nv = (
                 g["nvml"].get("error")
                 or f"{len(g['nvml'].get('gpus', []))} GPU(s), CUDA driver {g['nvml'].get('cuda_driver')}"
             )
-            lines.append(f"  GPUs: Spark {', '.join(g['spark_gpus']) or '-'}; NVML {nv}; "
-                         + ", ".join(f"{k} {v or '-'}" for k, v in g["versions"].items()))  # fmt: skip
+            lines.append(
+                f"  GPUs: Spark {', '.join(g['spark_gpus']) or '-'}; NVML {nv}; "
+                + ", ".join(f"{k} {v or '-'}" for k, v in g["versions"].items())
+            )
     problems = [f for f in c.findings if f.problem]
     for f in c.findings:
         where = f" [{', '.join(f.hosts)}]" if f.hosts else ""
         lines.append(f"{'problem' if f.problem else 'warning'}{where}: {f.text}.\n  fix: {f.fix}")
-    lines.append("ready: every executor can start Dask workers." if not problems else
-                 f"not ready: {plural(len(problems), 'problem')} to fix (above).")  # fmt: skip
+    lines.append(
+        "ready: every executor can start Dask workers."
+        if not problems
+        else f"not ready: {plural(len(problems), 'problem')} to fix (above)."
+    )
     return "\n".join(lines)

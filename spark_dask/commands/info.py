@@ -9,13 +9,15 @@ import shlex
 
 from dask.utils import format_bytes, parse_timedelta
 
-from spark_dask import config, options, rapids
+from spark_dask import options, rapids
 from spark_dask.capacity import hog_warning, spare_slots, task_cpus
+from spark_dask.errors import PlanError
 from spark_dask.executor.command import worker_command
 from spark_dask.executor.gang_task import PRELOAD_MODULE, host_memory
 from spark_dask.executor.sizing import worker_memory
-from spark_dask.groups.spec import group_holds, plan_groups
-from spark_dask.plan import PlanError, gang_threads, plan_gang
+from spark_dask.options import config
+from spark_dask.options.groups import group_holds, plan_groups
+from spark_dask.plan import gang_threads, plan_gang
 from spark_dask.report import task_request
 from spark_dask.sizes import plural
 from spark_dask.spark import databricks
@@ -43,9 +45,16 @@ def describe(
     """
     facts = cluster_facts(spark, parse_timedelta(config.get("executor-wait")))
     out = _facts_rows(facts)
-    given = {"n_workers": n_workers, "worker": worker, "task_profile": task_profile, "gpu_mode": gpu_mode,
-             "threads_per_worker": threads_per_worker, "memory_limit": memory_limit, "barrier": barrier,
-             "worker_groups": worker_groups or None}  # fmt: skip
+    given = {
+        "n_workers": n_workers,
+        "worker": worker,
+        "task_profile": task_profile,
+        "gpu_mode": gpu_mode,
+        "threads_per_worker": threads_per_worker,
+        "memory_limit": memory_limit,
+        "barrier": barrier,
+        "worker_groups": worker_groups or None,
+    }
     try:
         opts = options.resolve(**{**{o.name: None for o in options.keyword_options() if o.config}, **given})
         plan = plan_gang(facts, opts.n_workers, opts.worker, opts.task_profile, opts.gpu_mode, opts.barrier)

@@ -16,27 +16,33 @@ from contextlib import contextmanager, suppress
 import dask.config
 from distributed import Client
 
+from spark_dask import registry
 from spark_dask.cluster import SparkCluster
 from spark_dask.connection import ENV_SCHEDULER_FILE, proxied_dashboard_link
 from spark_dask.connection import client_config as connection_config
-from spark_dask.parts import parts_of
 from spark_dask.sizes import plural
 from spark_dask.spark.builder import command_session, quiet_task_failures
 
 
-def client_config(cluster) -> dict:
+def client_config(cluster, parts) -> dict:
     """``dask.config`` values that make a plain ``Client()`` connect to ``cluster``.
 
     The scheduler address, and with TLS the cluster's client credentials (in-memory
     PEM text, which :class:`distributed.security.Security` accepts in these keys: no
     key material is written to disk). On Databricks the dashboard link is the proxy URL.
-    The keys are :func:`spark_dask.connection.client_config`'s, flat.
+    The keys are :func:`spark_dask.connection.client_config`'s, flat. ``parts``: the
+    cluster's (:mod:`spark_dask.registry`).
     """
     sec = cluster.security
     tls = None
     if sec is not None and sec.require_encryption:
         tls = {"ca": sec.tls_ca_file, "cert": sec.tls_client_cert, "key": sec.tls_client_key}
-    return connection_config(cluster.scheduler_address, tls, proxied_dashboard_link(cluster), dotted=True)
+    return connection_config(
+        cluster.scheduler_address,
+        tls,
+        proxied_dashboard_link(parts.dashboard_settings, cluster.dashboard_link),
+        dotted=True,
+    )
 
 
 @contextmanager
@@ -164,24 +170,25 @@ def run_script(
         :class:`spark_dask.SparkCluster` keyword arguments.
     """
     spark, stop_session = command_session(spark, master, conf, app_name)
-    cluster = client = None
+    cluster = client = parts = None
     code = 1
     with _sigterm_as_exit():
         try:
             cluster = start_cluster(spark, start_kwargs)
             if cluster is None:
                 return 1
+            parts = registry.parts_of(cluster)  # kept for the teardown's line, after the close
             print(
                 f"spark-dask: {plural(len(cluster.scheduler.workers), 'worker')} at "
                 f"{cluster.scheduler_address}; dashboard {cluster.dashboard_link or '(off)'}",
                 file=sys.stderr,
                 flush=True,
             )
-            with dask.config.set(client_config(cluster)), _child_environment(cluster):
+            with dask.config.set(client_config(cluster, parts)), _child_environment(cluster):
                 client = Client(cluster, set_as_default=True)
                 code = exec_target(target, args, module)
         finally:
-            _close(cluster, client, code)
+            _close(cluster, parts, client, code)
             if stop_session:
                 with suppress(Exception):
                     spark.stop()
@@ -199,7 +206,7 @@ def start_cluster(spark, start_kwargs: dict) -> SparkCluster | None:
         return None
 
 
-def _close(cluster, client, code: int) -> None:
+def _close(cluster, parts, client, code: int) -> None:
     """:func:`run_script`'s teardown: the script's clients, ours, the cluster (said on stderr)."""
     t0 = time.monotonic()
     # The script's own clients first (a plain Client() that it did not close):
@@ -213,7 +220,7 @@ def _close(cluster, client, code: int) -> None:
             client.close()
     if cluster is not None:
         cluster.close()
-        ended = all(g.done for g in parts_of(cluster).gangs)
+        ended = all(g.done for g in parts.gangs)
         print(
             f"spark-dask: cluster {cluster.tag} closed in {time.monotonic() - t0:.1f}s "
             f"(Spark barrier job ended: {'yes' if ended else 'NO'}); exit status {code}",

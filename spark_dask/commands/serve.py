@@ -12,15 +12,15 @@ import threading
 import time
 from contextlib import contextmanager, suppress
 
+from spark_dask import registry
 from spark_dask.commands.run import start_cluster
-from spark_dask.parts import parts_of
 from spark_dask.sizes import plural
 from spark_dask.spark.builder import command_session
 
 
 def join_text(cluster) -> str:
     """What ``spark-dask serve`` prints once the cluster runs: how other processes join."""
-    entry = parts_of(cluster).entry
+    entry = registry.parts_of(cluster).entry
     lines = [
         f"spark-dask: serving cluster {cluster.name!r}: {plural(len(cluster.scheduler.workers), 'worker')} at "
         f"{cluster.scheduler_address}; dashboard {cluster.dashboard_link or '(off)'}",
@@ -74,7 +74,7 @@ def serve_cluster(*, spark=None, master=None, conf=None, app_name=None, ready=No
         cluster = start_cluster(spark, start_kwargs)
         if cluster is None:
             return 1
-        parts_of(cluster).entry.on_close_request = stop.set  # a handle's close(): this thread closes it
+        registry.parts_of(cluster).entry.on_close_request = stop.set  # a handle's close(): this thread closes it
         with _stop_on_signals(stop):
             print(join_text(cluster), flush=True)
             if ready is not None:

@@ -27,7 +27,7 @@ from spark_dask.delta.literals import (
     local_micros,
     refusal_message,
     shown_value,
-)  # fmt: skip
+)
 from spark_dask.errors import PlanError
 
 
@@ -51,15 +51,33 @@ def ansi_mode(version, setting: str | None) -> bool | None:
 NUMERIC_ORDER = ("byte", "short", "integer", "long", "float", "double")  # UpCastRule.numericPrecedence
 INTEGRAL_DIGITS = {"byte": 3, "short": 5, "integer": 10, "long": 20}  # DecimalType.forType
 DATETIMES = ("date", "timestamp_ntz", "timestamp")  # findWiderDateTimeType: the later wins
-SPARK_NAMES = {"byte": "TINYINT", "short": "SMALLINT", "integer": "INT", "long": "BIGINT", "float": "FLOAT",
-               "double": "DOUBLE", "date": "DATE", "timestamp": "TIMESTAMP", "timestamp_ntz": "TIMESTAMP_NTZ",
-               "boolean": "BOOLEAN", "binary": "BINARY", "string": "STRING"}  # fmt: skip
+SPARK_NAMES = {
+    "byte": "TINYINT",
+    "short": "SMALLINT",
+    "integer": "INT",
+    "long": "BIGINT",
+    "float": "FLOAT",
+    "double": "DOUBLE",
+    "date": "DATE",
+    "timestamp": "TIMESTAMP",
+    "timestamp_ntz": "TIMESTAMP_NTZ",
+    "boolean": "BOOLEAN",
+    "binary": "BINARY",
+    "string": "STRING",
+}
 ZONE_WITHOUT_SECONDS = re.compile(r"^\s*[+-]?\d+-\d+-\d+[T ]\d+:\d+\s*[^\s:.\d]")
 LONG_TEXT = re.compile(r"[+-]?[0-9]+")  # UTF8String.toLongExact
 # Double.parseDouble's decimal form (its trailing type letter too), NaN, Infinity
 DOUBLE_TEXT = re.compile(r"[+-]?(NaN|Infinity|([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?[fFdD]?)")
-DOUBLE_WORDS = {"inf": math.inf, "+inf": math.inf, "infinity": math.inf, "+infinity": math.inf,
-                "-inf": -math.inf, "-infinity": -math.inf, "nan": math.nan}  # Cast.processFloatingPointSpecialLiterals  # fmt: skip
+DOUBLE_WORDS = {
+    "inf": math.inf,
+    "+inf": math.inf,
+    "infinity": math.inf,
+    "+infinity": math.inf,
+    "-inf": -math.inf,
+    "-infinity": -math.inf,
+    "nan": math.nan,
+}  # Cast.processFloatingPointSpecialLiterals
 
 
 def wider_type(a: str, b: str) -> str | None:

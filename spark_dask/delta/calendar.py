@@ -367,6 +367,17 @@ def _refuse(found: Legacy, kind: str, where) -> None:
 
 
 __all__ = [
-    "DATE", "INT96", "TIMESTAMP", "Legacy", "gregorian_days", "in_gregorian", "java_offset", "julian_date",
-    "julian_day_number", "leaf_kinds", "legacy", "rebase_days", "rebase_micros",
-]  # fmt: skip
+    "DATE",
+    "INT96",
+    "TIMESTAMP",
+    "Legacy",
+    "gregorian_days",
+    "in_gregorian",
+    "java_offset",
+    "julian_date",
+    "julian_day_number",
+    "leaf_kinds",
+    "legacy",
+    "rebase_days",
+    "rebase_micros",
+]

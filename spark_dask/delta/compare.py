@@ -72,7 +72,7 @@ from spark_dask.delta.literals import (
     local_micros,
     refusal_message,
     shown_value,
-)  # fmt: skip
+)
 from spark_dask.errors import PlanError
 
 SIMPLE = {"float", "double", "string", "binary", "boolean", "date", "timestamp", "timestamp_ntz"}
@@ -482,6 +482,18 @@ def column_value(value, kind: str):
 
 
 __all__ = [
-    "EVERYTHING", "Match", "column_kind", "column_value", "holds", "holds_nan", "key", "literal", "local_micros",
-    "order", "overlaps", "refusal_message", "spark_value", "term",
-]  # fmt: skip
+    "EVERYTHING",
+    "Match",
+    "column_kind",
+    "column_value",
+    "holds",
+    "holds_nan",
+    "key",
+    "literal",
+    "local_micros",
+    "order",
+    "overlaps",
+    "refusal_message",
+    "spark_value",
+    "term",
+]

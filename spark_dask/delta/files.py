@@ -16,10 +16,10 @@ import functools
 import operator
 from urllib.parse import unquote, urlparse
 
-from spark_dask import arrow_types
 from spark_dask.delta import calendar, compare
 from spark_dask.delta import dv as dvs
 from spark_dask.delta import schema as schemas
+from spark_dask.handoff import arrow_types
 
 
 def plan(root: str, table_schema: dict, mode: str, tz: str, columns, filters, storage_options, backend: str) -> dict:

@@ -21,8 +21,18 @@ INTEGRAL = {"byte": 7, "short": 15, "integer": 31, "long": 63}
 DECIMAL = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
 WIDE = Context(prec=100)  # exact for any DECIMAL(38) and the scaling of a filter value
 UNIX = datetime(1970, 1, 1)
-TRUE_WORDS = {"t": True, "true": True, "y": True, "yes": True, "1": True,
-              "f": False, "false": False, "n": False, "no": False, "0": False}  # fmt: skip
+TRUE_WORDS = {
+    "t": True,
+    "true": True,
+    "y": True,
+    "yes": True,
+    "1": True,
+    "f": False,
+    "false": False,
+    "n": False,
+    "no": False,
+    "0": False,
+}
 NUMBERS = {"int", "float", "double", "decimal"}
 ASCII_BLANKS = "".join(map(chr, range(0x21)))  # Java's String.trim
 SPARK_BLANKS = ASCII_BLANKS + "\x7f"  # UTF8String's isWhitespaceOrISOControl, byte by byte
@@ -219,6 +229,22 @@ def shown_value(literal_kind: str, value):
 
 
 __all__ = [
-    "ASCII_BLANKS", "DECIMAL", "DIGITS", "INTEGRAL", "SPARK_BLANKS", "SPARK_DATE", "spark_date", "spark_integral", "NUMBERS", "TRUE_WORDS", "UNIX", "WIDE", "float32", "float32_bounds", "literal",
-    "local_micros", "refusal_message", "shown_value",
-]  # fmt: skip
+    "ASCII_BLANKS",
+    "DECIMAL",
+    "DIGITS",
+    "INTEGRAL",
+    "SPARK_BLANKS",
+    "SPARK_DATE",
+    "spark_date",
+    "spark_integral",
+    "NUMBERS",
+    "TRUE_WORDS",
+    "UNIX",
+    "WIDE",
+    "float32",
+    "float32_bounds",
+    "literal",
+    "local_micros",
+    "refusal_message",
+    "shown_value",
+]

@@ -25,8 +25,14 @@ from spark_dask.delta import compare
 from spark_dask.delta import schema as schemas
 from spark_dask.errors import PlanError
 
-COMPARE = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
-           ">=": operator.ge}  # fmt: skip
+COMPARE = {
+    "==": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
 OPS = {"=": "==", "==": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">=", "in": "in", "not in": "not in"}
 STATS_TYPES = {"byte", "short", "integer", "long", "float", "double", "date", "string"}
 

@@ -17,7 +17,7 @@ import re
 import warnings
 from datetime import date, datetime
 
-from spark_dask import arrow_types, errors
+from spark_dask import errors
 from spark_dask.delta import (
     ansi,
     calendar,
@@ -37,13 +37,14 @@ from spark_dask.delta import schema as schemas
 from spark_dask.delta.sources import file_source, is_table_name, spark_source
 from spark_dask.errors import DeltaError, PlanError
 from spark_dask.events import outside_package
+from spark_dask.handoff import arrow_types
 from spark_dask.handoff import driver as handoff
-from spark_dask.shipping import by_value, ship_by_value
 from spark_dask.spark import frames
 from spark_dask.spark.compat import current_catalog, spark_version
 from spark_dask.spark.conf import conf
 from spark_dask.spark.pyspark_warnings import query_errors_quiet
 from spark_dask.spark.session import active_session
+from spark_dask.spark.shipping import by_value, ship_by_value
 
 logger = logging.getLogger("spark_dask")
 
@@ -448,11 +449,18 @@ def spark_condition(dnf, tz: str = "UTC", ntz=()):
     def value(name, v):
         return compare.spark_value(v, tz, ntz=name in ntz)
 
-    return prune.fold(dnf, frames.column, value,
-                      lambda column, name, values: column.isin([value(name, v) for v in values]))  # fmt: skip
+    return prune.fold(
+        dnf, frames.column, value, lambda column, name, values: column.isin([value(name, v) for v in values])
+    )
 
 
 __all__ = [
-    "VIAS", "is_table_name", "read_delta", "read_files", "read_with_spark", "session_ansi", "spark_condition",
+    "VIAS",
+    "is_table_name",
+    "read_delta",
+    "read_files",
+    "read_with_spark",
+    "session_ansi",
+    "spark_condition",
     "timestamp_ms",
-]  # fmt: skip
+]

@@ -2,7 +2,7 @@
 data file physically holds.
 
 The table's schema (``metaData.schemaString``) is Spark's StructType JSON, so its
-Arrow form is :func:`spark_dask.arrow_types.spark_to_arrow_schema`'s, the one
+Arrow form is :func:`spark_dask.handoff.arrow_types.spark_to_arrow_schema`'s, the one
 ``to_dask`` produces: ``timestamp`` is ``timestamp[us, tz]`` in the session time zone,
 ``timestamp_ntz`` ``timestamp[us]``, decimals ``decimal128``. Column mapping
 (``PROTOCOL.md``, "Column Mapping"): under ``name`` a field's data is stored under
@@ -18,8 +18,8 @@ import re
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 
-from spark_dask import arrow_types
 from spark_dask.errors import DeltaError, PlanError
+from spark_dask.handoff import arrow_types
 
 PHYSICAL = "delta.columnMapping.physicalName"
 FIELD_ID = "delta.columnMapping.id"
@@ -115,15 +115,35 @@ def _mask(array):
 # ---------------------------------------------------------------------- times
 # java.time.ZoneId.SHORT_IDS, which Spark's DateTimeUtils.getZoneId passes to ZoneId.of
 SHORT_IDS = {
-    "ACT": "Australia/Darwin", "AET": "Australia/Sydney", "AGT": "America/Argentina/Buenos_Aires",
-    "ART": "Africa/Cairo", "AST": "America/Anchorage", "BET": "America/Sao_Paulo", "BST": "Asia/Dhaka",
-    "CAT": "Africa/Harare", "CNT": "America/St_Johns", "CST": "America/Chicago", "CTT": "Asia/Shanghai",
-    "EAT": "Africa/Addis_Ababa", "ECT": "Europe/Paris", "EST": "-05:00", "HST": "-10:00",
-    "IET": "America/Indiana/Indianapolis", "IST": "Asia/Kolkata", "JST": "Asia/Tokyo", "MIT": "Pacific/Apia",
-    "MST": "-07:00", "NET": "Asia/Yerevan", "NST": "Pacific/Auckland", "PLT": "Asia/Karachi",
-    "PNT": "America/Phoenix", "PRT": "America/Puerto_Rico", "PST": "America/Los_Angeles",
-    "SST": "Pacific/Guadalcanal", "VST": "Asia/Ho_Chi_Minh",
-}  # fmt: skip
+    "ACT": "Australia/Darwin",
+    "AET": "Australia/Sydney",
+    "AGT": "America/Argentina/Buenos_Aires",
+    "ART": "Africa/Cairo",
+    "AST": "America/Anchorage",
+    "BET": "America/Sao_Paulo",
+    "BST": "Asia/Dhaka",
+    "CAT": "Africa/Harare",
+    "CNT": "America/St_Johns",
+    "CST": "America/Chicago",
+    "CTT": "Asia/Shanghai",
+    "EAT": "Africa/Addis_Ababa",
+    "ECT": "Europe/Paris",
+    "EST": "-05:00",
+    "HST": "-10:00",
+    "IET": "America/Indiana/Indianapolis",
+    "IST": "Asia/Kolkata",
+    "JST": "Asia/Tokyo",
+    "MIT": "Pacific/Apia",
+    "MST": "-07:00",
+    "NET": "Asia/Yerevan",
+    "NST": "Pacific/Auckland",
+    "PLT": "Asia/Karachi",
+    "PNT": "America/Phoenix",
+    "PRT": "America/Puerto_Rico",
+    "PST": "America/Los_Angeles",
+    "SST": "Pacific/Guadalcanal",
+    "VST": "Asia/Ho_Chi_Minh",
+}
 OFFSET = re.compile(r"^(?:UTC|GMT|UT)?([+-])(\d{1,2})(?::?(\d{2}))?(?::?(\d{2}))?$")
 TIME = re.compile(
     r"^\s*([+-]?\d{4,6})-(\d{1,2})-(\d{1,2})"
@@ -293,6 +313,19 @@ def partition_column(value, target, num_rows: int):
 
 
 __all__ = [
-    "FIELD_ID", "PHYSICAL", "SHORT_IDS", "arrow_schema", "arrow_zone", "logical_column", "partition_column", "partition_value",
-    "field_index", "local_time", "parse_date", "parse_time", "physical_name", "table_schema", "zone",
-]  # fmt: skip
+    "FIELD_ID",
+    "PHYSICAL",
+    "SHORT_IDS",
+    "arrow_schema",
+    "arrow_zone",
+    "logical_column",
+    "partition_column",
+    "partition_value",
+    "field_index",
+    "local_time",
+    "parse_date",
+    "parse_time",
+    "physical_name",
+    "table_schema",
+    "zone",
+]

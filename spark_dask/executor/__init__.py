@@ -1,6 +1,6 @@
 """What runs on the executors: the Spark task of a gang and everything it decides there.
 
-The driver ships these modules by value (:func:`spark_dask.shipping.ship_by_value`)
+The driver ships these modules by value (:func:`spark_dask.spark.shipping.ship_by_value`)
 with pyspark's cloudpickle, so executors need ``distributed`` (and ``dask-cuda`` for GPU
 workers) but not spark_dask itself, and driver and executors never disagree on its
 version. The boundary, which ``tools/structure.py`` enforces:
@@ -52,9 +52,21 @@ from spark_dask.executor import (
 
 # The modules the driver pickles by value with the gang's task (and its probe job).
 SHIPPED = (
-    errors, sizes, task_spec, placement, sizing, command, rmm, logs, processes, task_context, task_line, gpu_claims,
-    gang_task, checkup,
-)  # fmt: skip
+    errors,
+    sizes,
+    task_spec,
+    placement,
+    sizing,
+    command,
+    rmm,
+    logs,
+    processes,
+    task_context,
+    task_line,
+    gpu_claims,
+    gang_task,
+    checkup,
+)
 # The modules each task writes out as source for the Dask workers to load.
 AS_SOURCE = (preload,)
 

@@ -109,8 +109,9 @@ IMPORT_EACH = (
 def imports_apart(modules, timeout: float = 120) -> dict[str, str | None]:
     """:func:`imports` in a child process of its own (what it loads ends with it)."""
     try:
-        done = subprocess.run([sys.executable, "-c", IMPORT_EACH, *modules], capture_output=True, text=True,
-                              timeout=timeout)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-c", IMPORT_EACH, *modules], capture_output=True, text=True, timeout=timeout
+        )
         return json.loads(done.stdout.strip().splitlines()[-1])
     except (OSError, subprocess.SubprocessError, ValueError, IndexError) as e:
         return dict.fromkeys(modules, f"the import check could not run: {one_line(e)}")
@@ -122,8 +123,10 @@ def dial(host: str, port: int, timeout: float) -> str | None:
     try:
         done = subprocess.run(
             [sys.executable, "-c", DIAL, host, str(port), str(timeout)],
-            capture_output=True, text=True, timeout=timeout + 30,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=timeout + 30,
+        )
     except (OSError, subprocess.SubprocessError) as e:
         return f"could not start a process: {one_line(e)}"
     if done.returncode != 0:

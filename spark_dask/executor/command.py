@@ -140,13 +140,19 @@ def worker_command(fields: dict, kind: str, template=None, options: dict | None 
         cmd = [fields["python"], "-m", "distributed.cli.dask_worker"]
     cmd += [
         fields["scheduler_address"],
-        "--name", fields["name"],
-        "--nthreads", str(fields["nthreads"]),
-        "--memory-limit", str(fields["memory_limit"]),
-        "--local-directory", fields["local_directory"],
-        "--death-timeout", str(fields["death_timeout"]),
-        "--preload", preload,
-    ]  # fmt: skip
+        "--name",
+        fields["name"],
+        "--nthreads",
+        str(fields["nthreads"]),
+        "--memory-limit",
+        str(fields["memory_limit"]),
+        "--local-directory",
+        fields["local_directory"],
+        "--death-timeout",
+        str(fields["death_timeout"]),
+        "--preload",
+        preload,
+    ]
     if kind == "cpu":
         no_nanny = options.pop("no_nanny", None) is True
         no_nanny = options.pop("nanny", None) is False or no_nanny
@@ -158,10 +164,13 @@ def worker_command(fields: dict, kind: str, template=None, options: dict | None 
         cmd.append("--no-dashboard")
     if fields.get("tls_ca_file"):
         cmd += [
-            "--tls-ca-file", fields["tls_ca_file"],
-            "--tls-cert", fields["tls_cert"],
-            "--tls-key", fields["tls_key"],
-        ]  # fmt: skip
+            "--tls-ca-file",
+            fields["tls_ca_file"],
+            "--tls-cert",
+            fields["tls_cert"],
+            "--tls-key",
+            fields["tls_key"],
+        ]
     return cmd + option_flags(options)
 
 

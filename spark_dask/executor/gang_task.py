@@ -336,9 +336,14 @@ def _claim_workers(spec: TaskSpec, me: dict, mine: list[dict], spare: list[str],
     """:func:`claim_gpus` for this task's workers (renamed after the GPU they get)."""
     base = spec.name_base
     return claim_gpus(
-        spec.cluster_id, mine, spare, float(spec.claim_wait),
-        lambda gpu: worker_name(base + me["partition"], gpu, me["attempt"]), where, host_shared_gpus(spec, me["host"]),
-    )  # fmt: skip
+        spec.cluster_id,
+        mine,
+        spare,
+        float(spec.claim_wait),
+        lambda gpu: worker_name(base + me["partition"], gpu, me["attempt"]),
+        where,
+        host_shared_gpus(spec, me["host"]),
+    )
 
 
 def _worker_fields(spec: TaskSpec, workdir: str, nthreads, memory) -> dict:
@@ -375,8 +380,9 @@ def _spawn(spec: TaskSpec, me, w, fields, workdir, where, row, task_warnings, ha
         row.setdefault("notes", []).append(f"{w['name']}: {note}")
         if warning:
             worker_warnings.append(f"spark-dask: on {where}, worker {w['name']}: {warning}")
-    cmd = worker_command({**fields, "name": w["name"], "local_directory": local}, spec.kind, spec.worker_command,
-                         options)  # fmt: skip
+    cmd = worker_command(
+        {**fields, "name": w["name"], "local_directory": local}, spec.kind, spec.worker_command, options
+    )
     env = _worker_env(spec, me, w, workdir, cmd, worker_warnings)
     log = os.path.join(workdir, w["name"] + ".log")
     fork = _forks(spec, cmd, env)
@@ -471,8 +477,9 @@ def _supervise(spec: TaskSpec, procs: list, logs: list[str], mine: list[dict], w
             )
 
 
-def _finish(spec: TaskSpec, procs: list, claims: list, mine: list[dict], logs: list[str], row: dict,
-            workdir: str) -> None:  # fmt: skip
+def _finish(
+    spec: TaskSpec, procs: list, claims: list, mine: list[dict], logs: list[str], row: dict, workdir: str
+) -> None:
     """Stop what is left of the workers, free their GPU claims, put their exit codes and
     log tails in ``row``, keep their whole logs in the cluster's log directory (if it
     has one; why not, in ``row["log_error"]``) and remove the task's directory (key

@@ -68,9 +68,14 @@ def _claim(cluster_id: str, gpu: str):
 
 
 def claim_gpus(
-    cluster_id: str, mine: list[dict], spare: list[str], wait: float, name, where: str,
+    cluster_id: str,
+    mine: list[dict],
+    spare: list[str],
+    wait: float,
+    name,
+    where: str,
     shared: list[str] | tuple[str, ...] = (),
-):  # fmt: skip
+):
     """Claim the GPU of each of this task's workers; a worker whose GPU another worker of
     the cluster holds takes a free one of ``spare`` (the executor's GPUs, when the gang
     shares them with Spark) and is renamed (``name(gpu)``).

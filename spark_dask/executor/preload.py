@@ -10,7 +10,7 @@
    driver's fast close.
 
 The executors need not have spark_dask installed: the driver reads this module's source
-(:func:`spark_dask.gang_maker.preload_source`), the task specification carries it, and each
+(:func:`spark_dask.gangs.maker.preload_source`), the task specification carries it, and each
 task writes it into its workers' directory as the module ``spark_dask_preload``
 (:data:`spark_dask.executor.gang_task.PRELOAD_MODULE`). So it must stay self-contained: it imports
 only the standard library and distributed.

@@ -74,8 +74,13 @@ def _inherited_channels() -> list[int]:
 
 def _logging_config(dask_config) -> list:
     """The dask.config settings that distributed's logging set-up reads."""
-    keys = ("logging", "logging-file-config", "distributed.logging", "distributed.logging-file-config",
-            "distributed.admin.log-format")  # fmt: skip
+    keys = (
+        "logging",
+        "logging-file-config",
+        "distributed.logging",
+        "distributed.logging-file-config",
+        "distributed.admin.log-format",
+    )
     return [dask_config.get(k, None) for k in keys]
 
 

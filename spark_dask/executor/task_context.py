@@ -265,6 +265,14 @@ def gang_from_task_infos(ctx, me: dict) -> list[dict]:
             gang.append(me)
         else:
             host = address.rsplit(":", 1)[0] if address else None
-            gang.append({"partition": partition, "executor": address, "host": host,
-                         "gpus": [], "missing": [], "unreachable": None})  # fmt: skip
+            gang.append(
+                {
+                    "partition": partition,
+                    "executor": address,
+                    "host": host,
+                    "gpus": [],
+                    "missing": [],
+                    "unreachable": None,
+                }
+            )
     return gang

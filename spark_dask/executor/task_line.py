@@ -77,8 +77,9 @@ class TaskLine:
         self.error: str | None = None
         self._loop = asyncio.new_event_loop()
         self._hung_up = asyncio.Event()  # bound to the line's loop when first awaited there
-        self._thread = threading.Thread(target=self._run, args=(spec, workers, on_cut), name="spark-dask-line",
-                                        daemon=True)  # fmt: skip
+        self._thread = threading.Thread(
+            target=self._run, args=(spec, workers, on_cut), name="spark-dask-line", daemon=True
+        )
         self._thread.start()
 
     def _run(self, spec: TaskSpec, workers: list[str], on_cut) -> None:
@@ -99,16 +100,22 @@ class TaskLine:
 
         tls = spec.tls
         security = (
-            Security(tls_ca_file=tls["ca"], tls_worker_cert=tls["cert"], tls_worker_key=tls["key"],
-                     require_encryption=True) if tls else Security()
-        )  # fmt: skip
+            Security(
+                tls_ca_file=tls["ca"], tls_worker_cert=tls["cert"], tls_worker_key=tls["key"], require_encryption=True
+            )
+            if tls
+            else Security()
+        )
         # distributed's import takes seconds in a Python worker that never had it (dask-cuda's
         # workers are new processes): the task may end, and its cluster close, before the
         # line opens. Hung up before it opened is no failure: the task no longer needs a line.
         if self._hung_up.is_set():
             return False
-        opening = asyncio.ensure_future(connect(spec.scheduler_address, timeout=float(spec.connect_timeout),
-                                                **security.get_connection_args("worker")))  # fmt: skip
+        opening = asyncio.ensure_future(
+            connect(
+                spec.scheduler_address, timeout=float(spec.connect_timeout), **security.get_connection_args("worker")
+            )
+        )
         hung_up = asyncio.ensure_future(self._hung_up.wait())
         await asyncio.wait({opening, hung_up}, return_when=asyncio.FIRST_COMPLETED)
         hung_up.cancel()

@@ -1,8 +1,8 @@
 """The task specification: what every Spark task of a cluster is handed (scheduler
 address, credentials, worker kind and size, GPU pinning, the workers' preload), one
-frozen :class:`TaskSpec` built once on the driver (:func:`spark_dask.gang_maker.task_spec`).
+frozen :class:`TaskSpec` built once on the driver (:func:`spark_dask.gangs.maker.task_spec`).
 :func:`spark_dask.executor.gang_task.run_task` reads it on the executors; each gang sets its
-own number and size (:class:`spark_dask.gang.Gang`, with :func:`dataclasses.replace`).
+own number and size (:class:`spark_dask.gangs.gang.Gang`, with :func:`dataclasses.replace`).
 
 The class is pickled by value with the task code (the executors need not have
 spark_dask installed), so its fields hold plain values only.
@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 class TaskSpec:
     """What every Spark task of a cluster is handed (see the module's text).
 
-    Fields without a default are set by :func:`spark_dask.gang_maker.task_spec` from the cluster's options,
+    Fields without a default are set by :func:`spark_dask.gangs.maker.task_spec` from the cluster's options,
     plan and facts; those with one are the gang's own (set by
-    :class:`spark_dask.gang.Gang`) or the task's constants.
+    :class:`spark_dask.gangs.gang.Gang`) or the task's constants.
 
     Attributes
     ----------
@@ -41,7 +41,7 @@ class TaskSpec:
     gpu_mode : str or None
         ``"exclusive"`` or ``"shared"`` (the gang shares the executors' GPUs with Spark).
     executor_gpus : dict
-        ``{host: [GPU addresses of each executor on it]}`` (:func:`spark_dask.gang_maker.by_host`), for a
+        ``{host: [GPU addresses of each executor on it]}`` (:func:`spark_dask.gangs.maker.by_host`), for a
         shared gang.
     gpus_per_executor : int
         GPUs of each executor.
@@ -84,7 +84,7 @@ class TaskSpec:
     env : dict
         Environment variables of the workers.
     rmm : dict or None
-        RMM pool sizing of dask-cuda workers (:func:`spark_dask.gang_maker.rmm_spec`).
+        RMM pool sizing of dask-cuda workers (:func:`spark_dask.gangs.maker.rmm_spec`).
     preload : str
         The source of the workers' preload (:mod:`spark_dask.executor.preload`), written by
         each task into its workers' directory.
@@ -105,14 +105,14 @@ class TaskSpec:
         The cluster's log directory (:func:`spark_dask.logdir.cluster_directory`), where
         each task keeps its workers' whole logs when they end; None: not kept.
     group : str
-        The worker group of the gang (:mod:`spark_dask.groups.spec`), published in each
+        The worker group of the gang (:mod:`spark_dask.options.groups`), published in each
         worker's Spark facts: the group's pool takes the worker.
     executors_by_host : dict
-        ``{host: executors on it}`` of the whole application (:func:`spark_dask.gang_maker.executor_counts`),
+        ``{host: executors on it}`` of the whole application (:func:`spark_dask.gangs.maker.executor_counts`),
         for ``memory_limit="auto"``: every executor JVM of a host takes its memory, whether
         it runs a task of the gang or not; empty where the driver cannot tell.
     gpus_by_executor : dict
-        ``{executor id: its GPU addresses}`` (:func:`spark_dask.gang_maker.by_executor`), for a
+        ``{executor id: its GPU addresses}`` (:func:`spark_dask.gangs.maker.by_executor`), for a
         shared gang: executors that share a host each own other GPUs (a standalone Worker
         or a YARN NodeManager hands each executor its own), which the host alone cannot tell
         apart; empty where the driver cannot tell.

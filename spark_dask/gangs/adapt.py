@@ -1,14 +1,14 @@
-"""Adaptive scaling of one worker group (:mod:`spark_dask.groups.spec`): distributed's
+"""Adaptive scaling of one worker group (:mod:`spark_dask.options.groups`): distributed's
 ``Adaptive`` (its rhythm, ``minimum``/``maximum``, ``wait_count``) with the group's own
 view of the work, so that each group of a cluster grows and shrinks on its own.
 
 distributed's ``Scheduler.adaptive_target`` counts every task and every worker; a
 group's target counts the tasks that only its workers may run (those restricted to its
-Dask resource, :func:`spark_dask.groups.spec.group_resource`; for the default group, the
+Dask resource, :func:`spark_dask.options.groups.group_resource`; for the default group, the
 tasks with no resource restriction) and its own workers' load and memory
 (:func:`group_target`). Scale-down closes only the group's own idle workers, the
 workers of one Spark task together (:func:`idle_to_close`); scaling goes through the
-group's :class:`~spark_dask.pool.GangPool`. ``adapt()``'s bounds in workers, from its
+group's :class:`~spark_dask.gangs.pool.GangPool`. ``adapt()``'s bounds in workers, from its
 arguments in workers, cores and memory: :func:`adapt_bounds`.
 """
 
@@ -89,14 +89,41 @@ def idle_to_close(members: list, target: int) -> list[str]:
     return out
 
 
-class GroupAdaptive(Adaptive):
+class GangTargets:
+    """What distributed's ``Adaptive`` reads of what it scales, the same for the cluster
+    (its default group) and for one worker group's :class:`GroupAdaptive`: ``plan``, the
+    workers the gangs are to hold (a placeholder ``<gang>/pending-<i>`` for each not yet
+    connected); ``requested``, the plan itself (a gang's workers are asked of Spark
+    together, never one by one); ``observed``, those connected. A mixin ahead of
+    ``Cluster`` or ``Adaptive`` in the bases."""
+
+    @property
+    def plan(self) -> set:
+        return self._planned_names()
+
+    @property
+    def requested(self) -> set:
+        return self._planned_names()
+
+    @property
+    def observed(self) -> set:
+        return self._observed_names()
+
+    def _planned_names(self) -> set:
+        raise NotImplementedError
+
+    def _observed_names(self) -> set:
+        raise NotImplementedError
+
+
+class GroupAdaptive(GangTargets, Adaptive):
     """distributed's ``Adaptive`` for one worker group of a
     :class:`~spark_dask.cluster.SparkCluster`.
 
     Parameters
     ----------
     cluster : SparkCluster
-    pool : spark_dask.pool.GangPool
+    pool : spark_dask.gangs.pool.GangPool
         The group's pool: its planned workers, its scale-up and scale-down.
     resource : str or None
         The group's Dask resource (None: the default group).
@@ -117,16 +144,10 @@ class GroupAdaptive(Adaptive):
             return []
         return [ws for ws in scheduler.workers.values() if self.pool.holds(str(ws.name))]
 
-    @property
-    def plan(self) -> set:
+    def _planned_names(self) -> set:
         return self.pool.planned_names()
 
-    @property
-    def requested(self) -> set:
-        return self.plan
-
-    @property
-    def observed(self) -> set:
+    def _observed_names(self) -> set:
         return {str(ws.name) for ws in self.members()}
 
     async def target(self) -> int:
@@ -148,9 +169,16 @@ class GroupAdaptive(Adaptive):
 
 
 def adapt_bounds(
-    minimum: int, maximum: float, minimum_cores, maximum_cores, minimum_memory, maximum_memory,
-    threads: int | None, per_memory: int | None, bound: int | None,
-) -> tuple[int, float, str | None]:  # fmt: skip
+    minimum: int,
+    maximum: float,
+    minimum_cores,
+    maximum_cores,
+    minimum_memory,
+    maximum_memory,
+    threads: int | None,
+    per_memory: int | None,
+    bound: int | None,
+) -> tuple[int, float, str | None]:
     """``adapt()``'s minimum and maximum in workers, from its arguments in workers, cores
     and memory (``threads`` and ``per_memory``: one worker's) and the bound of the Spark
     application (``bound``: :func:`spark_dask.capacity.max_workers`); and a note when the
@@ -187,4 +215,4 @@ def size_per_worker(options: ClusterOptions, size: tuple[int, int] | None) -> tu
     return threads, memory
 
 
-__all__ = ["GroupAdaptive", "adapt_bounds", "group_target", "idle_to_close", "size_per_worker", "wanted"]
+__all__ = ["GangTargets", "GroupAdaptive", "adapt_bounds", "group_target", "idle_to_close", "size_per_worker", "wanted"]

@@ -9,7 +9,7 @@ moves to the other workers, for at most the drain window: :func:`drain_window`),
 their Spark tasks return: the executor leaves without failing the barrier stage of the
 workers elsewhere (an executor lost while a barrier task runs fails the whole stage).
 As many workers start again once Spark has a free task slot (:meth:`GangPool.drain
-<spark_dask.pool.GangPool.drain>`).
+<spark_dask.gangs.pool.GangPool.drain>`).
 
 A Spark Connect session has no access to the driver's scheduler: there the workers of
 a decommissioned executor are lost with it, as without decommissioning.
@@ -27,7 +27,7 @@ from dask.utils import format_bytes
 
 from spark_dask.aio import blocking
 from spark_dask.events import Events
-from spark_dask.faults import where
+from spark_dask.gangs.faults import where
 from spark_dask.sizes import plural
 from spark_dask.spark.compat import jvm_reachable
 from spark_dask.spark.decommission import decommissioning, decommissions, kill_timeouts
@@ -91,21 +91,27 @@ def executors_of(scheduler, tag: str) -> dict[str, list[tuple[str, str]]]:
 def keys_on(scheduler, names: list[str]) -> dict[str, int]:
     """``{key: bytes}`` of the results that only the workers ``names`` hold."""
     workers = {ws for ws in scheduler.workers.values() if str(ws.name) in names}
-    return {
-        ts.key: ts.get_nbytes() for ws in workers for ts in ws.has_what if not (ts.who_has or set()) - workers
-    }  # fmt: skip
+    return {ts.key: ts.get_nbytes() for ws in workers for ts in ws.has_what if not (ts.who_has or set()) - workers}
 
 
 def still_held(scheduler, keys, names: list[str]) -> list:
     """The ``keys`` that a worker other than ``names`` holds now."""
     return [
-        k for k in keys
+        k
+        for k in keys
         if (ts := scheduler.tasks.get(k)) is not None and any(str(ws.name) not in names for ws in ts.who_has or ())
-    ]  # fmt: skip
+    ]
 
 
-def drained_message(executor: str, workers: list[tuple[str, str]], moved: int, nbytes: int, lost: int,
-                    seconds: float, window: float | None) -> str:  # fmt: skip
+def drained_message(
+    executor: str,
+    workers: list[tuple[str, str]],
+    moved: int,
+    nbytes: int,
+    lost: int,
+    seconds: float,
+    window: float | None,
+) -> str:
     """The one line a drain says: the executor, its workers, what Dask moved (or could
     not: within the drain ``window``, None where it did not run out, or at all) and what
     comes next.
@@ -136,8 +142,9 @@ def drained_message(executor: str, workers: list[tuple[str, str]], moved: int, n
     return f"spark-dask: Spark is decommissioning executor {executor}: {done}; {new} once Spark has a free task slot"
 
 
-async def drain_executor(executor: str, workers: list[tuple[str, str]], pools, scheduler, window: float,
-                         events: Events) -> dict:  # fmt: skip
+async def drain_executor(
+    executor: str, workers: list[tuple[str, str]], pools, scheduler, window: float, events: Events
+) -> dict:
     """Retire the ``workers`` of a decommissioned ``executor`` (each through the pool
     that holds it) and say what happened; returns the figures (for tests and benchmarks)."""
     names = [n for n, _ in workers]
@@ -153,15 +160,23 @@ async def drain_executor(executor: str, workers: list[tuple[str, str]], pools, s
     if not late:
         kept = set(still_held(scheduler, held, names))
     lost = sum(1 for k in held if k not in kept and k in scheduler.tasks)  # not released meanwhile
-    figures = {"executor": executor, "workers": names, "keys": len(held), "moved": len(kept),
-               "bytes": sum(held[k] for k in kept), "lost": lost, "seconds": seconds}  # fmt: skip
+    figures = {
+        "executor": executor,
+        "workers": names,
+        "keys": len(held),
+        "moved": len(kept),
+        "bytes": sum(held[k] for k in kept),
+        "lost": lost,
+        "seconds": seconds,
+    }
     msg = drained_message(executor, workers, len(kept), figures["bytes"], lost, seconds, window if late else None)
     events.tell(msg)
     return figures
 
 
-async def watch_decommission(spark, tag: str, scheduler, pools, drain_timeout: float, events: Events,
-                             drained, every: float = 0.5) -> None:  # fmt: skip
+async def watch_decommission(
+    spark, tag: str, scheduler, pools, drain_timeout: float, events: Events, drained, every: float = 0.5
+) -> None:
     """While the cluster runs: drain each executor of this cluster's workers that Spark
     begins to decommission (:func:`drain_executor`, several at once). Returns at once
     where Spark does not decommission or the driver cannot be read (Spark Connect).

@@ -21,13 +21,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from spark_dask.options.groups import DEFAULT
+from spark_dask.scheduler import LEAVING
 from spark_dask.sizes import plural
-
-# The worker state in which a worker leaves on purpose: Dask retires it
-# (``retire_workers`` moved its data away first). A worker that closes by itself
-# (``closing``: its nanny got the Spark task's death signal, it lost its scheduler) or
-# whose connection just broke (still ``running``) is lost.
-LEAVING = frozenset({"closing_gracefully"})
 
 _EXECUTOR_LOST = (
     re.compile(r"ExecutorLostFailure \(executor (\S+?)\)? exited"),
@@ -249,3 +245,29 @@ class Recovery:
             self.no_workers_said = True
             return "warn"
         return ""
+
+
+def relaunched_message(started: int, connected: int, target: int, whole: bool, tag: str, group: str = DEFAULT) -> str:
+    """What a user reads when a relaunched gang's workers all connected (``group``: the
+    worker group whose gang it is; a group other than the default says so).
+
+    >>> relaunched_message(2, 2, 2, True, "g1")
+    'spark-dask: the cluster is back to full size: all 2 Dask workers are connected (relaunched: g1)'
+    >>> relaunched_message(1, 1, 1, True, "g1")
+    'spark-dask: the cluster is back to full size: its 1 Dask worker is connected (relaunched: g1)'
+    >>> relaunched_message(1, 1, 2, False, "g1")
+    'spark-dask: 1 relaunched Dask worker connected (g1); the cluster has 1 of 2'
+    >>> relaunched_message(2, 2, 2, True, "t-io-g1", "io")
+    'spark-dask: worker group io is back to full size: all 2 of its Dask workers are connected (relaunched: t-io-g1)'
+    """
+    whose = "the cluster" if group == DEFAULT else f"worker group {group}"
+    if whole:
+        if group == DEFAULT:
+            connected_all = "its 1 Dask worker is" if target == 1 else f"all {plural(target, 'Dask worker')} are"
+        else:
+            connected_all = "its 1 Dask worker is" if target == 1 else f"all {target} of its Dask workers are"
+        return f"spark-dask: {whose} is back to full size: {connected_all} connected (relaunched: {tag})"
+    return (
+        f"spark-dask: {plural(started, 'relaunched Dask worker')} connected ({tag}); "
+        f"{whose} has {connected} of {target}"
+    )

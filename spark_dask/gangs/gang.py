@@ -33,7 +33,7 @@ from dataclasses import replace
 from spark_dask.capacity import GangPlan, tasks_for
 from spark_dask.executor.processes import KILL_WAIT
 from spark_dask.executor.task_spec import TaskSpec
-from spark_dask.groups.spec import DEFAULT
+from spark_dask.options.groups import DEFAULT
 from spark_dask.sizes import plural
 from spark_dask.spark.launcher import GangLauncher, summarize_spark_error
 
@@ -64,7 +64,7 @@ class Gang:
     on_done : callable
         Called with the gang from the launcher thread once its Spark job has ended.
     group : str
-        The worker group (:mod:`spark_dask.groups.spec`) whose workers the gang runs.
+        The worker group (:mod:`spark_dask.options.groups`) whose workers the gang runs.
     """
 
     def __init__(

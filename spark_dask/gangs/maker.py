@@ -2,7 +2,7 @@
 :class:`~spark_dask.executor.task_spec.TaskSpec` every task of a worker group is handed
 (once, from the options, the plan and the facts: :func:`task_spec`, with the RMM sizing
 of dask-cuda workers, :func:`rmm_spec`, and the preload's source, :func:`preload_source`)
-and makes each :class:`~spark_dask.gang.Gang` from it; :class:`WorkerCredentials` reads
+and makes each :class:`~spark_dask.gangs.gang.Gang` from it; :class:`WorkerCredentials` reads
 the workers' Databricks credentials for each gang.
 """
 
@@ -21,9 +21,9 @@ from spark_dask.errors import PlanError
 from spark_dask.events import Events
 from spark_dask.executor import preload
 from spark_dask.executor.task_spec import TaskSpec
-from spark_dask.gang import Gang
-from spark_dask.groups.spec import DEFAULT
+from spark_dask.gangs.gang import Gang
 from spark_dask.options import ClusterOptions
+from spark_dask.options.groups import DEFAULT
 from spark_dask.plan import alone_on_executor
 from spark_dask.scheduler import DriverScheduler
 from spark_dask.spark.databricks import worker_credentials
@@ -102,9 +102,15 @@ def preload_source() -> str:
 
 
 def task_spec(
-    tag: str, scheduler_address: str, tls: dict | None, opts: ClusterOptions, plan: GangPlan, facts: ClusterFacts,
-    env: dict, rmm: dict | None,
-) -> TaskSpec:  # fmt: skip
+    tag: str,
+    scheduler_address: str,
+    tls: dict | None,
+    opts: ClusterOptions,
+    plan: GangPlan,
+    facts: ClusterFacts,
+    env: dict,
+    rmm: dict | None,
+) -> TaskSpec:
     """The specification every task of cluster ``tag`` gets (see the module's text).
 
     Parameters
@@ -226,9 +232,9 @@ class GangMaker:
     on_done : callable
         ``on_done(gang)``, from the launcher thread, when a gang's Spark job ends.
     group : str
-        The worker group whose gangs it makes (:mod:`spark_dask.groups.spec`).
+        The worker group whose gangs it makes (:mod:`spark_dask.options.groups`).
     options : ClusterOptions
-        The group's resolved options (:func:`spark_dask.groups.spec.group_options`).
+        The group's resolved options (:func:`spark_dask.options.groups.group_options`).
     env : dict
         Environment variables for the group's workers.
     plan : GangPlan
@@ -244,10 +250,21 @@ class GangMaker:
     """
 
     def __init__(
-        self, spark, tag: str, driver_scheduler: DriverScheduler, on_done, *, group: str = DEFAULT, options: ClusterOptions,
-        env: dict, plan: GangPlan, facts: ClusterFacts, worker_options: dict, credentials: WorkerCredentials,
+        self,
+        spark,
+        tag: str,
+        driver_scheduler: DriverScheduler,
+        on_done,
+        *,
+        group: str = DEFAULT,
+        options: ClusterOptions,
+        env: dict,
+        plan: GangPlan,
+        facts: ClusterFacts,
+        worker_options: dict,
+        credentials: WorkerCredentials,
         log_dir: str | None = None,
-    ):  # fmt: skip
+    ):
         self.spark = spark
         self.tag = tag
         self.driver_scheduler = driver_scheduler
@@ -276,8 +293,17 @@ class GangMaker:
                 threads_per_worker=spec.threads_per_worker or threads,
                 memory_limit=memory if spec.memory_limit == "auto" else spec.memory_limit,
             )
-        return Gang(self.spark, plan, spec, cluster_tag=self.tag, index=index, first=first, reason=reason,
-                    on_done=self.on_done, group=self.group)  # fmt: skip
+        return Gang(
+            self.spark,
+            plan,
+            spec,
+            cluster_tag=self.tag,
+            index=index,
+            first=first,
+            reason=reason,
+            on_done=self.on_done,
+            group=self.group,
+        )
 
     def task_spec(self) -> TaskSpec:
         """What every task of the group is handed (:func:`task_spec`)."""

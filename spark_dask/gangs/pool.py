@@ -1,14 +1,14 @@
 """The gangs of one worker group and the policy that keeps them at their target: scale
 up (submit gangs into free task slots), scale down (cancel waiting gangs, retire
 workers), relaunch the workers of a failed gang, replace workers lost longer than the
-grace (watched by :func:`spark_dask.waits.watch_faults`).
+grace (watched by :func:`spark_dask.gangs.waits.watch_faults`).
 
 :class:`GangPool` is to :class:`spark_dask.SparkCluster` what distributed's
 ``AdaptiveCore`` is to a cluster manager: the decisions, apart from the effects. It
-holds the :class:`~spark_dask.gang.Gang` objects and the target; what it does to the
+holds the :class:`~spark_dask.gangs.gang.Gang` objects and the target; what it does to the
 world comes in at construction: two callables (make a gang, read the Spark facts
 again) and what the pools of the cluster share
-(:class:`~spark_dask.groups.pools.PoolContext`: the facts, the events, the
+(:class:`~spark_dask.gangs.pools.PoolContext`: the facts, the events, the
 :class:`~spark_dask.scheduler.DriverScheduler`, the other groups' pools and the other
 clusters), so its tests run with a fake launcher and a fake scheduler, without Spark.
 """
@@ -20,9 +20,7 @@ import logging
 import time
 from dataclasses import replace
 
-from distributed.metrics import time as metrics_time
-
-from spark_dask.aio import background, blocking
+from spark_dask.aio import background, blocking, bounded
 from spark_dask.capacity import (
     ClusterFacts,
     GangPlan,
@@ -36,21 +34,27 @@ from spark_dask.capacity import (
 )
 from spark_dask.capacity import tasks_for as tasks_for_workers
 from spark_dask.dask_compat import stop_adaptive
-from spark_dask.faults import Recovery, loss_message, lost_executor, lost_worker, where, worker_lost_message
-from spark_dask.gang import Gang, end_gangs, gang_of_placeholder
-from spark_dask.groups.spec import DEFAULT
+from spark_dask.gangs.faults import (
+    Recovery,
+    loss_message,
+    lost_executor,
+    lost_worker,
+    relaunched_message,
+    where,
+    worker_lost_message,
+)
+from spark_dask.gangs.gang import Gang, end_gangs, gang_of_placeholder
+from spark_dask.gangs.slots import pools_held
+from spark_dask.gangs.waits import retirement_moved
 from spark_dask.options import ClusterOptions
+from spark_dask.options.groups import DEFAULT
 from spark_dask.plan import gang_steps
 from spark_dask.scheduler import task_group
 from spark_dask.sizes import plural
-from spark_dask.slots import pools_held
 from spark_dask.spark.launcher import session_closed
 from spark_dask.spark.session import is_stopped
-from spark_dask.waits import bounded, gave_up_message
 
 logger = logging.getLogger("spark_dask")
-
-SILENCE_POLL = 0.5  # seconds between the checks of a retirement for workers gone silent
 
 
 class GangPool:
@@ -63,7 +67,7 @@ class GangPool:
     options : dict
         The group's resolved options (``relaunch_attempts``, ``lost_worker_grace``,
         ``no_workers_timeout``).
-    context : spark_dask.groups.pools.PoolContext
+    context : spark_dask.gangs.pools.PoolContext
         What the pools of the cluster share (facts, events, scheduler, task numbers,
         the other pools and clusters).
     make_gang : callable
@@ -74,7 +78,7 @@ class GangPool:
         ``adaptive()``: the group's ``Adaptive`` or None (stopped when gangs keep
         failing to start).
     group : str
-        The worker group whose gangs this pool keeps (:mod:`spark_dask.groups.spec`): it takes
+        The worker group whose gangs this pool keeps (:mod:`spark_dask.options.groups`): it takes
         only the workers whose Spark facts name it.
     slot_warning_said : bool
         Whether the start already warned that the cluster holds most task slots (said
@@ -82,9 +86,16 @@ class GangPool:
     """
 
     def __init__(
-        self, shape: GangPlan, options: ClusterOptions, context, make_gang, fresh_facts,
-        adaptive=None, group: str = DEFAULT, slot_warning_said: bool = False,
-    ):  # fmt: skip
+        self,
+        shape: GangPlan,
+        options: ClusterOptions,
+        context,
+        make_gang,
+        fresh_facts,
+        adaptive=None,
+        group: str = DEFAULT,
+        slot_warning_said: bool = False,
+    ):
         self.shape = shape
         self.options = options
         self.context = context
@@ -222,9 +233,14 @@ class GangPool:
                 running,
             )
             self.recovery.worker_left(gang, name, gang.hosts.get(name, ""), lost, time.monotonic())
-            if lost:  # given lost-worker-grace to come back, then replaced (spark_dask.waits.watch_faults)
-                msg = worker_lost_message(where([(name, gang.hosts.get(name, ""))]), self.connected(),
-                                          self.target, gang.barrier, self.recovery.grace)  # fmt: skip
+            if lost:  # given lost-worker-grace to come back, then replaced (spark_dask.gangs.waits.watch_faults)
+                msg = worker_lost_message(
+                    where([(name, gang.hosts.get(name, ""))]),
+                    self.connected(),
+                    self.target,
+                    gang.barrier,
+                    self.recovery.grace,
+                )
                 self.events.note(msg) if gang.barrier else self.events.tell(msg)
 
     async def gang_ended(self, gang: Gang, spark, close) -> None:
@@ -388,12 +404,20 @@ class GangPool:
                 return
         reason = "relaunch" if rec.owed else "scale"
         # A barrier stage starts only whole: relaunch what the executors left can hold
-        # now, the rest once Spark has capacity again (spark_dask.waits.watch_faults).
+        # now, the rest once Spark has capacity again (spark_dask.gangs.waits.watch_faults).
         now = await blocking(self.placeable, n) if rec.owed and self.shape.barrier else n
         later = max(min(rec.owed, n) - now, 0)
         if lost or (later and not rec.owed_said):
-            msg = loss_message(rec.what or "Dask workers were lost", "" if rec.what else rec.reason, rec.workers,
-                               self.connected(), self.target, now, later, relaunch)  # fmt: skip
+            msg = loss_message(
+                rec.what or "Dask workers were lost",
+                "" if rec.what else rec.reason,
+                rec.workers,
+                self.connected(),
+                self.target,
+                now,
+                later,
+                relaunch,
+            )
             self.events.tell(msg) if lost else self.events.note(msg)
             rec.owed_said = later > 0
         rec.owed = max(rec.owed - now, 0)
@@ -476,9 +500,13 @@ class GangPool:
         """Terminate worker ``name`` through its nanny, waiting at most close-timeout for
         the answer: a frozen nanny (alive, its connection open) is said, and the worker
         ended through its Spark task instead (the scale, drain or relaunch goes on)."""
-        await bounded(self.driver_scheduler.terminate_nanny(nanny), self.options.close_timeout,
-                      f"the nanny of Dask worker {name} ({nanny}) to end it", lambda: self.driver_scheduler.end_frozen(name),
-                      self.say)  # fmt: skip
+        await bounded(
+            self.driver_scheduler.terminate_nanny(nanny),
+            self.options.close_timeout,
+            f"the nanny of Dask worker {name} ({nanny}) to end it",
+            lambda: self.driver_scheduler.end_frozen(name),
+            self.say,
+        )
 
     def say(self, line: str) -> None:
         """One WARNING line, kept in the cluster's events."""
@@ -524,7 +552,7 @@ class GangPool:
         # remove=False: the scheduler forgets each worker when its connection closes,
         # after the worker's own close has stopped its heartbeats
         retiring = asyncio.ensure_future(scheduler.retire_workers(names=names, close_workers=True, remove=False))
-        if not await self._moved(scheduler, retiring, addresses, timeout):
+        if not await retirement_moved(scheduler, retiring, addresses, timeout, self.options.close_timeout, self.say):
             for a in addresses:
                 self._gone.pop(a, None)
             return list(names), retiring
@@ -544,32 +572,6 @@ class GangPool:
             self._gone.pop(a, None)
         return [], None
 
-    async def _moved(self, scheduler, retiring: asyncio.Task, addresses: list[str], timeout: float | None) -> bool:
-        """Wait for a retirement (``retire_workers``) for at most ``timeout`` seconds
-        (None: no bound while its workers answer); True when it ended. A retiring worker
-        that sends no heartbeat for close-timeout is frozen (its connection stays open,
-        its data cannot be fetched): it is said and removed from the scheduler (what only
-        it held is recomputed), so that the retirement of the others goes on."""
-        loop = asyncio.get_running_loop()
-        deadline = None if timeout is None else loop.time() + timeout
-        silence = self.options.close_timeout
-        while True:
-            left = None if deadline is None else max(deadline - loop.time(), 0.0)
-            done, _ = await asyncio.wait({retiring}, timeout=SILENCE_POLL if left is None else min(SILENCE_POLL, left))
-            if done:
-                return True
-            if left is not None and left <= SILENCE_POLL:
-                return False
-            now = metrics_time()
-            for a in addresses:
-                ws = scheduler.workers.get(a)
-                if ws is not None and now - ws.last_seen > silence:
-                    self.say(gave_up_message(
-                        f"Dask worker {ws.name} ({a}) to hand its data to the other workers",
-                        silence, "it is removed from the scheduler: what only it held is recomputed",
-                    ))  # fmt: skip
-                    await scheduler.remove_worker(a, stimulus_id=f"spark-dask-frozen-{now}", close=False)
-
     async def _retirement_ended(self, retiring: asyncio.Task, names: list[str]) -> None:
         """A retirement given up, its workers ended: it returns once they are gone (at
         most close-timeout)."""
@@ -581,7 +583,7 @@ class GangPool:
 
     def other_groups(self) -> list[tuple[str, int, int]]:
         """``(worker group, tasks, CPUs per task)`` the cluster's other groups hold
-        (:func:`spark_dask.slots.pools_held`)."""
+        (:func:`spark_dask.gangs.slots.pools_held`)."""
         return pools_held(self.context.pools, self.facts, but=self.group)
 
     def bound_reason(self) -> str:
@@ -658,29 +660,3 @@ class GangPool:
             if real:
                 await self.close_workers(real)
             self.running = False
-
-
-def relaunched_message(started: int, connected: int, target: int, whole: bool, tag: str, group: str = DEFAULT) -> str:
-    """What a user reads when a relaunched gang's workers all connected (``group``: the
-    worker group whose gang it is; a group other than the default says so).
-
-    >>> relaunched_message(2, 2, 2, True, "g1")
-    'spark-dask: the cluster is back to full size: all 2 Dask workers are connected (relaunched: g1)'
-    >>> relaunched_message(1, 1, 1, True, "g1")
-    'spark-dask: the cluster is back to full size: its 1 Dask worker is connected (relaunched: g1)'
-    >>> relaunched_message(1, 1, 2, False, "g1")
-    'spark-dask: 1 relaunched Dask worker connected (g1); the cluster has 1 of 2'
-    >>> relaunched_message(2, 2, 2, True, "t-io-g1", "io")
-    'spark-dask: worker group io is back to full size: all 2 of its Dask workers are connected (relaunched: t-io-g1)'
-    """
-    whose = "the cluster" if group == DEFAULT else f"worker group {group}"
-    if whole:
-        if group == DEFAULT:
-            connected_all = "its 1 Dask worker is" if target == 1 else f"all {plural(target, 'Dask worker')} are"
-        else:
-            connected_all = "its 1 Dask worker is" if target == 1 else f"all {target} of its Dask workers are"
-        return f"spark-dask: {whose} is back to full size: {connected_all} connected (relaunched: {tag})"
-    return (
-        f"spark-dask: {plural(started, 'relaunched Dask worker')} connected ({tag}); "
-        f"{whose} has {connected} of {target}"
-    )

@@ -1,5 +1,5 @@
-"""The pools of a cluster's worker groups (:mod:`spark_dask.groups.spec`), one
-:class:`~spark_dask.pool.GangPool` each, the default group's made like any other
+"""The pools of a cluster's worker groups (:mod:`spark_dask.options.groups`), one
+:class:`~spark_dask.gangs.pool.GangPool` each, the default group's made like any other
 (:meth:`GroupPools.new_pool`): which pool hears of a worker, which pool a ``group=``
 names, and a group added to or removed from a running cluster.
 :class:`spark_dask.cluster.SparkCluster` holds one :class:`GroupPools`; the pools
@@ -19,9 +19,12 @@ from spark_dask.capacity import ClusterFacts, GangPlan, max_workers, task_cpus
 from spark_dask.dask_compat import stop_adaptive
 from spark_dask.errors import PlanError
 from spark_dask.events import Events
-from spark_dask.gang_maker import GangMaker, WorkerCredentials
-from spark_dask.groups.adapt import GroupAdaptive, adapt_bounds, size_per_worker
-from spark_dask.groups.spec import (
+from spark_dask.gangs.adapt import GroupAdaptive, adapt_bounds, size_per_worker
+from spark_dask.gangs.maker import GangMaker, WorkerCredentials
+from spark_dask.gangs.pool import GangPool
+from spark_dask.gangs.slots import pools_held
+from spark_dask.gangs.waits import StartWait
+from spark_dask.options.groups import (
     DEFAULT,
     WorkerGroup,
     check_group,
@@ -30,13 +33,9 @@ from spark_dask.groups.spec import (
     group_resource,
     plan_groups,
 )
-from spark_dask.named import extra_groups
 from spark_dask.plan import gang_steps
-from spark_dask.pool import GangPool
 from spark_dask.scheduler import DriverScheduler
 from spark_dask.sizes import plural
-from spark_dask.slots import pools_held
-from spark_dask.waits import StartWait
 from spark_dask.worker_flags import check_worker_options
 
 
@@ -78,7 +77,7 @@ class PoolContext:
         the other groups hold counts in a pool's scale-up.
     other_clusters : callable
         ``other_clusters()``: the ``(job tag, tasks, CPUs per task)`` of the application's
-        other spark-dask clusters (:func:`spark_dask.slots.other_clusters`).
+        other spark-dask clusters (:func:`spark_dask.gangs.slots.other_clusters`).
     """
 
     facts: ClusterFacts
@@ -106,7 +105,7 @@ class GroupPools:
         scales the default group of a cluster without other groups).
     other_clusters : callable
         ``other_clusters()``: what the application's other spark-dask clusters hold
-        (:func:`spark_dask.slots.other_clusters`).
+        (:func:`spark_dask.gangs.slots.other_clusters`).
     """
 
     def __init__(self, parts, spark, tag: str, on_done, cluster_adaptive, other_clusters):
@@ -133,29 +132,51 @@ class GroupPools:
             self.new_pool(p.options.worker_groups[name], group_plan, slot_warning_said)
 
     def new_pool(
-        self, group: WorkerGroup | None, plan: GangPlan, slot_warning_said: bool = False,
+        self,
+        group: WorkerGroup | None,
+        plan: GangPlan,
+        slot_warning_said: bool = False,
         credentials: WorkerCredentials | None = None,
-    ) -> GangPool:  # fmt: skip
+    ) -> GangPool:
         """The pool and the gang maker of worker group ``group`` (None: the default
         group, whose options are the cluster's own) for ``plan``, kept in the cluster's
         parts: the cluster's options with the group's overlaid
-        (:func:`~spark_dask.groups.spec.group_options`), the task numbers shared with the
+        (:func:`~spark_dask.options.groups.group_options`), the task numbers shared with the
         other groups. ``credentials``: the Databricks credentials read at the start."""
         p = self.parts
         name = DEFAULT if group is None else group.name
         opts = p.options if group is None else group_options(p.options, group, task_cpus(plan, p.facts))
         env = p.env if group is None else group_env(p.env, group)
-        maker = GangMaker(self.spark, self.tag, p.driver_scheduler, self.on_done, group=name, options=opts, env=env, plan=plan,
-                          facts=p.facts, worker_options=check_worker_options(opts.worker_options, plan.kind, opts.worker_command),
-                          credentials=credentials or WorkerCredentials(opts, p.events), log_dir=p.log_dir)  # fmt: skip
-        pool = GangPool(plan, opts, self.context, maker.make, maker.fresh_facts, partial(self.adaptive, name),
-                        group=name, slot_warning_said=slot_warning_said)  # fmt: skip
+        maker = GangMaker(
+            self.spark,
+            self.tag,
+            p.driver_scheduler,
+            self.on_done,
+            group=name,
+            options=opts,
+            env=env,
+            plan=plan,
+            facts=p.facts,
+            worker_options=check_worker_options(opts.worker_options, plan.kind, opts.worker_command),
+            credentials=credentials or WorkerCredentials(opts, p.events),
+            log_dir=p.log_dir,
+        )
+        pool = GangPool(
+            plan,
+            opts,
+            self.context,
+            maker.make,
+            maker.fresh_facts,
+            partial(self.adaptive, name),
+            group=name,
+            slot_warning_said=slot_warning_said,
+        )
         p.makers[name], p.pools[name] = maker, pool
         return pool
 
     def running(self, name: str) -> None:
         """The starting workers of group ``name`` connected: its pool runs, and its later
-        gangs' workers take the size its first workers got (:class:`~spark_dask.gang_maker.GangMaker`)."""
+        gangs' workers take the size its first workers got (:class:`~spark_dask.gangs.maker.GangMaker`)."""
         p = self.parts
         pool = p.pools[name]
         pool.status, pool.running = "running", True
@@ -169,23 +190,25 @@ class GroupPools:
         size = p.driver_scheduler.worker_size(pool.holds if len(p.pools) > 1 else None)
         return size_per_worker(pool.options, size or p.makers[pool.group].worker_size)
 
-    def adapt_bounds(self, group: str | None, minimum, maximum, minimum_cores, maximum_cores, minimum_memory,
-                     maximum_memory) -> tuple[int, float]:  # fmt: skip
+    def adapt_bounds(
+        self, group: str | None, minimum, maximum, minimum_cores, maximum_cores, minimum_memory, maximum_memory
+    ) -> tuple[int, float]:
         """``adapt()``'s minimum and maximum in workers of ``group`` (None: the default
-        group; :func:`~spark_dask.groups.adapt.adapt_bounds`), with a warning when the
+        group; :func:`~spark_dask.gangs.adapt.adapt_bounds`), with a warning when the
         Spark application's bound lowered the maximum."""
         pool = self.pool_of(group)
         threads, per_memory = self.size_per_worker(pool)
         bound = max_workers(self.parts.facts, pool.shape)
-        minimum, maximum, note = adapt_bounds(minimum, maximum, minimum_cores, maximum_cores, minimum_memory,
-                                              maximum_memory, threads, per_memory, bound)  # fmt: skip
+        minimum, maximum, note = adapt_bounds(
+            minimum, maximum, minimum_cores, maximum_cores, minimum_memory, maximum_memory, threads, per_memory, bound
+        )
         if note:
             self.parts.events.warn(note)
         return minimum, maximum
 
     def check_new(self, name, spec: dict) -> WorkerGroup:
         """The group ``add_worker_group(name, **spec)`` asks for, checked
-        (:func:`~spark_dask.groups.spec.check_group`); refused while the cluster's
+        (:func:`~spark_dask.options.groups.check_group`); refused while the cluster's
         distributed ``Adaptive`` runs."""
         group = check_group(name, spec, self.parts.pools)
         adaptive = self.cluster_adaptive()
@@ -213,7 +236,7 @@ class GroupPools:
 
     async def end_all(self, grace: float) -> None:
         """The cluster closes (its workers were terminated): every group's gangs end
-        (:meth:`~spark_dask.pool.GangPool.end`, all at once)."""
+        (:meth:`~spark_dask.gangs.pool.GangPool.end`, all at once)."""
         await asyncio.gather(*(pool.end(grace, self.spark) for pool in self.parts.pools.values()))
 
     # ------------------------------------------------------------------ scheduler plugin
@@ -247,7 +270,7 @@ class GroupPools:
 
     def per_group(self, group: str | None) -> bool:
         """Whether ``adapt(group=group)`` adapts one group on its own
-        (:class:`~spark_dask.groups.adapt.GroupAdaptive`): a group named, or a cluster with
+        (:class:`~spark_dask.gangs.adapt.GroupAdaptive`): a group named, or a cluster with
         groups beside the default one, where distributed's ``Adaptive`` (one kind of
         worker) would retire any group's workers and add only default ones."""
         if group is not None:
@@ -287,15 +310,23 @@ class GroupPools:
         pool = self.new_pool(group, plan)
         pool.running = True
         gangs = [pool.submit(step, "start") for step in gang_steps(plan, plan.n_workers)]
-        wait = StartWait(spark, p.driver_scheduler, facts, p.options.slot_wait, p.connect, progress=False,
-                         count=lambda: sum(g.connected for g in gangs), log_dir=p.log_dir)  # fmt: skip
+        wait = StartWait(
+            spark,
+            p.driver_scheduler,
+            facts,
+            p.options.slot_wait,
+            p.connect,
+            progress=False,
+            count=lambda: sum(g.connected for g in gangs),
+            log_dir=p.log_dir,
+        )
         try:
             await wait.wait(gangs, p.options.timeout, gangs[0].tag)
         except BaseException:
             await self.end(group.name, 0, spark)
             raise
         self.running(group.name)
-        p.entry.update(groups=extra_groups(p.pools))  # spark-dask list
+        p.entry.groups_changed(p.pools)  # spark-dask list
         p.events.log(
             f"spark-dask: worker group {group.name}: {plural(plan.n_workers, plan.kind + ' worker')} connected "
             f"(Dask resource {group_resource(group.name)})"
@@ -312,7 +343,7 @@ class GroupPools:
         await pool.end(grace, spark)
         self.parts.pools.pop(name, None)
         self.parts.makers.pop(name, None)
-        self.parts.entry.update(groups=extra_groups(self.parts.pools))
+        self.parts.entry.groups_changed(self.parts.pools)
 
 
 __all__ = ["GroupPools", "PoolContext", "TaskNumbers"]

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import replace
 
 from spark_dask import registry
-from spark_dask.capacity import task_cpus
+from spark_dask.capacity import needs_cpu_profile, no_slot_message, task_cpus, transfer_slots
 from spark_dask.executor.placement import task_number
-from spark_dask.groups.spec import DEFAULT
-from spark_dask.parts import parts_if_any
+from spark_dask.options.groups import DEFAULT
 from spark_dask.sizes import plural
 from spark_dask.spark.conf import application_id
 
@@ -27,7 +27,7 @@ from spark_dask.spark.conf import application_id
 def held_by(cluster) -> tuple[int, int]:
     """``(tasks, CPUs per task)`` a cluster's gangs hold (or wait for): the CPUs each
     task really takes, its task profile's when it has one, else ``spark.task.cpus``."""
-    made = parts_if_any(cluster)
+    made = registry.parts_of(cluster)
     pool, facts = (made.pools.get(DEFAULT), made.facts) if made is not None else (None, None)
     plan = getattr(cluster, "gang_plan", None)
     if pool is None or plan is None or facts is None:
@@ -44,23 +44,24 @@ def pools_held(pools: dict, facts, but: str = DEFAULT) -> list[tuple[str, int, i
 def groups_held(cluster, but: str = DEFAULT) -> list[tuple[str, int, int]]:
     """:func:`pools_held` of ``cluster`` (``[]`` for a cluster not of this process or
     not started)."""
-    made = parts_if_any(cluster)
+    made = registry.parts_of(cluster)
     if made is None or made.facts is None:
         return []
     return pools_held(made.pools, made.facts, but)
 
 
-def other_clusters(cluster) -> tuple[tuple[str, int, int], ...]:
-    """``(job tag, tasks, CPUs per task)`` of every other live spark-dask cluster of this
-    process in the same Spark application (same session object, or same application id)
-    that holds task slots: what the slot checks count beside the cluster's own gangs."""
-    mine, app = cluster.spark, None
+def other_clusters(spark, tag: str) -> tuple[tuple[str, int, int], ...]:
+    """``(job tag, tasks, CPUs per task)`` of every live spark-dask cluster of this process
+    but the one of job tag ``tag``, in the Spark application of ``spark`` (same session
+    object, or same application id), that holds task slots: what the slot checks count
+    beside the cluster's own gangs."""
+    app = None
     out = []
     for other in registry.live():
-        if other is cluster or getattr(other, "spark", None) is None:
+        if other.tag == tag or getattr(other, "spark", None) is None:
             continue
-        if other.spark is not mine:
-            app = app or application_id(mine)
+        if other.spark is not spark:
+            app = app or application_id(spark)
             if app is None or application_id(other.spark) != app:
                 continue
         tasks, cpus = held_by(other)
@@ -68,6 +69,25 @@ def other_clusters(cluster) -> tuple[tuple[str, int, int], ...]:
             out.append((other.tag, tasks, cpus))
         out.extend((f"{other.tag} ({name})", n, c) for name, n, c in groups_held(other) if n)
     return tuple(out)
+
+
+def transfer_room(parts, spark, tag: str, profiles_supported: bool, direction: str) -> tuple[bool, str | None]:
+    """The one slot question of a hand-off (``direction``: ``to_dask`` or ``to_spark``)
+    on the cluster of ``parts`` (its :class:`~spark_dask.parts.ClusterParts`; job tag
+    ``tag``, session ``spark``): whether its Spark job's tasks need the CPU-only profile
+    (Spark's tasks ask for GPUs; ``profiles_supported``: Spark takes task profiles), and
+    its refusal when the cluster's gangs, its other worker groups and the application's
+    other clusters leave it no task slot (None: it has slots)."""
+    facts, pool = parts.facts, parts.pools[DEFAULT]
+    # the cluster's other worker groups hold slots too, named as other clusters' groups are
+    mine = tuple((f"{tag} ({name})", n, cpus) for name, n, cpus in pools_held(parts.pools, facts) if n)
+    others = other_clusters(spark, tag) + mine
+    plan = replace(pool.shape, n_tasks=pool.held() or pool.shape.n_tasks)  # after scale()
+    cpu_only = needs_cpu_profile(facts, profiles_supported)
+    slots = transfer_slots(facts, plan, cpu_only, others)
+    if slots is not None and slots < 1:
+        return cpu_only, no_slot_message(facts, plan, direction, cpu_only, others)
+    return cpu_only, None
 
 
 def starved_stages(stages: list[dict], gang_stages: set[int]) -> list[dict]:
@@ -237,9 +257,16 @@ def silent_text(silent: list[int] | None, log_dir: str | None) -> str:
 
 
 def start_timeout_message(
-    n: int, want: int, address: str, timeout: float, tag: str, barrier: bool, dynamic: bool, max_executors,
+    n: int,
+    want: int,
+    address: str,
+    timeout: float,
+    tag: str,
+    barrier: bool,
+    dynamic: bool,
+    max_executors,
     silent: str = "",
-) -> str:  # fmt: skip
+) -> str:
     """Only ``n`` of ``want`` workers connected within ``timeout``: where to look
     (``silent``: :func:`silent_text`, which tasks)."""
     if barrier:
@@ -317,8 +344,18 @@ class SlotWatch:
         self.warned: set[int] = set() if said is None else said
         self.warned_gangs: set[int] = set()
 
-    def notes(self, stages, ours, gangs, held: int, capacity: int | None, barrier: bool, now: float,
-              cpus: tuple[int, int] | None = None, others: tuple = ()) -> list[str]:  # fmt: skip
+    def notes(
+        self,
+        stages,
+        ours,
+        gangs,
+        held: int,
+        capacity: int | None,
+        barrier: bool,
+        now: float,
+        cpus: tuple[int, int] | None = None,
+        others: tuple = (),
+    ) -> list[str]:
         """Messages due now: Spark stages starved by the gangs' ``held`` slots (of the
         application's ``capacity``; under dynamic allocation only when the gangs hold
         every slot it can ever have), then scale-up gangs waiting for slots. ``cpus``:

@@ -2,7 +2,7 @@
 fast when a gang ends or gets no task slot) and, while the cluster runs, the watch on a
 group's lost workers (:func:`watch_faults`) and, over every group's gangs, the watch on
 stages starved of slots (or, with Spark Connect, on the session's stop). What they say
-is worded in :mod:`spark_dask.slots`; they read Spark's status tracker through
+is worded in :mod:`spark_dask.gangs.slots`; they read Spark's status tracker through
 :func:`spark_dask.spark.launcher.stage_snapshot`.
 
 Also the named, bounded wait (:func:`bounded`) of what answers over the network while
@@ -22,13 +22,14 @@ import time
 from contextlib import suppress
 from functools import partial
 
-from spark_dask.aio import background, blocking
+from distributed.metrics import time as metrics_time
+
+from spark_dask.aio import background, blocking, bounded, gave_up_message
 from spark_dask.capacity import max_workers, task_cpus
 from spark_dask.errors import ClusterError, ClusterTimeoutError
-from spark_dask.faults import no_workers_message, no_workers_warning
-from spark_dask.gang import Gang
-from spark_dask.sizes import plural
-from spark_dask.slots import (
+from spark_dask.gangs.faults import no_workers_message, no_workers_warning
+from spark_dask.gangs.gang import Gang
+from spark_dask.gangs.slots import (
     SlotWatch,
     busy_stages,
     no_slots_message,
@@ -37,6 +38,7 @@ from spark_dask.slots import (
     silent_text,
     start_timeout_message,
 )
+from spark_dask.sizes import plural
 from spark_dask.spark.conf import application_id
 from spark_dask.spark.launcher import stage_snapshot, summarize_spark_error
 from spark_dask.spark.session import is_stopped
@@ -88,53 +90,6 @@ def gang_error(gang: Gang, what: str) -> ClusterError:
     return ClusterError(f"spark-dask: {what}.\n{detail}")
 
 
-def gave_up_message(what: str, timeout: float, then: str) -> str:
-    """What a named wait (:func:`bounded`) says when its bound passed: ``what`` was
-    waited for, ``then`` happens instead.
-
-    >>> gave_up_message("the nanny of Dask worker spark-3 (tcp://h:1) to end it", 10, "its Spark task ends it")
-    'spark-dask: waited 10s for the nanny of Dask worker spark-3 (tcp://h:1) to end it, without an answer (frozen?); its Spark task ends it'
-    """
-    return f"spark-dask: waited {timeout:g}s for {what}, without an answer (frozen?); {then}"
-
-
-async def bounded(aw, timeout: float, what: str, then, say) -> bool:
-    """A named, bounded wait: await ``aw`` for at most ``timeout`` seconds.
-
-    Parameters
-    ----------
-    aw : awaitable
-        What is waited for; its exception, if it ends in time with one, is raised.
-    timeout : float
-        Seconds.
-    what : str
-        What is waited for, as :func:`gave_up_message` words it ("the nanny of ...").
-    then : str or callable
-        What happens instead when the bound passes (a callable is called then, and its
-        text said: it acts, e.g. ends the worker through its Spark task).
-    say : callable
-        ``say(line)``: one WARNING line, kept in the cluster's events
-        (``Events.warn(line, python_warning=False)``).
-
-    Returns
-    -------
-    bool
-        True when ``aw`` ended in time; False when the bound passed (``aw`` is cancelled).
-    """
-    task = asyncio.ensure_future(aw)
-    try:
-        done, _ = await asyncio.wait({task}, timeout=timeout)
-    except asyncio.CancelledError:
-        task.cancel()
-        raise
-    if done:
-        task.result()
-        return True
-    task.cancel()
-    say(gave_up_message(what, timeout, then() if callable(then) else then))
-    return False
-
-
 async def logs_within(get, workers: bool, timeout: float, events) -> dict:
     """distributed's logs of a cluster (``get(workers=...)``: ``Cluster._get_logs``),
     the workers' waited for at most ``timeout`` seconds: a frozen worker never sends its
@@ -177,8 +132,17 @@ class StartWait:
         The cluster's log directory, named in the timeout's error.
     """
 
-    def __init__(self, spark, driver_scheduler, facts, slot_wait: float, connect: bool, progress: bool, count=None,
-                 log_dir: str | None = None):  # fmt: skip
+    def __init__(
+        self,
+        spark,
+        driver_scheduler,
+        facts,
+        slot_wait: float,
+        connect: bool,
+        progress: bool,
+        count=None,
+        log_dir: str | None = None,
+    ):
         self.spark = spark
         self.driver_scheduler = driver_scheduler
         self.facts = facts
@@ -215,10 +179,19 @@ class StartWait:
                 # (a barrier gang past its barrier); a gang with no worker is cancelled
                 kept = self.log_dir if barrier and n else None
                 silent = silent_text(silent_tasks(self.driver_scheduler.names(), shape, want - n), kept)
-                raise ClusterTimeoutError(start_timeout_message(
-                    n, want, self.driver_scheduler.scheduler.address, timeout, tag, barrier, f.dynamic_allocation, f.max_executors,
-                    silent,
-                ))  # fmt: skip
+                raise ClusterTimeoutError(
+                    start_timeout_message(
+                        n,
+                        want,
+                        self.driver_scheduler.scheduler.address,
+                        timeout,
+                        tag,
+                        barrier,
+                        f.dynamic_allocation,
+                        f.max_executors,
+                        silent,
+                    )
+                )
             if not slots_seen and time.monotonic() - submitted >= self.slot_wait:
                 slots_seen = await self.got_slots(gangs)
             wake = remaining if slots_seen else min(remaining, 1.0)
@@ -252,11 +225,16 @@ def running(pools: dict) -> bool:
 
 
 async def watch_starved_stages(
-    spark, pools: dict, tag: str, slot_wait: float, every: float = 2.0, patience: float = 10.0,
+    spark,
+    pools: dict,
+    tag: str,
+    slot_wait: float,
+    every: float = 2.0,
+    patience: float = 10.0,
     snapshot=stage_snapshot,
-):  # fmt: skip
+):
     """Warn when a Spark stage waits for task slots that the gangs hold, and when a
-    scale-up gang waits for slots that Spark jobs hold (:class:`~spark_dask.slots.SlotWatch`).
+    scale-up gang waits for slots that Spark jobs hold (:class:`~spark_dask.gangs.slots.SlotWatch`).
 
     A Spark job run inside the ``with`` block needs free task slots; when the gangs
     hold them all it waits until the Dask cluster closes (or shrinks). That must not
@@ -280,8 +258,12 @@ async def watch_starved_stages(
             if running(pools):
                 (logger.debug if failed else logger.warning)(
                     "spark-dask: the watch on Spark stages waiting for task slots failed (%s: %s); "
-                    "it tries again every %gs", type(e).__name__, e, every, exc_info=not failed,
-                )  # fmt: skip
+                    "it tries again every %gs",
+                    type(e).__name__,
+                    e,
+                    every,
+                    exc_info=not failed,
+                )
             failed = True
         await asyncio.sleep(every)
 
@@ -325,7 +307,7 @@ async def watch_session_stop(spark, pools: dict, log, close, every: float = 1.0)
 
 async def watch_faults(pool, fail, every: float = 1.0) -> None:
     """While the cluster runs: replace the workers of ``pool`` (a
-    :class:`~spark_dask.pool.GangPool`) lost longer than ``lost-worker-grace``, start what
+    :class:`~spark_dask.gangs.pool.GangPool`) lost longer than ``lost-worker-grace``, start what
     no executor could hold once one can (every 2 s), say when the cluster has no worker
     at all, and ``fail(msg)`` it after ``no-workers-timeout`` of that."""
     rec, next_check = pool.recovery, 0.0
@@ -346,3 +328,39 @@ async def watch_faults(pool, fail, every: float = 1.0) -> None:
             background(fail(msg), "failing the cluster")  # not awaited here: the teardown cancels us
             return
         await asyncio.sleep(every)
+
+
+# seconds between the checks of a retirement for workers gone silent
+SILENCE_POLL = 0.5
+
+
+async def retirement_moved(
+    scheduler, retiring: asyncio.Task, addresses: list[str], timeout: float | None, silence: float, say
+) -> bool:
+    """Wait for a retirement (``retire_workers``) for at most ``timeout`` seconds
+    (None: no bound while its workers answer); True when it ended. A retiring worker
+    that sends no heartbeat for close-timeout is frozen (its connection stays open,
+    its data cannot be fetched): it is said and removed from the scheduler (what only
+    it held is recomputed), so that the retirement of the others goes on. ``silence``: the
+    close-timeout; ``say(line)``: the pool's WARNING line."""
+    loop = asyncio.get_running_loop()
+    deadline = None if timeout is None else loop.time() + timeout
+    while True:
+        left = None if deadline is None else max(deadline - loop.time(), 0.0)
+        done, _ = await asyncio.wait({retiring}, timeout=SILENCE_POLL if left is None else min(SILENCE_POLL, left))
+        if done:
+            return True
+        if left is not None and left <= SILENCE_POLL:
+            return False
+        now = metrics_time()
+        for a in addresses:
+            ws = scheduler.workers.get(a)
+            if ws is not None and now - ws.last_seen > silence:
+                say(
+                    gave_up_message(
+                        f"Dask worker {ws.name} ({a}) to hand its data to the other workers",
+                        silence,
+                        "it is removed from the scheduler: what only it held is recomputed",
+                    )
+                )
+                await scheduler.remove_worker(a, stimulus_id=f"spark-dask-frozen-{now}", close=False)

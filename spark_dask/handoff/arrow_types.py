@@ -77,8 +77,11 @@ def spark_to_arrow_type(t, timezone: str, large: bool = False, column: str = "?"
         if re.fullmatch(r"interval (day|hour|minute|second)( to (hour|minute|second))?", t):
             return pa.duration("us")
         if t.startswith("interval"):
-            raise _column_error(column, t, "year-month intervals have no lossless pandas or cudf form; cast to "
-                                "an integer number of months first")  # fmt: skip
+            raise _column_error(
+                column,
+                t,
+                "year-month intervals have no lossless pandas or cudf form; cast to an integer number of months first",
+            )
         why = _WHY_NOT.get(t.split("(")[0], "Spark's Arrow conversion (and pandas) do not carry it")
         raise _column_error(column, t, why)
     kind = t.get("type")
@@ -387,8 +390,9 @@ def inferred_spark_type(t, column: str = "?"):
         element = inferred_spark_type(t.value_type, column)
         return {"type": "array", "elementType": element, "containsNull": True}
     if pa.types.is_timestamp(t) or pa.types.is_time(t) or pa.types.is_duration(t):
-        raise _refuse_object(column, f"it holds {t} values (datetime objects); make it a datetime column first "
-                             "(pd.to_datetime)")  # fmt: skip
+        raise _refuse_object(
+            column, f"it holds {t} values (datetime objects); make it a datetime column first (pd.to_datetime)"
+        )
     if pa.types.is_null(t) or pa.types.is_boolean(t) or pa.types.is_integer(t) or pa.types.is_floating(t):
         return arrow_to_spark_type(pa.int64() if pa.types.is_integer(t) else t, column)
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t):
@@ -541,8 +545,14 @@ def frame_to_arrow(frame, schema):
                 col = _series_to_arrow(series, field.type)
             if col.type != field.type:
                 col = col.cast(options=pc.CastOptions(field.type, allow_time_truncate=True))
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError,
-                OverflowError) as e:  # fmt: skip
+        except (
+            pa.ArrowInvalid,
+            pa.ArrowTypeError,
+            pa.ArrowNotImplementedError,
+            TypeError,
+            ValueError,
+            OverflowError,
+        ) as e:
             raise HandoffTypeError(
                 f"spark-dask: column {field.name!r} cannot be converted to Spark's {field.type}: {e}. "
                 "Convert the column first, or pass schema=... to to_spark"

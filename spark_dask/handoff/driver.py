@@ -28,13 +28,13 @@ import threading
 import time
 import uuid
 from contextlib import contextmanager, suppress
-from dataclasses import replace
+from typing import NamedTuple
 
-from spark_dask import arrow_types
-from spark_dask.arrow_types import HandoffTypeError
-from spark_dask.capacity import needs_cpu_profile, no_slot_message, transfer_slots
-from spark_dask.cluster import SparkCluster, live_clusters
-from spark_dask.handoff import files, transfer
+from spark_dask import registry
+from spark_dask.cluster import SparkCluster
+from spark_dask.errors import HandoffError, HandoffTypeError, PlanError
+from spark_dask.gangs import transfer_room
+from spark_dask.handoff import arrow_types, files, transfer
 from spark_dask.handoff.files import (
     NO_BYTE_LIMIT,
     byte_limit_is_redundant,
@@ -46,19 +46,15 @@ from spark_dask.handoff.files import (
     transfer_dirs,
 )
 from spark_dask.handoff.registry import TransferFiles, transfer_files
-from spark_dask.handoff.transfer import HandoffError
-from spark_dask.parts import parts_of
-from spark_dask.plan import PlanError
-from spark_dask.shipping import by_value
-from spark_dask.slots import groups_held, held_by, other_clusters
 from spark_dask.spark import compat, frames, jobs
 from spark_dask.spark.compat import task_profiles_supported
 from spark_dask.spark.jobtags import tagged
 from spark_dask.spark.pyspark_warnings import pandas3_warning_off
 from spark_dask.spark.session import application_id, conf, is_stopped
+from spark_dask.spark.shipping import by_value
 
 logger = logging.getLogger("spark_dask")
-# The Dask tasks' functions, sent by value inside the graphs (spark_dask.shipping)
+# The Dask tasks' functions, sent by value inside the graphs (spark_dask.spark.shipping)
 _LOAD_PARTITION = by_value(transfer.load_partition)
 _WRITE_PARTITION = by_value(transfer.write_partition)
 
@@ -67,7 +63,7 @@ __all__ = ["HandoffError", "HandoffTypeError", "to_dask", "to_spark"]
 
 # ---------------------------------------------------------------------------- checks
 def _cluster_and_client(client):
-    """(SparkCluster, Client) of the running spark-dask cluster, or a clear error."""
+    """(SparkCluster, its parts, Client) of the running spark-dask cluster, or a clear error."""
     from distributed import Client
 
     if client is None:
@@ -83,7 +79,7 @@ def _cluster_and_client(client):
     cluster = client.cluster if isinstance(getattr(client, "cluster", None), SparkCluster) else None
     if cluster is None:
         address = getattr(client.scheduler, "address", None)
-        cluster = next((c for c in live_clusters() if c.scheduler_address == address), None)
+        cluster = next((c for c in registry.live() if c.scheduler_address == address), None)
     if cluster is None:
         if client.status in ("closed", "closing"):
             raise HandoffError(
@@ -99,7 +95,7 @@ def _cluster_and_client(client):
             f"spark-dask: the Dask cluster {cluster.tag} is {cluster.status.name} (client {client.status}); "
             "start a new one with spark_dask.start(spark)"
         )
-    return cluster, client
+    return cluster, registry.parts_of(cluster), client
 
 
 def _check_session(spark, cluster, what: str) -> None:
@@ -116,18 +112,36 @@ def _check_session(spark, cluster, what: str) -> None:
         )
 
 
-def _check_slots(cluster, direction: str) -> bool:
-    """Raise at once when the gang leaves the transfer no task slot; the transfer's
-    tasks need a CPU-only profile (returned) when Spark's tasks ask for GPUs."""
-    facts, others = parts_of(cluster).facts, other_clusters(cluster)
-    # the cluster's other worker groups hold slots too, named as other clusters' groups are
-    others += tuple((f"{cluster.tag} ({name})", n, cpus) for name, n, cpus in groups_held(cluster) if n)
-    plan = replace(cluster.gang_plan, n_tasks=held_by(cluster)[0] or cluster.gang_plan.n_tasks)  # after scale()
-    cpu_only = needs_cpu_profile(facts, task_profiles_supported(cluster.spark))
-    slots = transfer_slots(facts, plan, cpu_only, others)
-    if slots is not None and slots < 1:
-        raise HandoffError(no_slot_message(facts, plan, direction, cpu_only, others))
-    return cpu_only
+class Opening(NamedTuple):
+    """What a transfer begins with, in either direction (:func:`_open_transfer`)."""
+
+    cpu_only: bool  # its Spark job's tasks take the CPU-only profile
+    transfers: TransferFiles  # the cluster's transfers (the workers remove the files)
+    hosts: dict  # the workers' hosts (files.host_table)
+    tid: str  # the transfer's id
+    dirname: str  # its directory's name on every host
+
+
+def _open_transfer(cluster, parts, client, direction: str) -> Opening:
+    """The slot question (refused at once when the gangs leave the transfer no task slot),
+    the cluster's transfers, the workers' hosts, and a new transfer registered there."""
+    spark = cluster.spark
+    cpu_only, refusal = transfer_room(parts, spark, cluster.tag, task_profiles_supported(spark), direction)
+    if refusal is not None:
+        raise HandoffError(refusal)
+    transfers = transfer_files(cluster, client, parts)
+    hosts = _hosts(client)
+    tid = uuid.uuid4().hex[:12]
+    dirname = transfer_dir_name(cluster.tag, tid)
+    transfers.add(tid, transfer_dirs(hosts, dirname))
+    return Opening(cpu_only, transfers, hosts, tid, dirname)
+
+
+def _arrow_confs(spark) -> tuple[str, bool]:
+    """The session's time zone and whether Arrow's large string and binary types are on."""
+    tz = conf(spark, "spark.sql.session.timeZone", "UTC", sql=True)
+    large = conf(spark, "spark.sql.execution.arrow.useLargeVarTypes", "false", sql=True).lower() == "true"
+    return tz, large
 
 
 # Rows per Arrow batch that Spark's JVM makes for a transfer: about this many bytes
@@ -175,8 +189,15 @@ def _collect(df, spec: dict, schema, tz: str, large: bool, cpu_only: bool, tag: 
                 rdd = rdd.withResources(profile)
             with tagged(spark, tag, description):  # the JVM's batches: no byte limit to lift
                 return rdd.collect()
-        return jobs.map_collect(_positional(df), transfer.RESULT_DDL, transfer.spark_writer(spec), cpu_only, tag,
-                                description, confs=_transfer_confs(spark, schema, rows))  # fmt: skip
+        return jobs.map_collect(
+            _positional(df),
+            transfer.RESULT_DDL,
+            transfer.spark_writer(spec),
+            cpu_only,
+            tag,
+            description,
+            confs=_transfer_confs(spark, schema, rows),
+        )
 
 
 _MAX_RECORDS = "spark.sql.execution.arrow.maxRecordsPerBatch"
@@ -261,9 +282,9 @@ def _transfer_confs(spark, schema=None, records: int | None = None):
                             spark.conf.set(key, entry[1])
 
 
-def _spec_tls(cluster) -> dict | None:
+def _spec_tls(cluster, tls: bool) -> dict | None:
     sec = cluster.security
-    if not parts_of(cluster).options.tls or sec is None:
+    if not tls or sec is None:
         return None
     return {"ca": sec.tls_ca_file, "cert": sec.tls_client_cert, "key": sec.tls_client_key}
 
@@ -302,7 +323,7 @@ def read_backend(backend: str | None = None, client=None) -> str:
     import dask
 
     try:
-        cluster, _ = _cluster_and_client(client)
+        cluster, _, _ = _cluster_and_client(client)
     except HandoffError:
         cluster = None
     if backend is None and cluster is None:
@@ -339,47 +360,52 @@ def to_dask(df, *, client=None, npartitions: int | None = None, backend: str | N
     import dask.dataframe as dd
 
     spark = spark_session_of(df)
-    cluster, client = _cluster_and_client(client)
+    cluster, parts, client = _cluster_and_client(client)
     _check_session(spark, cluster, "the DataFrame")
     if npartitions is not None and (
         isinstance(npartitions, bool) or not isinstance(npartitions, int) or npartitions < 1
     ):
         raise PlanError(f"spark-dask: npartitions must be a positive integer, got {npartitions!r}")
     backend = _backend(backend, cluster)
-    tz = conf(spark, "spark.sql.session.timeZone", "UTC", sql=True)
-    large = conf(spark, "spark.sql.execution.arrow.useLargeVarTypes", "false", sql=True).lower() == "true"
+    tz, large = _arrow_confs(spark)
     schema = arrow_types.spark_to_arrow_schema(df.schema.jsonValue(), tz, large)
     meta = arrow_types.empty_frame(schema, backend)
-    cpu_only = _check_slots(cluster, "to_dask")
-    transfers = transfer_files(cluster, client)
-    hosts = _hosts(client)
-    tid = uuid.uuid4().hex[:12]
-    dirname = transfer_dir_name(cluster.tag, tid)
-    transfers.add(tid, transfer_dirs(hosts, dirname))
+    cpu_only, transfers, hosts, tid, dirname = _open_transfer(cluster, parts, client, "to_dask")
     spec = {
         "schema": schema.serialize().to_pybytes(),
         "hosts": hosts,
         "dir": dirname,
         "scheduler": cluster.scheduler_address,
-        "tls": _spec_tls(cluster),
+        "tls": _spec_tls(cluster, parts.options.tls),
     }
     if npartitions is not None:
         df = _repartition(df, npartitions)
     t0 = time.monotonic()
     try:
         rows = _collect(
-            df, spec, schema, tz, large, cpu_only, f"{cluster.tag}-to-dask-{tid}", f"spark-dask: to_dask -> {cluster.tag}",
-        )  # fmt: skip
-        parts = ordered_parts(rows)
-        parts_of(cluster).handoff_bytes += sum(p["bytes"] for p in parts)
-        futures = _load(client, transfers, tid, parts, backend)
+            df,
+            spec,
+            schema,
+            tz,
+            large,
+            cpu_only,
+            f"{cluster.tag}-to-dask-{tid}",
+            f"spark-dask: to_dask -> {cluster.tag}",
+        )
+        loaded = ordered_parts(rows)
+        parts.handoff_bytes += sum(p["bytes"] for p in loaded)
+        futures = _load(client, transfers, tid, loaded, backend)
     except BaseException:
         transfers.remove_now(tid)
         raise
     logger.debug(
         "spark-dask: to_dask %s: %d partitions, %d rows, %d bytes written in %.2fs",
-        tid, len(parts), sum(p["rows"] for p in parts), sum(p["bytes"] for p in parts), time.monotonic() - t0,
-    )  # fmt: skip
+        tid,
+        len(loaded),
+        sum(p["rows"] for p in loaded),
+        sum(p["bytes"] for p in loaded),
+        time.monotonic() - t0,
+    )
     if not futures:
         transfers.remove_now(tid)
         return dd.from_pandas(meta, npartitions=1)
@@ -416,7 +442,7 @@ def _load(client, transfers: TransferFiles, tid: str, parts: list[dict], backend
             workers=[p["ip"]],
             allow_other_workers=True,
             pure=False,
-        )  # fmt: skip
+        )
         for key, p in zip(keys, parts)
     ]
 
@@ -478,7 +504,7 @@ def to_spark(ddf, spark=None, *, client=None, schema=None, checkpoint: bool = Fa
     from dask import delayed
 
     ddf = frame_for_spark(ddf)
-    cluster, client = _cluster_and_client(client)
+    cluster, parts, client = _cluster_and_client(client)
     spark = spark if spark is not None else cluster.spark
     _check_session(spark, cluster, "the SparkSession")
     infer = ()
@@ -492,24 +518,20 @@ def to_spark(ddf, spark=None, *, client=None, schema=None, checkpoint: bool = Fa
             raise HandoffTypeError(
                 f"spark-dask: schema has {len(spark_schema['fields'])} fields, the Dask DataFrame {len(ddf.columns)} columns"
             )
-    tz = conf(spark, "spark.sql.session.timeZone", "UTC", sql=True)
-    large = conf(spark, "spark.sql.execution.arrow.useLargeVarTypes", "false", sql=True).lower() == "true"
+    tz, large = _arrow_confs(spark)
     arrow_schema = arrow_types.spark_to_arrow_schema(spark_schema, tz, large)
     struct = frames.struct_type(spark_schema)
-    cpu_only = _check_slots(cluster, "to_spark")
-    transfers = transfer_files(cluster, client)
-    hosts = _hosts(client)
-    tid = uuid.uuid4().hex[:12]
-    dirname = transfer_dir_name(cluster.tag, tid)
-    transfers.add(tid, transfer_dirs(hosts, dirname))
+    cpu_only, transfers, hosts, tid, dirname = _open_transfer(cluster, parts, client, "to_spark")
     schema_bytes = arrow_schema.serialize().to_pybytes()
     try:
-        parts = ddf.to_delayed(optimize_graph=True)
         write = delayed(_WRITE_PARTITION, pure=False)
         rows = batch_rows(arrow_schema, WRITE_BATCH_BYTES)
-        tasks = [write(part, i, dirname, schema_bytes, rows, infer) for i, part in enumerate(parts)]
+        tasks = [
+            write(part, i, dirname, schema_bytes, rows, infer)
+            for i, part in enumerate(ddf.to_delayed(optimize_graph=True))
+        ]
         written = client.gather(client.compute(tasks))
-        parts_of(cluster).handoff_bytes += sum(w["bytes"] for w in written)
+        parts.handoff_bytes += sum(w["bytes"] for w in written)
         transfers.add(tid, {(w["hostname"], _parent(w["path"])) for w in written if w["path"]})
         if infer:
             spark_schema = arrow_types.merged_object_types(spark_schema, written, infer)
@@ -519,11 +541,24 @@ def to_spark(ddf, spark=None, *, client=None, schema=None, checkpoint: bool = Fa
         if not parts_spec:
             transfers.remove_now(tid)
             return spark.createDataFrame([], struct)
-        spec = {"schema": schema_bytes, "parts": parts_spec, "workers": host_workers(hosts),
-                "scheduler": cluster.scheduler_address, "tls": _spec_tls(cluster)}  # fmt: skip
+        spec = {
+            "schema": schema_bytes,
+            "parts": parts_spec,
+            "workers": host_workers(hosts),
+            "scheduler": cluster.scheduler_address,
+            "tls": _spec_tls(cluster, parts.options.tls),
+        }
         ids = frames.preferred_host_ids(spark, [p["spark_host"] for p in parts_spec])
-        out = _read_job(spark, ids, struct, transfer.spark_reader(spec), cpu_only, f"{cluster.tag}-to-spark-{tid}",
-                        f"spark-dask: to_spark <- {cluster.tag}", checkpoint)  # fmt: skip
+        out = _read_job(
+            spark,
+            ids,
+            struct,
+            transfer.spark_reader(spec),
+            cpu_only,
+            f"{cluster.tag}-to-spark-{tid}",
+            f"spark-dask: to_spark <- {cluster.tag}",
+            checkpoint,
+        )
     except BaseException:
         transfers.remove_now(tid)
         raise

@@ -175,8 +175,20 @@ def retry_wait(attempt: int) -> float:
 # with SPARK-51316, default 256 MB, 64 MB since apache/spark#51277).
 NO_BYTE_LIMIT = 2**31 - 1
 
-_UNITS = {"": 1, "b": 1, "k": 2**10, "kb": 2**10, "m": 2**20, "mb": 2**20, "g": 2**30, "gb": 2**30,
-          "t": 2**40, "tb": 2**40, "p": 2**50, "pb": 2**50}  # fmt: skip
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 2**10,
+    "kb": 2**10,
+    "m": 2**20,
+    "mb": 2**20,
+    "g": 2**30,
+    "gb": 2**30,
+    "t": 2**40,
+    "tb": 2**40,
+    "p": 2**50,
+    "pb": 2**50,
+}
 
 
 def spark_bytes(text: str) -> int | None:

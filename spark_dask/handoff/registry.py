@@ -19,13 +19,12 @@ import dask.config
 from dask.utils import parse_timedelta
 
 from spark_dask import handoff
+from spark_dask.aio import bounded
+from spark_dask.errors import HandoffError
 from spark_dask.handoff import files, transfer
 from spark_dask.handoff.files import transfer_of_key, unloaded_keys
-from spark_dask.handoff.transfer import HandoffError
-from spark_dask.parts import parts_if_any
-from spark_dask.shipping import ship_by_value
 from spark_dask.sizes import human_bytes
-from spark_dask.waits import bounded
+from spark_dask.spark.shipping import ship_by_value
 
 logger = logging.getLogger("spark_dask")
 
@@ -39,7 +38,7 @@ class TransferFiles:
     scheduler forgets the last loading key of a transfer, the workers remove its files.
     """
 
-    def __init__(self, cluster):
+    def __init__(self, cluster, close_timeout: float | None = None, say=None):
         from distributed.diagnostics.plugin import SchedulerPlugin
 
         transfers = self
@@ -56,6 +55,9 @@ class TransferFiles:
                     transfers.pulled(msg)
 
         self.cluster = cluster
+        # how long a removal waits for the workers, and who says it gave up: the
+        # cluster's close-timeout and events (a stand-in's: the config's and the log)
+        self.close_timeout, self.say = close_timeout, say
         self.lock = threading.Lock()
         self.transfers: dict[str, dict] = {}
         self.said_pulled: set[str] = set()  # transfer directories whose files were read across hosts
@@ -94,18 +96,19 @@ class TransferFiles:
         scheduler = self.cluster.scheduler
         if scheduler is None or not dirs:
             return
-        parts = parts_if_any(self.cluster)
-        if parts is not None:
-            timeout, say = parts.options.close_timeout, partial(parts.events.warn, python_warning=False)
-        else:  # a stand-in cluster
-            timeout, say = parse_timedelta(dask.config.get("spark-dask.close-timeout")), logger.warning
+        timeout, say = self.close_timeout, self.say or logger.warning
+        if timeout is None:
+            timeout = parse_timedelta(dask.config.get("spark-dask.close-timeout"))
         where = ", ".join(f"{host}:{path}" for host, path in dirs)
         try:
             removing = scheduler.broadcast(msg={"op": handoff_task_op("remove"), "dirs": list(dirs)}, on_error="ignore")
             if not await bounded(
-                removing, timeout, f"every Dask worker to remove the transfer files in {where}",
-                "a worker that did not answer leaves those of its host until its executor stops", say,
-            ):  # fmt: skip
+                removing,
+                timeout,
+                f"every Dask worker to remove the transfer files in {where}",
+                "a worker that did not answer leaves those of its host until its executor stops",
+                say,
+            ):
                 return
         except Exception as e:  # noqa: BLE001 - said; the transfer itself is done
             files_left(dirs, e)
@@ -126,9 +129,12 @@ class TransferFiles:
                 "the file is, and the file was streamed over the network (%s). Spark runs a read task elsewhere "
                 "when no task slot of its file's host frees within spark.locality.wait (3s by default); free slots "
                 "beside the Dask workers, or a longer spark.locality.wait, keep the reads local",
-                os.path.basename(msg["path"]), name, files.worker_host(msg.get("to") or "?"),
-                files.worker_host(msg.get("from") or "?"), human_bytes(int(msg.get("bytes", 0))),
-            )  # fmt: skip
+                os.path.basename(msg["path"]),
+                name,
+                files.worker_host(msg.get("to") or "?"),
+                files.worker_host(msg.get("from") or "?"),
+                human_bytes(int(msg.get("bytes", 0))),
+            )
 
     def remove_now(self, tid: str) -> None:
         """Driver thread: remove a transfer's files at once (failed transfer, to_spark done);
@@ -162,8 +168,10 @@ def files_left(dirs, problem: BaseException) -> None:
     logger.warning(
         "spark-dask: the transfer files in %s (the executors' SPARK_LOCAL_DIRS) could not be removed (%s: %s); "
         "they stay until the executors stop, when Spark removes its local directories, or are removed by hand",
-        where, type(problem).__name__, problem,
-    )  # fmt: skip
+        where,
+        type(problem).__name__,
+        problem,
+    )
 
 
 def handoff_task_op(what: str) -> str:
@@ -192,7 +200,9 @@ def refuse_unloaded(graph) -> None:
 _registries: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # cluster -> TransferFiles
 
 
-def transfer_files(cluster, client) -> TransferFiles:
+def transfer_files(cluster, client, parts) -> TransferFiles:
+    """The transfers of ``cluster`` (made with its first transfer); ``parts``: the
+    cluster's (:class:`spark_dask.parts.ClusterParts`)."""
     global _local_check
     with _setup_lock:
         if _local_check is None:
@@ -204,6 +214,7 @@ def transfer_files(cluster, client) -> TransferFiles:
         if transfers is None:
             ship_by_value(*handoff.SHIPPED)  # neither executors nor Dask workers need spark_dask installed
             client.register_plugin(transfer.worker_plugin(), name="spark-dask-handoff")
-            transfers = _registries[cluster] = TransferFiles(cluster)
+            say = partial(parts.events.warn, python_warning=False)
+            transfers = _registries[cluster] = TransferFiles(cluster, parts.options.close_timeout, say)
             cluster.add_close_hook(transfers.close)  # its files, while the workers can remove them
         return transfers

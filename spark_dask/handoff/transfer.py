@@ -33,8 +33,8 @@ import time
 from collections.abc import Iterator
 from contextlib import suppress
 
-from spark_dask.arrow_types import frame_to_arrow, infer_object_column, table_to_pandas, with_inferred_types
 from spark_dask.errors import HandoffError
+from spark_dask.handoff.arrow_types import frame_to_arrow, infer_object_column, table_to_pandas, with_inferred_types
 from spark_dask.handoff.files import (
     in_transfer_dir,
     is_transfer_dir,
@@ -290,8 +290,7 @@ def _write_spark_partition(spec: dict, schema, partition: int, attempt: int, bat
     me = hostname()
     hosts = spec["hosts"]
     name = part_file_name(partition, attempt)
-    row = {"partition": partition, "attempt": attempt, "hostname": me, "path": None, "rows": 0, "bytes": 0,
-           "ip": None}  # fmt: skip
+    row = {"partition": partition, "attempt": attempt, "hostname": me, "path": None, "rows": 0, "bytes": 0, "ip": None}
     if me in hosts:
         directory = private_dir(os.path.join(hosts[me]["root"], spec["dir"]))
         path = os.path.join(directory, name)
@@ -371,9 +370,16 @@ def _result_schema():
     import pyarrow as pa
 
     return pa.schema(
-        [("partition", pa.int32()), ("attempt", pa.int32()), ("hostname", pa.string()), ("path", pa.string()),
-         ("rows", pa.int64()), ("bytes", pa.int64()), ("ip", pa.string())]
-    )  # fmt: skip
+        [
+            ("partition", pa.int32()),
+            ("attempt", pa.int32()),
+            ("hostname", pa.string()),
+            ("path", pa.string()),
+            ("rows", pa.int64()),
+            ("bytes", pa.int64()),
+            ("ip", pa.string()),
+        ]
+    )
 
 
 async def _push(spec: dict, address: str, name: str, data: bytes) -> dict:
@@ -452,7 +458,7 @@ def write_partition(
     """Dask task: one partition as an Arrow IPC file (Spark's Arrow types) on this
     machine, in record batches of at most ``batch_rows`` rows (None: as the data is).
     The ``object`` columns ``infer`` (indices) get the Spark type of their values
-    (:func:`~spark_dask.arrow_types.infer_object_column`), reported as ``types``.
+    (:func:`~spark_dask.handoff.arrow_types.infer_object_column`), reported as ``types``.
 
     Batches of a few MB rather than one per partition: a partition written as one 64 MB
     batch took several times longer (the figures: docs/benchmarks.md, "Moving data between Spark and Dask", "Dask → Spark")."""

@@ -20,6 +20,7 @@ from distributed.deploy.cluster import Cluster
 from distributed.security import Security
 
 from spark_dask import connection, report
+from spark_dask.aio import StartedOnAwait
 from spark_dask.errors import ClusterError, ClusterTimeoutError
 from spark_dask.events import outside_package
 from spark_dask.named.owner import ADAPT, CLOSE, SCALE, SUBSCRIBE
@@ -33,6 +34,7 @@ from spark_dask.named.store import (
     unknown_name_message,
 )
 from spark_dask.options import check_name
+from spark_dask.options.groups import chosen_group
 from spark_dask.sizes import plural
 
 # How long a handle waits for the owner to carry out scale() / adapt(), and for a
@@ -50,8 +52,12 @@ def entry_security(directory: str, record: dict) -> Security:
         with open(os.path.join(directory, name), encoding="ascii") as f:
             return f.read()
 
-    return Security(tls_ca_file=read(connection.CA_FILE), tls_client_cert=read(connection.CERT_FILE),
-                    tls_client_key=read(connection.KEY_FILE), require_encryption=True)  # fmt: skip
+    return Security(
+        tls_ca_file=read(connection.CA_FILE),
+        tls_client_cert=read(connection.CERT_FILE),
+        tls_client_key=read(connection.KEY_FILE),
+        require_encryption=True,
+    )
 
 
 def from_name(name: str, *, asynchronous: bool = False, loop=None, timeout: float = 10) -> NamedCluster:
@@ -102,8 +108,9 @@ def from_name(name: str, *, asynchronous: bool = False, loop=None, timeout: floa
     directory, record = found[name]
     if record.get("status") != "running":
         raise ClusterError(not_running_message(name, record))
-    return NamedCluster(directory, record, entry_security(directory, record), asynchronous=asynchronous,
-                        loop=loop, timeout=timeout)  # fmt: skip
+    return NamedCluster(
+        directory, record, entry_security(directory, record), asynchronous=asynchronous, loop=loop, timeout=timeout
+    )
 
 
 class HandleRpc:
@@ -139,7 +146,7 @@ class SubscribingComm:
         return await self.comm.write(msg, *args, **kwargs)
 
 
-class NamedCluster(Cluster):
+class NamedCluster(StartedOnAwait, Cluster):
     """A running spark-dask cluster owned by another process, found by name
     (:func:`from_name`). A ``distributed.deploy.Cluster``: ``get_client()``,
     ``scheduler_info``, ``dashboard_link``, ``wait_for_workers``, ``get_logs``, the
@@ -167,8 +174,9 @@ class NamedCluster(Cluster):
         (dask-ctl's way to get a cluster that :func:`discover` named)."""
         return from_name(name, **kwargs)
 
-    def __init__(self, directory: str, record: dict, security: Security, *, asynchronous=False, loop=None,
-                 timeout: float = 10):  # fmt: skip
+    def __init__(
+        self, directory: str, record: dict, security: Security, *, asynchronous=False, loop=None, timeout: float = 10
+    ):
         super().__init__(asynchronous=asynchronous, loop=loop, name=record["name"], quiet=True)
         self.directory = directory
         self.record = record
@@ -181,14 +189,6 @@ class NamedCluster(Cluster):
             except BaseException:
                 self._loop_runner.stop()
                 raise
-
-    def __await__(self):
-        async def _():
-            if self.status == Status.created:
-                await self._start()
-            return self
-
-        return _().__await__()
 
     async def _start(self):
         address = self.record["address"]
@@ -232,12 +232,13 @@ class NamedCluster(Cluster):
             warnings.warn(msg, UserWarning, **outside_package())
         return {k: v for k, v in reply.items() if k != "warnings"}
 
-    def scale(self, n: int = 0, memory=None, cores=None, group: str | None = None):
+    def scale(self, n: int = 0, memory=None, cores=None, group: str | None = None, worker_group: str | None = None):
         """Scale the cluster to ``n`` workers (or enough for ``cores`` threads or
-        ``memory`` bytes; with ``group``, that worker group), as the owner's
-        ``SparkCluster.scale`` does; its warnings (more than the free Spark task slots
-        allow, ...) are issued here. Returns once the owner has taken the request;
-        ``wait_for_workers(n)`` waits for the workers."""
+        ``memory`` bytes; with ``group``, or ``worker_group`` as dask-kubernetes names it,
+        that worker group), as the owner's ``SparkCluster.scale`` does; its warnings (more
+        than the free Spark task slots allow, ...) are issued here. Returns once the owner
+        has taken the request; ``wait_for_workers(n)`` waits for the workers."""
+        group = chosen_group(group, worker_group)
         # ``group`` only when given: an owner of an older spark-dask takes no such argument
         out = self._carry_out(SCALE, n=n, memory=memory, cores=cores, **({"group": group} if group else {}))
         return out if self.asynchronous else None
@@ -317,8 +318,12 @@ class NamedCluster(Cluster):
         """The owner's facts the widget shows."""
         r = self.record
         started = list_rows([r])[0]["started"]
-        return {"owner": f"pid {r.get('pid')} on {r.get('host')}", "started": started, "Spark job tag": r.get("tag"),
-                "connection files": self.directory}  # fmt: skip
+        return {
+            "owner": f"pid {r.get('pid')} on {r.get('host')}",
+            "started": started,
+            "Spark job tag": r.get("tag"),
+            "connection files": self.directory,
+        }
 
     def _repr_html_(self, cluster_status=None):
         rows = "".join(
@@ -326,8 +331,14 @@ class NamedCluster(Cluster):
             for k, v in self.owner_rows().items()
         )
         workers = {} if self.status == Status.closed else dict(self.scheduler_info.get("workers", {}))
-        return report.cluster_html(type(self).__name__, self.name, self.scheduler_info, workers, self.dashboard_link,
-                                   (cluster_status or "") + f"<table>{rows}</table>")  # fmt: skip
+        return report.cluster_html(
+            type(self).__name__,
+            self.name,
+            self.scheduler_info,
+            workers,
+            self.dashboard_link,
+            (cluster_status or "") + f"<table>{rows}</table>",
+        )
 
     def __repr__(self):
         n = 0 if self.status == Status.closed else len(self.scheduler_info.get("workers", {}))

@@ -42,7 +42,6 @@ from spark_dask.named.store import (
     take_over,
 )
 from spark_dask.options import check_name
-from spark_dask.parts import parts_of
 
 logger = logging.getLogger("spark_dask")
 
@@ -54,7 +53,7 @@ SUBSCRIBE = "spark_dask_subscribe_worker_status"
 
 
 class Entry:
-    """A cluster's entry in the state directory (``parts_of(cluster).entry``): claimed when its
+    """A cluster's entry in the state directory (``ClusterParts.entry``): claimed when its
     start begins (entering it), published once the workers run (:meth:`publish`),
     removed when the cluster closes (leaving it). A no-op where listing is off.
 
@@ -102,10 +101,20 @@ class Entry:
         except (OSError, SparkDaskError) as e:
             return self.unlisted(e)
         pid = os.getpid()
-        record = {"name": self.name, "tag": self.tag, "status": "starting", "pid": pid,
-                  "pid_start": process_identity(pid) or "", "host": socket.gethostname(),
-                  "started": time.time(), "address": None, "dashboard": None, "workers": 0,
-                  "tls": None, "token": uuid.uuid4().hex}  # fmt: skip
+        record = {
+            "name": self.name,
+            "tag": self.tag,
+            "status": "starting",
+            "pid": pid,
+            "pid_start": process_identity(pid) or "",
+            "host": socket.gethostname(),
+            "started": time.time(),
+            "address": None,
+            "dashboard": None,
+            "workers": 0,
+            "tls": None,
+            "token": uuid.uuid4().hex,
+        }
         for _ in range(3):
             try:
                 os.mkdir(self.directory, 0o700)
@@ -151,28 +160,43 @@ class Entry:
                     os.unlink(temporary)
                 logger.warning(
                     "spark-dask: the record %s of cluster %r could not be rewritten (%s): spark-dask list and "
-                    "from_name() read its previous one", path, self.name, e,
-                )  # fmt: skip
+                    "from_name() read its previous one",
+                    path,
+                    self.name,
+                    e,
+                )
 
-    def publish(self, cluster) -> None:
+    def groups_changed(self, pools: dict) -> None:
+        """A worker group was added or removed: the record's ``groups`` (``spark-dask
+        list``) from the cluster's pools (by group, the default one first)."""
+        self.update(groups=extra_groups(pools))
+
+    def publish(self, cluster, parts) -> None:
         """The cluster runs: its connection files and record (address, dashboard,
         workers), the worker count kept current, the handlers that let handles scale,
-        adapt and close it, and status ``closing`` as soon as its teardown begins."""
+        adapt and close it, and status ``closing`` as soon as its teardown begins.
+        ``parts``: the cluster's (:class:`spark_dask.parts.ClusterParts`)."""
         if self.record is None:
             return
         scheduler, security = cluster.scheduler, cluster.security
         # the handlers first: a handle may come as soon as the record says running
-        scheduler.handlers.update(owner_handlers(cluster, self))
+        scheduler.handlers.update(owner_handlers(cluster, self, parts.events))
         scheduler.handlers[SUBSCRIBE] = subscribe_handler(scheduler)
         scheduler.add_plugin(EntryWatch(self))
         try:
-            connection.write_connection(cluster, self.directory)
+            link = connection.proxied_dashboard_link(parts.dashboard_settings, cluster.dashboard_link)
+            connection.write_connection(cluster, self.directory, link)
         except (OSError, SparkDaskError) as e:
             self.remove()
             return self.unlisted(e)
-        self.update(status="running", address=scheduler.address, dashboard=cluster.dashboard_link or None,
-                    workers=len(scheduler.workers), tls=bool(security is not None and security.require_encryption),
-                    groups=extra_groups(parts_of(cluster).pools))  # fmt: skip
+        self.update(
+            status="running",
+            address=scheduler.address,
+            dashboard=cluster.dashboard_link or None,
+            workers=len(scheduler.workers),
+            tls=bool(security is not None and security.require_encryption),
+            groups=extra_groups(parts.pools),
+        )
         cluster.add_close_hook(partial(self.update, status="closing"))
 
     def request_close(self, cluster) -> None:
@@ -250,11 +274,12 @@ def subscribe_handler(scheduler):
     return subscribe_worker_status
 
 
-async def carry_out(cluster, fn, *args, **kwargs) -> dict:
+async def carry_out(events, fn, *args, **kwargs) -> dict:
     """Run the owner's ``fn(*args, **kwargs)`` (its public, blocking ``scale`` or
     ``adapt``) in a thread, as a user's call would; the reply names the warnings it gave
-    (its own: not those of a user's ``scale()`` at the same time)."""
-    with parts_of(cluster).events.hold(issue=False) as said:
+    (its own: not those of a user's ``scale()`` at the same time), held by the cluster's
+    ``events``."""
+    with events.hold(issue=False) as said:
         result = await blocking(partial(fn, *args, **kwargs))
     reply = {"warnings": list(said)}
     if result is not None and hasattr(result, "minimum"):  # adapt(): distributed's Adaptive
@@ -262,16 +287,16 @@ async def carry_out(cluster, fn, *args, **kwargs) -> dict:
     return reply
 
 
-def owner_handlers(cluster, entry: Entry) -> dict:
+def owner_handlers(cluster, entry: Entry, events) -> dict:
     """The scheduler handlers a :class:`~spark_dask.named.NamedCluster` calls (``rpc``): the owner's
     ``scale``, ``adapt`` and ``close`` on its own cluster."""
 
     async def scale(n=0, memory=None, cores=None, group=None):
         by_group = {"group": group} if group else {}  # a handle named a worker group
-        return await carry_out(cluster, cluster.scale, n, memory=memory, cores=cores, **by_group)
+        return await carry_out(events, cluster.scale, n, memory=memory, cores=cores, **by_group)
 
     async def adapt(**kwargs):
-        return await carry_out(cluster, cluster.adapt, **kwargs)
+        return await carry_out(events, cluster.adapt, **kwargs)
 
     def close():
         entry.request_close(cluster)  # the reply goes out before the scheduler closes

@@ -30,10 +30,10 @@ import uuid
 import warnings
 from contextlib import contextmanager, suppress
 
-from spark_dask import config
 from spark_dask.errors import ClusterError
 from spark_dask.events import outside_package
 from spark_dask.executor.preload import stat_fields
+from spark_dask.options import config
 
 logger = logging.getLogger("spark_dask")
 
@@ -141,18 +141,22 @@ def list_rows(records) -> list[dict]:
     rows = []
     for r in sorted(records, key=lambda r: (r.get("started") or 0, r.get("name", ""))):
         started = r.get("started")
-        rows.append({
-            "name": r.get("name"),
-            "status": r.get("status"),
-            "workers": r.get("workers"),
-            "groups": ",".join(r["groups"]) if r.get("groups") else None,
-            "scheduler": r.get("address"),
-            "dashboard": r.get("dashboard"),
-            "pid": r.get("pid"),
-            "started": datetime.datetime.fromtimestamp(started).isoformat(sep=" ", timespec="seconds") if started else None,
-            "tag": r.get("tag"),
-            "directory": r.get("directory"),
-        })  # fmt: skip
+        rows.append(
+            {
+                "name": r.get("name"),
+                "status": r.get("status"),
+                "workers": r.get("workers"),
+                "groups": ",".join(r["groups"]) if r.get("groups") else None,
+                "scheduler": r.get("address"),
+                "dashboard": r.get("dashboard"),
+                "pid": r.get("pid"),
+                "started": datetime.datetime.fromtimestamp(started).isoformat(sep=" ", timespec="seconds")
+                if started
+                else None,
+                "tag": r.get("tag"),
+                "directory": r.get("directory"),
+            }
+        )
     return rows
 
 

@@ -11,7 +11,8 @@ import os
 import dask.config
 import yaml
 
-_fn = os.path.join(os.path.dirname(__file__), "spark_dask.yaml")
+# the YAML stays at the package root, where pyproject.toml ships it
+_fn = os.path.join(os.path.dirname(os.path.dirname(__file__)), "spark_dask.yaml")
 with open(_fn) as f:
     _defaults = yaml.safe_load(f)
 

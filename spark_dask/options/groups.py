@@ -4,7 +4,7 @@ are (:class:`WorkerGroup`); this module checks what a user gives
 (:func:`check_groups`), names the Dask resource every worker of a group carries
 (:func:`group_resource`) and overlays a group on the cluster's options
 (:func:`group_options`). The cluster (:mod:`spark_dask.cluster`) keeps one
-:class:`~spark_dask.pool.GangPool` per group; the plan of a group's gangs is
+:class:`~spark_dask.gangs.pool.GangPool` per group; the plan of a group's gangs is
 :func:`spark_dask.plan.plan_group`.
 
 The group the cluster starts as it always did is :data:`DEFAULT`; its workers carry no
@@ -251,8 +251,16 @@ def plan_groups(facts: ClusterFacts, groups: dict[str, WorkerGroup], opts, held:
     beside, out = list(held), {}
     for name, g in groups.items():
         try:
-            plan = plan_group(facts, g.worker, g.n_workers, g.threads_per_worker, opts.task_profile, opts.gpu_mode,
-                              opts.barrier, tuple(beside))  # fmt: skip
+            plan = plan_group(
+                facts,
+                g.worker,
+                g.n_workers,
+                g.threads_per_worker,
+                opts.task_profile,
+                opts.gpu_mode,
+                opts.barrier,
+                tuple(beside),
+            )
         except PlanError as e:
             raise PlanError(f"spark-dask: worker group {name!r}: {str(e).removeprefix('spark-dask: ')}") from e
         beside.append((plan.n_tasks, task_cpus(plan, facts)))
@@ -260,8 +268,21 @@ def plan_groups(facts: ClusterFacts, groups: dict[str, WorkerGroup], opts, held:
     return out
 
 
+def chosen_group(group: str | None, worker_group: str | None) -> str | None:
+    """The worker group a call names: ``group``, or ``worker_group`` as dask-kubernetes
+    names it (``KubeCluster.scale(n, worker_group=...)``); two different names are refused.
+
+    >>> chosen_group(None, "io"), chosen_group("io", None), chosen_group(None, None)
+    ('io', 'io', None)
+    """
+    if group is not None and worker_group is not None and group != worker_group:
+        raise PlanError(f"spark-dask: group={group!r} and worker_group={worker_group!r} name two groups; give one")
+    return group if group is not None else worker_group
+
+
 __all__ = [
     "DEFAULT",
+    "chosen_group",
     "WorkerGroup",
     "check_group",
     "check_groups",

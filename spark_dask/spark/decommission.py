@@ -5,7 +5,7 @@ running tasks finish. Spark posts no listener event for it (there is none in 3.5
 4.x); the driver's task scheduler holds the state from the moment the decommission
 starts (``TaskSchedulerImpl.getExecutorDecommissionState``), read here through py4j.
 A Spark Connect session cannot read it (:func:`spark_dask.spark.compat.jvm_reachable`).
-The drain policy that acts on it is :mod:`spark_dask.drain`'s.
+The drain policy that acts on it is :mod:`spark_dask.gangs.drain`'s.
 """
 
 from __future__ import annotations

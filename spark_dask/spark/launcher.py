@@ -5,7 +5,7 @@ under dynamic allocation, a plain job of one task), each running
 :func:`spark_dask.executor.gang_task.run_task`. ``collect()`` blocks for as long as the workers
 run, so it happens in a background thread; the job carries a unique job group
 and job tag (classic) or session tag (Spark Connect) so it can be cancelled.
-:mod:`spark_dask.gang` builds on it.
+:mod:`spark_dask.gangs.gang` builds on it.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from spark_dask.capacity import GangPlan
 from spark_dask.errors import TaskFailed
 from spark_dask.executor import gang_task
 from spark_dask.executor.task_spec import TaskSpec
-from spark_dask.shipping import ship_by_value
 from spark_dask.spark import databricks, jobtags
 from spark_dask.spark.compat import ready_connect_profile
 from spark_dask.spark.conf import is_connect
+from spark_dask.spark.shipping import ship_by_value
 
 logger = logging.getLogger(__name__)
 

@@ -16,15 +16,15 @@ import time
 
 from spark_dask import executor
 from spark_dask.capacity import ClusterFacts
+from spark_dask.errors import PlanError
 from spark_dask.executor import gang_task
-from spark_dask.plan import PlanError
 from spark_dask.rapids import plugin_enabled
-from spark_dask.shipping import ship_by_value
 from spark_dask.sizes import MIB, parse_size
 from spark_dask.spark import databricks, jobtags
 from spark_dask.spark.compat import task_profile_shares_gpus, task_profiles_supported
 from spark_dask.spark.conf import application_id, conf, is_connect
 from spark_dask.spark.pyspark_warnings import pandas3_warning_off
+from spark_dask.spark.shipping import ship_by_value
 
 __all__ = [
     "PYSPARK_MISSING",
@@ -347,8 +347,10 @@ def _probe_executors(spark, want: int, tasks: int, timeout: float) -> int:
             logger.warning(
                 "spark-dask: the executor probe job (Spark Connect) did not end within %gs: cancelled, "
                 "%d of %d executors seen",
-                wait, len(seen), want,
-            )  # fmt: skip
+                wait,
+                len(seen),
+                want,
+            )
             return len(seen)
         seen.update(json.loads(r["info"])["executor_id"] for r in rows)
         rounds += 1

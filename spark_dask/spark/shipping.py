@@ -13,7 +13,8 @@ graph (``client.submit``, ``delayed``, ``from_map``) is pickled with the standar
 library's pickle first, by reference (``distributed.protocol.pickle.dumps`` turns to
 cloudpickle only for an object whose own module is registered, not for what it holds),
 so a worker without spark_dask could not load it: such functions go into graphs wrapped
-by :func:`by_value`.
+by :func:`by_value`. :func:`spark_dumps` pickles as Spark does (the doctor measures the
+gang's task with it).
 """
 
 from __future__ import annotations
@@ -21,10 +22,25 @@ from __future__ import annotations
 import threading
 from types import ModuleType
 
-from spark_dask.spark.pickling import spark_cloudpickle
-
 _shipped: set[str] = set()
 _lock = threading.Lock()
+
+
+def spark_cloudpickle():
+    """pyspark's cloudpickle module, or None where pyspark cannot be imported (a
+    Dask-only use, e.g. ``read_delta``'s file reader)."""
+    try:
+        from pyspark import cloudpickle
+    except ImportError:
+        return None
+    return cloudpickle
+
+
+def spark_dumps(obj) -> bytes:
+    """``obj`` pickled as Spark pickles a closure (pyspark's cloudpickle)."""
+    from pyspark import cloudpickle
+
+    return cloudpickle.dumps(obj)
 
 
 def ship_by_value(*modules: ModuleType) -> None:
@@ -66,7 +82,7 @@ class ByValue:
         return cloudpickle.loads, (self._payload,)
 
     def __dask_tokenize__(self):
-        return ("spark_dask.shipping.ByValue", self.fn.__module__, self.__qualname__)
+        return ("spark_dask.spark.shipping.ByValue", self.fn.__module__, self.__qualname__)
 
     def __repr__(self) -> str:
         return f"by_value({self.fn.__module__}.{self.__qualname__})"
@@ -78,4 +94,4 @@ def by_value(fn) -> ByValue:
     return ByValue(fn)
 
 
-__all__ = ["ByValue", "by_value", "ship_by_value"]
+__all__ = ["ByValue", "by_value", "ship_by_value", "spark_cloudpickle", "spark_dumps"]

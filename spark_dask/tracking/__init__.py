@@ -19,9 +19,9 @@ import time
 import weakref
 from contextlib import suppress
 
+from spark_dask import registry
 from spark_dask.aio import background, blocking
 from spark_dask.errors import PlanError
-from spark_dask.parts import parts_if_any, parts_of
 from spark_dask.spark.conf import conf
 from spark_dask.tracking import artifacts
 from spark_dask.tracking.redact import Redactor
@@ -75,23 +75,32 @@ class Tracking:
         self.redactor = Redactor()
         self.began: asyncio.Future | None = None
         self.cluster = lambda: None  # a weak reference once begun (the cluster holds this object)
+        self.parts = None  # the cluster's parts, once begun
 
-    def begin(self, cluster) -> None:
-        """The workers are connected (event loop): begin in the background, once."""
+    def begin(self, cluster, parts) -> None:
+        """The workers are connected (event loop): begin in the background, once.
+        ``parts``: the cluster's (:class:`spark_dask.parts.ClusterParts`)."""
         if self.on and self.began is None:
-            self.cluster = weakref.ref(cluster)
+            self.cluster, self.parts = weakref.ref(cluster), parts
             self.began = background(self.start(cluster), "MLflow tracking")
             cluster.add_close_hook(self.end)
 
     async def start(self, cluster) -> str | None:
         """Open the run (within :data:`FIRST_CALL_WAIT` seconds), log the params, start
         the sampler; the run's id, or None where MLflow cannot be used."""
-        p = parts_of(cluster)
+        p = self.parts
         scheduler = cluster.scheduler
         self.link = Link(cluster.name, lambda line: p.events.warn(line, python_warning=False))
         self.report = artifacts.ReportStart(scheduler)
-        params = {**versions(), **cluster_params(p.facts, {n: pool.shape for n, pool in p.pools.items()},
-                                                 workers_by_group(scheduler), p.timings.get("start"))}  # fmt: skip
+        params = {
+            **versions(),
+            **cluster_params(
+                p.facts,
+                {n: pool.shape for n, pool in p.pools.items()},
+                workers_by_group(scheduler),
+                p.timings.get("start"),
+            ),
+        }
         self.redactor = Redactor(await blocking(conf, cluster.spark, "spark.redaction.regex", None))
         if not await blocking(self.link.wait, "opening the MLflow run", FIRST_CALL_WAIT, self.open_run, params):
             return None
@@ -142,13 +151,13 @@ class Tracking:
             return await self._close_link()
         self.sampler.stop()
         cluster = self.cluster()
-        events = parts_of(cluster).events
+        events = self.parts.events
         try:
             html = await self.report.html(cluster.scheduler)
         except Exception as e:  # noqa: BLE001 - distributed's report (bokeh's templates): the rest goes on
             html = None
             events.note(artifacts.no_report_message(cluster.name, e))
-        logs = await artifacts.log_texts(cluster)
+        logs = await artifacts.log_texts(cluster, self.parts)
         texts = artifacts.files(html, logs, artifacts.event_lines(events.logs), self.redactor)
         await blocking(self.link.wait, "sending the artifacts to MLflow", CLOSE_WAIT, self.finish, texts)
         await self._close_link()
@@ -182,19 +191,20 @@ def log_cluster(cluster, run_id: str | None = None) -> str | None:
         The run's id; None where MLflow could not be used (the cluster said so once,
         and runs on). A cluster already tracked is left as it is (its run's id).
     """
-    p = parts_if_any(cluster)
+    p = registry.parts_of(cluster)
     if p is None:
         raise PlanError(f"spark-dask: log_cluster() takes a SparkCluster of this process, got {type(cluster).__name__}")
     _mlflow()
     tracking = p.tracking
     if tracking.began is None:
         tracking.on, tracking.run_id = True, run_id or active_run_id()
-    return cluster.sync(_begun, cluster, tracking)
+    return cluster.sync(_begun, cluster, p)
 
 
-async def _begun(cluster, tracking: Tracking) -> str | None:
+async def _begun(cluster, parts) -> str | None:
     """Begin (where not yet begun) and wait until the run answered (bounded)."""
-    tracking.begin(cluster)
+    tracking = parts.tracking
+    tracking.begin(cluster, parts)
     return await asyncio.shield(tracking.began)
 
 

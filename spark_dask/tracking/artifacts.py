@@ -18,7 +18,6 @@ import tempfile
 import time
 
 from spark_dask import report
-from spark_dask.parts import parts_of
 
 LOGS_WAIT = 3.0  # seconds the close waits for the workers' logs (a frozen worker does not answer)
 ROOT = "spark-dask"  # the artifacts' directory in the run
@@ -60,10 +59,11 @@ def event_lines(events) -> str:
     return "\n".join(f"{t.isoformat(sep=' ', timespec='seconds')} {msg}" for t, msg in events)
 
 
-async def log_texts(cluster) -> dict[str, str]:
+async def log_texts(cluster, p) -> dict[str, str]:
     """``get_logs()``'s texts by file name: the cluster's, the scheduler's, the Spark
-    tasks' and each worker's (at most :data:`LOGS_WAIT` seconds for the workers')."""
-    scheduler, p = cluster.scheduler, parts_of(cluster)
+    tasks' and each worker's (at most :data:`LOGS_WAIT` seconds for the workers'); ``p``:
+    the cluster's parts."""
+    scheduler = cluster.scheduler
     out = {
         "cluster": event_lines(p.events.logs),
         "scheduler": _lines(scheduler.get_logs()),

@@ -101,21 +101,26 @@ def cluster_params(facts, shapes: dict, workers: dict, start_seconds: float | No
         How long the start took.
     """
     master = Redactor().line(public_uri(facts.master))
-    params = {"spark.master": master, "spark.executors": str(facts.executors),
-              "spark_dask.workers": str(sum(len(w) for w in workers.values()))}  # fmt: skip
+    params = {
+        "spark.master": master,
+        "spark.executors": str(facts.executors),
+        "spark_dask.workers": str(sum(len(w) for w in workers.values())),
+    }
     if start_seconds is not None:
         params["spark_dask.startup_seconds"] = f"{start_seconds:.2f}"
     for name, shape in shapes.items():
         mine = workers.get(name, [])
         threads = sorted({t for t, _ in mine})
         limits = sorted({m for _, m in mine})
-        params.update({
-            f"spark_dask.group.{name}.workers": str(len(mine)),
-            f"spark_dask.group.{name}.kind": shape.kind,
-            f"spark_dask.group.{name}.threads": ",".join(map(str, threads)),
-            f"spark_dask.group.{name}.memory_limit_bytes": ",".join(map(str, limits)),
-            f"spark_dask.group.{name}.gpus_per_worker": "1" if shape.pinned else "0",
-        })  # fmt: skip
+        params.update(
+            {
+                f"spark_dask.group.{name}.workers": str(len(mine)),
+                f"spark_dask.group.{name}.kind": shape.kind,
+                f"spark_dask.group.{name}.threads": ",".join(map(str, threads)),
+                f"spark_dask.group.{name}.memory_limit_bytes": ",".join(map(str, limits)),
+                f"spark_dask.group.{name}.gpus_per_worker": "1" if shape.pinned else "0",
+            }
+        )
     return params
 
 

@@ -27,7 +27,7 @@ import re
 import time
 from collections import Counter
 
-from spark_dask.groups.spec import DEFAULT
+from spark_dask.options.groups import DEFAULT
 
 _NOT_IN_KEY = re.compile(r"[^A-Za-z0-9_\-. /]")  # what MLflow refuses in a metric key
 

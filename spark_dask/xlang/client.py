@@ -13,7 +13,7 @@ import dask
 from distributed import Future
 
 from spark_dask import errors
-from spark_dask.shipping import by_value, ship_by_value
+from spark_dask.spark.shipping import by_value, ship_by_value
 from spark_dask.xlang import graph
 from spark_dask.xlang.graph import (
     ANNOTATION,

@@ -94,8 +94,11 @@ class Placement(SchedulerPlugin):
         self.engaged = True
         scheduler = self.scheduler
         for problem in internals.problems(scheduler):
-            logger.warning("spark-dask: the placement of other languages' tasks may not work with distributed %s: %s",
-                           distributed.__version__, problem)  # fmt: skip
+            logger.warning(
+                "spark-dask: the placement of other languages' tasks may not work with distributed %s: %s",
+                distributed.__version__,
+                problem,
+            )
         original_valid = scheduler.valid_workers
         original_decide = scheduler.decide_worker_non_rootish
         original_idle = scheduler.check_idle_saturated
@@ -163,8 +166,10 @@ class Placement(SchedulerPlugin):
         function = ((ts.annotations or {}).get("xlang") or {}).get("function", "?") if ts is not None else "?"
         text = msg.get("exception_text") or "(no message)"
         name = ws.name if ws is not None else worker
-        return XLangTaskError(f"spark-dask: {self.foreign[worker]} task {key!r} ({function}) failed on worker {name}: {text}",
-                              str(msg.get("traceback_text") or ""))  # fmt: skip
+        return XLangTaskError(
+            f"spark-dask: {self.foreign[worker]} task {key!r} ({function}) failed on worker {name}: {text}",
+            str(msg.get("traceback_text") or ""),
+        )
 
     # ------------------------------------------------------------ SchedulerPlugin hooks
     def add_worker(self, scheduler, worker):
@@ -222,15 +227,20 @@ class Gateway(SchedulerPlugin):
         self._watch: asyncio.Task | None = None
 
     def handlers(self) -> dict:
-        return {"xlang_submit": self.submit, "xlang_gather": self.gather,
-                "xlang_release": self.release, "xlang_workers": self.workers}  # fmt: skip
+        return {
+            "xlang_submit": self.submit,
+            "xlang_gather": self.gather,
+            "xlang_release": self.release,
+            "xlang_workers": self.workers,
+        }
 
     async def own_client(self) -> Client:
         async with self._client_lock:
             if self.client is None:
                 s = self.scheduler
-                self.client = await Client(s.address, security=s.security, asynchronous=True,
-                                           set_as_default=False, name="spark-dask-xlang")  # fmt: skip
+                self.client = await Client(
+                    s.address, security=s.security, asynchronous=True, set_as_default=False, name="spark-dask-xlang"
+                )
                 self._watch = asyncio.ensure_future(self.watch_holders())
         return self.client
 

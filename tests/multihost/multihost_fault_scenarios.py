@@ -16,7 +16,7 @@ import time
 import cloudpickle
 import pyspark.cloudpickle
 
-from spark_dask.parts import parts_of
+from tests.support.parts import parts_of
 
 from .multihost_scenarios import CLIENTS, CLUSTERS, worker_facts
 
@@ -72,7 +72,7 @@ def kept_on(name: str, host: str) -> dict:
 
 
 def drains(name: str) -> list[dict]:
-    """What each drain of a decommissioned executor did (:func:`spark_dask.drain.drain_executor`)."""
+    """What each drain of a decommissioned executor did (:func:`spark_dask.gangs.drain.drain_executor`)."""
     return list(parts_of(CLUSTERS[name]).drains)
 
 

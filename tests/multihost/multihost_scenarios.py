@@ -26,9 +26,9 @@ from pyspark.sql import functions as F
 
 import spark_dask
 from spark_dask import SparkCluster
-from spark_dask.parts import parts_of
 from spark_dask.spark import frames
 from tests.support.hosts import session
+from tests.support.parts import parts_of
 from tests.support.spark import task_localities
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])

@@ -203,19 +203,16 @@ def test_client_config_keys_for_the_script():
     from types import SimpleNamespace
 
     from spark_dask.connection import client_config as yaml_config
-    from spark_dask.parts import ClusterParts, attach
 
-    class StandIn:  # hashable and weakly referenceable, as a cluster is
-        def __init__(self, dashboard_settings, **fields):
-            self.__dict__.update(fields)
-            attach(self, ClusterParts(None, {}, None, SimpleNamespace(dashboard_settings=dashboard_settings)))
+    def parts(dashboard_settings):  # what client_config reads of a cluster's parts
+        return SimpleNamespace(dashboard_settings=dashboard_settings)
 
-    plain = StandIn(None, scheduler_address="tcp://h:1", security=None, dashboard_link="http://h:2/status")
-    assert client_config(plain) == {"scheduler-address": "tcp://h:1"}
+    plain = SimpleNamespace(scheduler_address="tcp://h:1", security=None, dashboard_link="http://h:2/status")
+    assert client_config(plain, parts(None)) == {"scheduler-address": "tcp://h:1"}
     sec = SimpleNamespace(require_encryption=True, tls_ca_file="CA", tls_client_cert="CERT", tls_client_key="KEY")
-    databricks = SimpleNamespace(databricks=object())
-    tls = StandIn(databricks, scheduler_address="tls://h:1", security=sec,
-                  dashboard_link="https://x/driver-proxy/o/1/c/{port}/status")  # fmt: skip
+    databricks = parts(SimpleNamespace(databricks=object()))
+    tls = SimpleNamespace(scheduler_address="tls://h:1", security=sec,
+                          dashboard_link="https://x/driver-proxy/o/1/c/{port}/status")  # fmt: skip
     want = {
         "scheduler-address": "tls://h:1",
         "distributed.comm.require-encryption": True,
@@ -224,10 +221,10 @@ def test_client_config_keys_for_the_script():
         "distributed.comm.tls.client.key": "KEY",
         "distributed.dashboard.link": "https://x/driver-proxy/o/1/c/{{port}}/status",
     }
-    assert client_config(tls) == want
-    assert list(client_config(tls)) == list(want)
-    off_databricks = SimpleNamespace(**{**vars(tls), "dashboard_settings": SimpleNamespace(databricks=None)})
-    assert "distributed.dashboard.link" not in client_config(off_databricks)
+    assert client_config(tls, databricks) == want
+    assert list(client_config(tls, databricks)) == list(want)
+    off_databricks = parts(SimpleNamespace(databricks=None))
+    assert "distributed.dashboard.link" not in client_config(tls, off_databricks)
     nested = yaml_config("tls://h:1", {"ca": "CA", "cert": "CERT", "key": "KEY"}, "https://x/{p}")
     assert nested == {
         "scheduler-address": "tls://h:1",
@@ -323,8 +320,9 @@ def test_unknown_config_keys_warn_once_per_key(monkeypatch):
     import dask.config
 
     from spark_dask import options
+    from spark_dask.options import resolving
 
-    monkeypatch.setattr(options, "_WARNED", set())
+    monkeypatch.setattr(resolving, "_WARNED", set())
     given = {o.name: None for o in options.keyword_options() if o.config}
     with dask.config.set({"spark-dask.n-worker": 1, "spark-dask.rapids.rmm-pool": "1GB", "spark-dask.zzqqxx": 1}):
         with warnings.catch_warnings(record=True) as first:

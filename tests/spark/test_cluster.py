@@ -203,10 +203,10 @@ def test_a_plan_refused_while_the_scheduler_still_starts_leaves_no_scheduler(spa
     started = []
     original = Startup.start_scheduler
 
-    async def slow_start(self, t0):
+    async def slow_start(self, t0, open_contract):
         await asyncio.sleep(1.0)  # the facts, and the plan's refusal, come first
-        await original(self, t0)
-        started.append(self.cluster.scheduler)
+        await original(self, t0, open_contract)
+        started.append(self.parts.driver_scheduler.scheduler)
 
     monkeypatch.setattr(Startup, "start_scheduler", slow_start)
     with pytest.raises(PlanError, match="n_workers<=2"):
@@ -252,7 +252,7 @@ def test_worker_that_cannot_start_fails_fast_with_its_log(spark):
 
 
 def test_unknown_worker_option_is_refused_on_the_driver_before_submitting(spark, monkeypatch):
-    from spark_dask import gang as gang_module
+    from spark_dask.gangs import gang as gang_module
 
     submitted = []
     real = gang_module.GangLauncher

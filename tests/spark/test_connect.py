@@ -29,12 +29,12 @@ from distributed.utils import open_port
 
 import spark_dask
 from spark_dask import PlanError, SparkCluster, SparkDaskError
-from spark_dask.gang_maker import GangMaker
+from spark_dask.gangs.maker import GangMaker
 from spark_dask.handoff import driver as handoff
 from spark_dask.handoff.files import DIR_PREFIX
 from spark_dask.handoff.transfer import host_info
-from spark_dask.parts import parts_of
 from tests.support import jars
+from tests.support.parts import parts_of
 from tests.support.processes import dask_processes, port_open, wait_until
 from tests.support.spark import DEFAULT_SPARK, fresh_jvm, test_jvm_conf
 

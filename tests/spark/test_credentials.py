@@ -27,9 +27,9 @@ import spark_dask
 from spark_dask.errors import PlanError
 from spark_dask.events import Events
 from spark_dask.executor.gang_task import _worker_env
-from spark_dask.gang_maker import WorkerCredentials
-from spark_dask.parts import parts_of
+from spark_dask.gangs.maker import WorkerCredentials
 from spark_dask.spark import databricks as db
+from tests.support.parts import parts_of
 from tests.support.spark import assert_no_leftovers, make_spark, stop_spark
 from tests.support.task_specs import cluster_options, make_spec
 

@@ -141,7 +141,7 @@ def test_a_pool_the_user_asked_for_without_rmm_fails_naming_the_executor(spark, 
 
 
 def test_dask_worker_options_are_refused_for_dask_cuda_before_submitting(spark, monkeypatch):
-    from spark_dask import gang as gang_module
+    from spark_dask.gangs import gang as gang_module
 
     def no_launch(*args, **kwargs):  # pragma: no cover - the point is that it is not called
         raise AssertionError("a Spark job was submitted")

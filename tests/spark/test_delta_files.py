@@ -318,7 +318,7 @@ def test_the_file_read_runs_where_spark_dask_is_missing(table, tmp_path):
 
     from spark_dask.delta import files, schema
     from spark_dask.delta import read as delta_read
-    from spark_dask.shipping import ship_by_value
+    from spark_dask.spark.shipping import ship_by_value
 
     first = os.path.relpath(sorted(deltalake.DeltaTable(table).file_uris())[0], table)
     version = with_deletion_vectors(table, {first: [1]}, "u")

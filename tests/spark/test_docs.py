@@ -38,7 +38,7 @@ def test_troubleshooting_lists_every_error_message():
 # (module, the message argument's source text).
 UNREAD_OK = {
     (
-        "spark_dask/arrow_types.py",
+        "spark_dask/handoff/arrow_types.py",
         "column",
     ),  # _column_error(column, what, why): its text and the why strings are on the page
     ("spark_dask/commands/run.py", "128 + signum"),  # SystemExit status after a signal, no message
@@ -47,18 +47,18 @@ UNREAD_OK = {
     ("spark_dask/startup.py", "'spark-dask: ' + problem"),  # text from *_problem() functions
     ("spark_dask/startup.py", "problem"),  # connect_session_problem()
     (
-        "spark_dask/waits.py",
+        "spark_dask/gangs/waits.py",
         "f'spark-dask: {what}.\\n{detail}'",
     ),  # gang_error(what): its callers raise it with the text
-    ("spark_dask/waits.py", "ended[0]"),  # gang_error(gang, what): the text is its second argument
+    ("spark_dask/gangs/waits.py", "ended[0]"),  # gang_error(gang, what): the text is its second argument
     ("spark_dask/scheduler.py", "'spark-dask: ' + problem"),  # encryption_problem()'s text
-    # *_message functions of spark_dask/slots.py: their texts are read
-    ("spark_dask/waits.py", "no_slots_message(n_tasks, self.slot_wait, self.facts.slots, others, own)"),
+    # *_message functions of spark_dask/gangs/slots.py: their texts are read
+    ("spark_dask/gangs/waits.py", "no_slots_message(n_tasks, self.slot_wait, self.facts.slots, others, own)"),
     (
-        "spark_dask/waits.py",
+        "spark_dask/gangs/waits.py",
         "start_timeout_message(n, want, self.driver_scheduler.scheduler.address, timeout, tag, barrier, f.dynamic_allocation, f.max_executors, silent)",
     ),
-    ("spark_dask/arrow_types.py", "problem"),  # zone_range_problem()'s text, read there
+    ("spark_dask/handoff/arrow_types.py", "problem"),  # zone_range_problem()'s text, read there
     ("spark_dask/delta/read.py", "problem"),  # spark_read_problem()'s text, read there
     # Unity Catalog's answers become unity.refusal()s, whose texts (in refused(), call(),
     # spark_only()) are read and on the page
@@ -70,17 +70,17 @@ UNREAD_OK = {
         "no_free_gpu_message(where, sorted(set(spare) | {w['gpu'] for w in mine}), overlap)",
     ),  # a *_message function: its text is read
     ("spark_dask/delta/read.py", "vending_refusal_message(source, why or NO_CATALOG, missing)"),  # read there
-    ("spark_dask/options.py", "unknown_keyword_message(function, key, names)"),  # a *_message function, read there
+    (
+        "spark_dask/options/resolving.py",
+        "unknown_keyword_message(function, key, names)",
+    ),  # a *_message function, read there
     ("spark_dask/delta/compare.py", "refusal_message(column, shown, kind, why)"),  # a *_message function, read there
     ("spark_dask/delta/literals.py", "refusal_message(column, shown, kind, why)"),  # the same function's text
     ("spark_dask/delta/ansi.py", "refusal_message(column, shown, kind, why)"),  # the same function's text
     ("spark_dask/plan.py", "'spark-dask: ' + where + problem"),  # executor.sizing.small_memory_problem()'s text
     ("spark_dask/scheduler.py", "msg"),  # err_waiting_tasks(msg): faults.no_workers_message()'s text, read there
     ("tools/gpu_check.py", "discovered"),  # caught on the next line, never shown
-    (
-        "spark_dask/handoff/driver.py",
-        "no_slot_message(facts, plan, direction, cpu_only, others)",
-    ),  # a *_message function: its text is read
+    ("spark_dask/handoff/driver.py", "refusal"),  # gangs.slots.transfer_room(): no_slot_message()'s text, read there
     # *_message functions of spark_dask/named/store.py: their texts are read
     ("spark_dask/named/owner.py", "name_taken_message(self.name, None)"),
     ("spark_dask/named/owner.py", "name_taken_message(self.name, other)"),
@@ -92,11 +92,11 @@ UNREAD_OK = {
     # spark-dask doctor's findings: texts of *_message/*_problem functions, read there,
     # and a finding merged from several hosts (its text was read where it was made)
     (
-        "spark_dask/diagnosis.py",
+        "spark_dask/commands/doctor.py",
         "unreachable_message(f'a process on executor host {host}', scheduler, answer['reach'])",
     ),
-    ("spark_dask/diagnosis.py", "said[1]"),  # version_problem()
-    ("spark_dask/diagnosis.py", "old.text"),
+    ("spark_dask/commands/doctor.py", "said[1]"),  # version_problem()
+    ("spark_dask/commands/doctor.py", "old.text"),
     ("spark_dask/executor/gang_task.py", "f'spark-dask: on {where}: {problem}'"),  # *_problem() texts
     ("spark_dask/executor/gang_task.py", "'spark-dask: ' + problem"),  # *_problem() texts
     (

@@ -27,7 +27,7 @@ import psutil
 import pytest
 
 import spark_dask
-from spark_dask.parts import parts_of
+from tests.support.parts import parts_of
 from tests.support.processes import driver_url, executor_jvm, wait_until
 from tests.support.spark import active_jobs, assert_no_leftovers, decommission_executor, make_spark, stop_spark
 

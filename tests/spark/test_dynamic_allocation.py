@@ -14,7 +14,7 @@ from distributed import Client
 
 import spark_dask
 from spark_dask import SparkCluster
-from spark_dask.parts import parts_of
+from tests.support.parts import parts_of
 from tests.support.processes import driver_url, executor_jvm, wait_until
 from tests.support.spark import assert_no_leftovers, make_spark, stop_spark
 

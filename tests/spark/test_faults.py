@@ -20,10 +20,11 @@ import psutil
 import pytest
 
 import spark_dask
-from spark_dask import SparkDaskError, faults
+from spark_dask import SparkDaskError
 from spark_dask.capacity import placeable
-from spark_dask.faults import lost_worker
-from spark_dask.parts import parts_of
+from spark_dask.gangs import faults
+from spark_dask.gangs.faults import lost_worker
+from tests.support.parts import parts_of
 from tests.support.processes import driver_url, executor_jvm, wait_until
 from tests.support.spark import active_jobs, assert_no_leftovers
 

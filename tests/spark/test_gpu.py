@@ -13,8 +13,8 @@ from distributed import Client
 
 import spark_dask
 from spark_dask import SparkDaskError
-from spark_dask.parts import parts_of
 from tests.support.gpus import gpu_conf
+from tests.support.parts import parts_of
 from tests.support.processes import dask_processes, wait_until
 from tests.support.spark import active_jobs, assert_no_leftovers, make_spark, stop_spark
 

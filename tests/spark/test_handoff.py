@@ -31,9 +31,9 @@ from spark_dask.handoff import driver as handoff
 from spark_dask.handoff import transfer as handoff_task
 from spark_dask.handoff.files import LOAD_KEY_PREFIX
 from spark_dask.handoff.registry import TransferFiles
-from spark_dask.parts import parts_of
-from spark_dask.shipping import by_value
 from spark_dask.spark import jobs
+from spark_dask.spark.shipping import by_value
+from tests.support.parts import parts_of
 from tests.support.processes import driver_url, executor_jvms, wait_until
 from tests.support.spark import active_jobs, make_spark, stop_spark, task_localities
 

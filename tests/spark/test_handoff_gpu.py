@@ -16,9 +16,9 @@ import pytest
 import spark_dask
 from spark_dask import HandoffError
 from spark_dask.handoff import driver as handoff
-from spark_dask.parts import parts_of
 from spark_dask.spark import jobs
 from tests.support.gpus import gpu_conf
+from tests.support.parts import parts_of
 from tests.support.processes import wait_until
 from tests.support.spark import active_jobs, make_spark, stop_spark
 

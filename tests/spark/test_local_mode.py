@@ -16,8 +16,8 @@ import pytest
 import spark_dask
 from spark_dask.handoff import transfer
 from spark_dask.handoff.files import DIR_PREFIX
-from spark_dask.parts import parts_of
 from tests.support import users
+from tests.support.parts import parts_of
 from tests.support.spark import assert_no_leftovers, make_spark, stop_spark
 
 pytestmark = [pytest.mark.spark, pytest.mark.core, pytest.mark.timeout(180)]

@@ -17,8 +17,8 @@ import dask
 import pytest
 
 import spark_dask
-from spark_dask.parts import parts_of
 from spark_dask.tracking.run import off_message
+from tests.support.parts import parts_of
 
 mlflow = pytest.importorskip("mlflow")
 

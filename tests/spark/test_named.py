@@ -29,12 +29,11 @@ from distributed.core import Status
 from distributed.security import Security
 
 import spark_dask
-from spark_dask import named, options
+from spark_dask import named, options, registry
 from spark_dask.errors import PlanError, SparkDaskError
 from spark_dask.events import Events
 from spark_dask.named import store
 from spark_dask.named.owner import HandleWatch
-from spark_dask.parts import ClusterParts, attach, parts_of
 from tests.support.paths import ROOT
 from tests.support.processes import dask_processes, wait_until
 
@@ -373,7 +372,8 @@ class FakeOwner:
         self.dashboard_link = "http://dashboard.example/status"
         self.scheduler = self.run(self._scheduler())
         self.entry = named.Entry(name, "spark-dask-fake000000", root)
-        attach(self, ClusterParts(None, {}, self.events, None, entry=self.entry))  # as a SparkCluster's
+        # what publish() reads of a SparkCluster's parts
+        self.parts = SimpleNamespace(events=self.events, pools={"default": None}, dashboard_settings=None)
         self.entry.claim()
         self.run(self._publish())
 
@@ -387,7 +387,7 @@ class FakeOwner:
         return scheduler
 
     async def _publish(self):
-        self.entry.publish(self)
+        self.entry.publish(self, self.parts)
 
     def add_close_hook(self, hook):
         self.hooks.append(hook)
@@ -596,7 +596,8 @@ class FakeServed:
         self.kwargs = kwargs
         self.name = kwargs.get("name", "spark-dask-0000000000")
         self.entry = named.Entry(self.name, "spark-dask-0000000000", named.configured_root())
-        attach(self, ClusterParts(None, {}, None, None, entry=self.entry))  # as a SparkCluster's
+        self.tag = "spark-dask-0000000000"
+        registry.add(self, SimpleNamespace(entry=self.entry))  # as a SparkCluster's, while it runs
         self.entry.claim()
         self.scheduler = SimpleNamespace(workers={"w1": None, "w2": None})
         self.scheduler_address, self.dashboard_link = "tls://10.0.0.1:4000", "http://10.0.0.1:8787/status"
@@ -608,6 +609,7 @@ class FakeServed:
         self.closed += 1
         self.entry.remove()
         self.status = Status.closed
+        registry.discard(self)
 
 
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "close request", "failed", "closed by itself"])
@@ -623,7 +625,7 @@ def test_serve_keeps_the_cluster_until_told(state, monkeypatch, capsys, how):
         if how in ("SIGTERM", "SIGINT"):
             os.kill(os.getpid(), getattr(signal, how))
         elif how == "close request":
-            parts_of(cluster).entry.on_close_request()
+            registry.parts_of(cluster).entry.on_close_request()
         elif how == "failed":
             cluster.status = Status.failed
         else:  # idle_timeout: it closed and said so itself

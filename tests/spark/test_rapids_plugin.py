@@ -26,7 +26,8 @@ import zipfile
 import pytest
 
 import spark_dask
-from spark_dask import diagnosis, rapids
+from spark_dask import rapids
+from spark_dask.commands import doctor as diagnosis
 from spark_dask.executor import rmm
 from tests.support.gpus import FAKE_CUDA_ENV, fake_dask_cuda, gpu_conf, worker_argv, worker_flag
 from tests.support.jars import require

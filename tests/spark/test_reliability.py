@@ -18,7 +18,7 @@ from distributed.security import Security
 
 import spark_dask
 from spark_dask import PlanError, SparkCluster, SparkDaskError
-from spark_dask.parts import parts_of
+from tests.support.parts import parts_of
 from tests.support.processes import dask_processes, driver_url, executor_jvms, wait_until
 from tests.support.spark import active_jobs, assert_no_leftovers
 

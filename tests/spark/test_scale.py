@@ -17,7 +17,7 @@ from distributed import Client, wait
 
 import spark_dask
 from spark_dask import SparkCluster
-from spark_dask.parts import parts_of
+from tests.support.parts import parts_of
 from tests.support.paths import ROOT
 from tests.support.processes import dask_processes, driver_url, executor_jvm, wait_until
 from tests.support.spark import active_jobs, assert_no_leftovers, make_spark, stop_spark

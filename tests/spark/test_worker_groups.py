@@ -22,8 +22,8 @@ from distributed import get_worker, wait
 
 import spark_dask
 from spark_dask import PlanError
-from spark_dask.parts import parts_of
 from tests.support.gpus import FAKE_CUDA_ENV, fake_dask_cuda, gpu_conf
+from tests.support.parts import parts_of
 from tests.support.processes import wait_until
 from tests.support.spark import assert_no_leftovers, make_spark, stop_spark
 
@@ -116,6 +116,10 @@ def test_bad_group_arguments_are_refused_at_once(cluster):
         cluster.add_worker_group("other", worker="tpu")
     with pytest.raises(PlanError, match="no worker group 'nope'"):
         cluster.adapt(maximum=4, group="nope")
+    with pytest.raises(PlanError, match="no worker group 'nope'"):
+        cluster.scale(1, worker_group="nope")  # dask-kubernetes's name for it
+    with pytest.raises(PlanError, match="name two groups; give one"):
+        cluster.scale(1, group="cpu", worker_group="default")
     with pytest.raises(PlanError, match="cannot be removed"):
         cluster.remove_worker_group("default")
     with pytest.raises(PlanError, match="no worker group 'nope'"):
@@ -130,7 +134,7 @@ def test_scaling_a_group_leaves_the_other_alone(cluster, client):
     after = by_group(client)
     assert after["default"] == before["default"] and after["cpu"] < before["cpu"]
     assert parts_of(cluster).pools["cpu"].target == 1 and parts_of(cluster).pools["default"].target == 2
-    cluster.scale(2, group="cpu")  # a gang of the group's own shape
+    cluster.scale(2, worker_group="cpu")  # a gang of the group's own shape (dask-kubernetes's keyword)
     assert wait_until(lambda: len(by_group(client).get("cpu", ())) == 2, 60)
     info = client.scheduler_info(n_workers=-1)["workers"]
     assert all(info[a]["resources"] == {"group-cpu": 1} and info[a]["nthreads"] == 2 for a in by_group(client)["cpu"])

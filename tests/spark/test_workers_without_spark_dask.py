@@ -1,7 +1,7 @@
 """Dask workers whose Python cannot import spark_dask (executors where it is not
 installed): the hand-off both ways, the Delta reader and a cross-language graph's Python
 tasks still run, because what they run on the workers travels by value
-(:func:`spark_dask.shipping.by_value`), not as a reference to spark_dask's modules.
+(:func:`spark_dask.spark.shipping.by_value`), not as a reference to spark_dask's modules.
 
 The workers get ``PYTHONPATH`` with a ``sitecustomize`` that makes every import of
 spark_dask fail (the cluster's ``env`` option) and are started as a fresh

@@ -12,7 +12,7 @@ import distributed
 from spark_dask import options
 from spark_dask.capacity import ClusterFacts
 from spark_dask.executor.task_spec import TaskSpec
-from spark_dask.gang_maker import preload_source
+from spark_dask.gangs.maker import preload_source
 
 
 def small_facts(**kw) -> ClusterFacts:

@@ -1,4 +1,4 @@
-"""``spark-dask doctor``'s judgement without Spark (:mod:`spark_dask.diagnosis`): the
+"""``spark-dask doctor``'s judgement without Spark (:mod:`spark_dask.commands.doctor`): the
 answers of executors as :mod:`spark_dask.executor.checkup` gives them, merged per
 finding, and the RAPIDS Accelerator jar's shims read from a real zip file."""
 
@@ -9,7 +9,7 @@ import zipfile
 import pytest
 
 from spark_dask import DoctorError
-from spark_dask.diagnosis import Checkup, Listener, findings, group_answers, rapids_jar_problem
+from spark_dask.commands.doctor import Checkup, Listener, findings, group_answers, rapids_jar_problem
 from spark_dask.executor import checkup
 
 pytestmark = pytest.mark.core

@@ -1,4 +1,4 @@
-"""The decommission watch (spark_dask.drain) without Spark: what it reads of the
+"""The decommission watch (spark_dask.gangs.drain) without Spark: what it reads of the
 driver's task scheduler is the one thing faked (``decommissioning``), the scheduler's
 workers are stand-ins, the pool a recorder of its ``drain`` calls. The real thing runs in
 tests/spark/test_drain.py and tests/multihost/test_multihost_faults.py."""
@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from spark_dask import drain
 from spark_dask.events import Events
+from spark_dask.gangs import drain
 
 pytestmark = [pytest.mark.core, pytest.mark.timeout(30)]
 

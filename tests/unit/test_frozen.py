@@ -19,12 +19,13 @@ from distributed import Scheduler
 from distributed.security import Security
 from distributed.utils import LoopRunner, sync
 
+from spark_dask.aio import bounded, gave_up_message
 from spark_dask.events import Events
 from spark_dask.executor import task_line
 from spark_dask.executor.task_line import TASK_LINE
+from spark_dask.gangs.waits import logs_within
 from spark_dask.handoff.registry import TransferFiles
 from spark_dask.scheduler import DriverScheduler
-from spark_dask.waits import bounded, gave_up_message, logs_within
 from tests.support.task_specs import make_spec
 from tests.unit.test_pool import (
     OPTIONS,

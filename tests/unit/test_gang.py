@@ -6,9 +6,9 @@ import threading
 
 import pytest
 
-from spark_dask import gang as gang_module
 from spark_dask.capacity import GangPlan
-from spark_dask.gang import Gang, end_gangs, gang_of_placeholder
+from spark_dask.gangs import gang as gang_module
+from spark_dask.gangs.gang import Gang, end_gangs, gang_of_placeholder
 from tests.support.task_specs import FakeLauncher, make_spec
 
 pytestmark = pytest.mark.core

@@ -1,8 +1,9 @@
 """One source per fact: the option table, the files generated from it, and the notebooks.
 
-``spark_dask/options.py`` describes every option once; ``tools/generate.py`` writes the
-SparkCluster docstring's parameters, ``spark_dask/spark_dask.yaml``,
-``docs/configuration.md``, the README's options table and the ``.ipynb`` notebooks.
+``spark_dask/options/table.py`` describes every option once; ``tools/generate.py`` writes the
+SparkCluster docstring's parameters (``start()`` takes them at import),
+``spark_dask/spark_dask.yaml``, ``docs/configuration.md``, the README's options table and
+the ``.ipynb`` notebooks.
 These tests fail when a generated file is stale or when the code and the table disagree.
 """
 
@@ -18,7 +19,7 @@ import yaml
 from click.testing import CliRunner
 
 import spark_dask
-from spark_dask import PlanError, SparkCluster, UnknownKeywordError, cli, options
+from spark_dask import PlanError, SparkCluster, UnknownKeywordError, cli, client, options
 from tests.support.paths import ROOT
 from tools import generate
 
@@ -26,7 +27,7 @@ from tools import generate
 def test_generated_files_are_up_to_date():
     stale = generate.stale()
     assert stale == [], (
-        f"generated files out of date: {', '.join(stale)}. Edit spark_dask/options.py (or the "
+        f"generated files out of date: {', '.join(stale)}. Edit spark_dask/options/table.py (or the "
         "notebook sources), then run: python tools/generate.py"
     )
 
@@ -42,7 +43,7 @@ def test_signature_table_and_yaml_agree():
         assert params[o.name].default is None, o.name
     # each configured keyword reaches options.resolve: the arguments, before any other local
     body = inspect.getsource(SparkCluster.__init__).split("):\n", 1)[1].lstrip()
-    assert body.startswith("self._parts = ClusterParts(options.resolve(**options.given(locals())),"), body[:200]
+    assert body.startswith("opts = options.resolve(**options.given(locals()))\n"), body[:200]
     arguments = {name: f"<{name}>" for name in params}
     given = options.given(arguments)
     assert given == {o.name: f"<{o.name}>" for o in options.keyword_options() if o.config}
@@ -115,10 +116,10 @@ def test_cluster_options_are_the_tables_config_options():
     assert isinstance(resolved, options.ClusterOptions)
     with pytest.raises(dataclasses.FrozenInstanceError):
         resolved.timeout = 1  # type: ignore[misc]
-    package = pathlib.Path(options.__file__).parent
+    package = pathlib.Path(options.__file__).parent.parent
     subscripts = []
     for path in sorted(package.rglob("*.py")):
-        if path.name == "options.py":
+        if path.relative_to(package).as_posix() == "options/resolving.py":
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if (
@@ -134,15 +135,16 @@ def test_cluster_options_are_the_tables_config_options():
 
 def test_start_takes_and_shows_every_option():
     """``start()`` shows SparkCluster's keywords (but ``asynchronous`` and ``loop``) to
-    ``help()``, IPython and editors, with the generated parameter docs; a misspelled
-    keyword is refused with the closest option, naming what the user called, before
-    anything starts (issue 42)."""
+    ``help()``, IPython and editors, with SparkCluster's parameter docs (taken at import,
+    not generated into client.py: ``tests/unit/test_start_signature.py`` has the rest); a
+    misspelled keyword is refused with the closest option, naming what the user called,
+    before anything starts (issue 42)."""
     cluster = inspect.signature(SparkCluster).parameters
     start = inspect.signature(spark_dask.start)
-    assert list(start.parameters) == [n for n in cluster if n not in generate.START_LEAVES_OUT]
+    assert list(start.parameters) == [n for n in cluster if n not in client.START_LEAVES_OUT]
     assert start.return_annotation == "Client"
     for o in options.keyword_options():
-        assert f"\n    {o.name} : " in spark_dask.start.__doc__, o.name
+        assert f"\n{o.name} : " in inspect.getdoc(spark_dask.start), o.name
     with pytest.raises(UnknownKeywordError, match=r"^spark-dask: start\(\) got an unexpected keyword argument "
                        r"'n_worker'\. Did you mean 'n_workers'\? help\(start\) lists every option\.$") as e:  # fmt: skip
         spark_dask.start(object(), n_worker=2)

@@ -18,8 +18,8 @@ import pytest
 from dask.callbacks import Callback
 from dask.delayed import Delayed
 
-from spark_dask import arrow_types as at
 from spark_dask.errors import HandoffError, HandoffTypeError
+from spark_dask.handoff import arrow_types as at
 from spark_dask.handoff import driver, files, registry
 from spark_dask.handoff import transfer as handoff_task
 

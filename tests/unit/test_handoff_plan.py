@@ -11,9 +11,9 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from spark_dask import arrow_types as at
 from spark_dask import capacity
 from spark_dask.capacity import ClusterFacts, GangPlan
+from spark_dask.handoff import arrow_types as at
 from spark_dask.handoff import files
 from spark_dask.handoff import transfer as handoff_task
 

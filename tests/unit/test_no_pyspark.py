@@ -53,8 +53,8 @@ def test_every_module_imports_without_pyspark():
         """
         import spark_dask, spark_dask.cli, spark_dask.cluster, spark_dask.spark.session
         import spark_dask.spark.launcher, spark_dask.executor.gang_task, spark_dask.plan, spark_dask.rapids
-        import spark_dask.spark.databricks, spark_dask.config
-        import spark_dask.handoff, spark_dask.handoff.files, spark_dask.handoff.transfer, spark_dask.arrow_types
+        import spark_dask.spark.databricks, spark_dask.options.config
+        import spark_dask.handoff, spark_dask.handoff.files, spark_dask.handoff.transfer, spark_dask.handoff.arrow_types
         assert "pyspark" not in sys.modules
         print("imported", spark_dask.__version__)
         """

@@ -21,7 +21,7 @@ from spark_dask.executor.placement import (
     worker_name,
 )
 from spark_dask.executor.sizing import memory_problem, worker_memory, worker_threads
-from spark_dask.groups.spec import check_group
+from spark_dask.options.groups import check_group
 from spark_dask.plan import PlanError, check_memory_limit, gang_steps, plan_gang, workers_for
 from spark_dask.spark.session import _memory
 from tests.support.task_specs import small_facts
@@ -355,7 +355,7 @@ def test_auto_memory_leaves_every_executor_of_the_host_in_start_and_in_info(monk
     from spark_dask.capacity import ClusterFacts
     from spark_dask.commands import info
     from spark_dask.executor import gang_task
-    from spark_dask.gang_maker import executor_counts
+    from spark_dask.gangs.maker import executor_counts
     from tests.support.task_specs import make_spec
 
     for module in (info, gang_task):

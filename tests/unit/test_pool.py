@@ -1,4 +1,4 @@
-"""The gang policy (spark_dask.pool.GangPool) without Spark: a stand-in launcher (from
+"""The gang policy (spark_dask.gangs.pool.GangPool) without Spark: a stand-in launcher (from
 test_gang), a stand-in scheduler, real Gang objects and the real Recovery. What the
 pool decides (which gang to submit, cancel or relaunch, which workers to retire) and
 what it says."""
@@ -13,16 +13,16 @@ from types import SimpleNamespace
 
 import pytest
 
-from spark_dask import gang as gang_module
 from spark_dask.aio import background
 from spark_dask.capacity import ClusterFacts, GangPlan
 from spark_dask.errors import PlanError
 from spark_dask.events import Events
-from spark_dask.gang import Gang
-from spark_dask.groups.adapt import adapt_bounds, size_per_worker
-from spark_dask.groups.pools import PoolContext
-from spark_dask.pool import GangPool
-from spark_dask.waits import watch_starved_stages
+from spark_dask.gangs import gang as gang_module
+from spark_dask.gangs.adapt import adapt_bounds, size_per_worker
+from spark_dask.gangs.gang import Gang
+from spark_dask.gangs.pool import GangPool
+from spark_dask.gangs.pools import PoolContext
+from spark_dask.gangs.waits import watch_starved_stages
 from tests.support.task_specs import FakeLauncher, cluster_options, make_spec
 
 pytestmark = pytest.mark.core

@@ -1,5 +1,5 @@
 """The workers' preload (spark_dask/executor/preload.py) and the task specification that carries
-it (spark_dask/executor/task_spec.py, built by spark_dask/gang_maker.py): what can be exercised without a worker or Spark. Fast.
+it (spark_dask/executor/task_spec.py, built by spark_dask/gangs/maker.py): what can be exercised without a worker or Spark. Fast.
 
 The preload running for real in workers: tests/spark/test_fork_nanny.py, test_cluster.py."""
 
@@ -15,11 +15,12 @@ import threading
 import pytest
 from distributed import Nanny
 
-from spark_dask import gang_maker as spec
-from spark_dask import options, shipping
+from spark_dask import options
 from spark_dask.capacity import ClusterFacts, GangPlan
 from spark_dask.executor import gang_task as task
 from spark_dask.executor import preload, processes
+from spark_dask.gangs import maker as spec
+from spark_dask.spark import shipping
 from tests.support.task_specs import make_spec
 
 pytestmark = pytest.mark.core

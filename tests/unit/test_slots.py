@@ -1,6 +1,6 @@
 """Task slots without Spark: the counts of spark_dask/capacity.py (what the application
 has, what the gangs hold, what Spark jobs keep, a scale-up's and a hand-off's share) and
-the starved-stage rule of spark_dask/slots.py."""
+the starved-stage rule of spark_dask/gangs/slots.py."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from spark_dask.capacity import (
     spare_slots,
 )
 from spark_dask.errors import PlanError
+from spark_dask.gangs.slots import starved_stages
 from spark_dask.plan import plan_gang
-from spark_dask.slots import starved_stages
 from tests.support.task_specs import small_facts
 
 GiB = 2**30

@@ -1,7 +1,8 @@
 """SparkCluster's public surface: distributed's ``Cluster`` and what the docs describe.
 The parts (scheduler side, gang pool, maker, state-directory entry, kept logs, events,
-facts, options) are reached through :func:`spark_dask.parts.parts_of`, so they do not show
-in a user's tab completion. Fast, no Spark."""
+facts, options) are the cluster's own ``ClusterParts``, handed by it to the modules that
+work for it (or found in :mod:`spark_dask.registry` while it runs), so they do not show in
+a user's tab completion. Fast, no Spark."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import textwrap
 
 from distributed.deploy import Cluster
 
+from spark_dask import registry
 from spark_dask.cluster import SparkCluster
-from spark_dask.parts import ClusterParts, parts_if_any
+from spark_dask.parts import ClusterParts
 
 # Beyond distributed.deploy.Cluster's: each is in the API page's SparkCluster entry (its
 # docstring) or the user guide.
@@ -55,5 +57,5 @@ def test_the_public_surface_is_distributeds_and_the_documented():
         assert internal in ClusterParts.__annotations__ or isinstance(getattr(ClusterParts, internal), property)
 
 
-def test_parts_if_any_is_none_for_what_is_not_a_cluster_of_this_process():
-    assert parts_if_any(object()) is None and parts_if_any(3) is None
+def test_the_registry_has_no_parts_for_what_is_not_a_running_cluster_of_this_process():
+    assert registry.parts_of(object()) is None and registry.parts_of(3) is None

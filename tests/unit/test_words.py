@@ -10,12 +10,13 @@ import warnings
 import pytest
 
 import spark_dask.errors
-from spark_dask import faults, idle, logdir, options, pool, slots, widget
+from spark_dask import idle, logdir, options, widget
 from spark_dask.aio import blocking
 from spark_dask.capacity import ClusterFacts, GangPlan, hog_warning, no_slot_message, scale_step, transfer_slots
 from spark_dask.errors import SparkDaskError
 from spark_dask.events import Events
 from spark_dask.executor import command, logs, placement, rmm, sizing
+from spark_dask.gangs import faults, slots
 from spark_dask.named import store
 from spark_dask.plan import encryption_problem
 from spark_dask.sizes import plural
@@ -177,8 +178,8 @@ def refusals() -> list[str]:
             1,
             "relaunch 1 of 3",
         ),  # fmt: skip
-        pool.relaunched_message(1, 1, 2, False, "spark-dask-a-g1"),
-        pool.relaunched_message(2, 2, 2, True, "t"),
+        faults.relaunched_message(1, 1, 2, False, "spark-dask-a-g1"),
+        faults.relaunched_message(2, 2, 2, True, "t"),
         store.unknown_name_message("etl", ["a", "b"], "/run/user/0/spark-dask"),
         store.unknown_name_message("etl", [], "/run/user/0/spark-dask"),
         store.name_taken_message("etl", record),

@@ -1,5 +1,5 @@
 """Worker groups without Spark: the checks of a group's spec and flag
-(spark_dask.groups.spec), the plan rule of a group's gangs (spark_dask.plan.plan_group), and
+(spark_dask.options.groups), the plan rule of a group's gangs (spark_dask.plan.plan_group), and
 two pools of one cluster (the default group's and a CPU group's) side by side with the
 stand-in launcher and scheduler of test_pool: each takes only its own workers, a lost
 gang of one group is relaunched by that group alone, a group's scale-down retires only
@@ -13,19 +13,19 @@ from types import SimpleNamespace
 import click
 import pytest
 
-from spark_dask import gang as gang_module
 from spark_dask.capacity import ClusterFacts, GangPlan, hog_warning
 from spark_dask.cli import group_values
 from spark_dask.errors import PlanError
 from spark_dask.events import Events
-from spark_dask.gang import Gang
-from spark_dask.groups.adapt import group_target, idle_to_close
-from spark_dask.groups.pools import GroupPools, PoolContext
-from spark_dask.groups.spec import check_groups, group_options, parse_flag, plan_groups
+from spark_dask.gangs import gang as gang_module
+from spark_dask.gangs.adapt import group_target, idle_to_close
+from spark_dask.gangs.gang import Gang
+from spark_dask.gangs.pool import GangPool
+from spark_dask.gangs.pools import GroupPools, PoolContext
+from spark_dask.gangs.waits import watch_starved_stages
+from spark_dask.options.groups import check_groups, group_options, parse_flag, plan_groups
 from spark_dask.parts import ClusterParts
 from spark_dask.plan import plan_group
-from spark_dask.pool import GangPool
-from spark_dask.waits import watch_starved_stages
 from tests.support.task_specs import FakeLauncher, cluster_options, make_spec
 from tests.unit.test_pool import OPTIONS, TAG, FakeSide, facts, settle
 
@@ -281,7 +281,7 @@ def test_the_default_group_is_one_of_the_pools():
         pools["cpu"].relaunches = 1
         sizes = {"spark-0": (4, 8), "spark-1": (4, 8), "spark-2": (1, 2), "spark-3": (1, 2)}
         side.worker_size = lambda of: min(v for n, v in sizes.items() if of is None or of(n))
-        parts = ClusterParts(OPTIONS, {}, None, side, pools=pools)
+        parts = ClusterParts(OPTIONS, {}, None, side, None, None, None, None, pools=pools)  # what GroupPools reads
         parts.makers = {name: SimpleNamespace(worker_size=None) for name in pools}
         groups = GroupPools(parts, None, TAG, None, lambda: None, tuple)
         for name in pools:

@@ -11,7 +11,7 @@ import dask
 import psutil
 
 import spark_dask
-from spark_dask.parts import parts_of
+from spark_dask.registry import parts_of
 from tools import gpu_check
 
 
