@@ -28,9 +28,9 @@ if TYPE_CHECKING:  # the types only: every one of them is made by the cluster, a
 
 @dataclass(eq=False)
 class ClusterParts:
-    """The parts, made by the cluster (``pools``, ``makers``, ``facts``, ``log_dir`` and
-    ``connect`` once its start has them). Every worker group, the default one too, is
-    in ``pools`` and ``makers``.
+    """The parts, made by the cluster (:func:`spark_dask.cluster.make_parts`; ``pools``,
+    ``makers``, ``facts``, ``log_dir`` and ``connect`` once its start has them). Every
+    worker group, the default one too, is in ``pools`` and ``makers``.
 
     Attributes
     ----------
@@ -58,8 +58,9 @@ class ClusterParts:
         Whether the session is Spark Connect.
     drains : list of dict
         What each drain of a decommissioned executor did (:func:`spark_dask.gangs.drain.drain_executor`).
-    tracking : spark_dask.tracking.Tracking or None
-        The cluster's record in an MLflow run (made with the start).
+    tracking : spark_dask.tracking.Tracking
+        The cluster's record in an MLflow run (made with the cluster, in the thread that
+        starts it: MLflow's active run is that thread's).
     handoff_bytes : int
         Bytes moved by ``to_dask`` / ``to_spark`` so far (the MLflow metric).
     """
