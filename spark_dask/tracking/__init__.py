@@ -192,8 +192,10 @@ def log_cluster(cluster, run_id: str | None = None) -> str | None:
         and runs on). A cluster already tracked is left as it is (its run's id).
     """
     p = registry.parts_of(cluster)
-    if p is None:
-        raise PlanError(f"spark-dask: log_cluster() takes a SparkCluster of this process, got {type(cluster).__name__}")
+    if p is None:  # not a cluster of this process, or one that closed
+        status = getattr(getattr(cluster, "status", None), "name", None)
+        got = f"{type(cluster).__name__} ({status})" if status in ("closing", "closed") else type(cluster).__name__
+        raise PlanError(f"spark-dask: log_cluster() takes a SparkCluster of this process, got {got}")
     _mlflow()
     tracking = p.tracking
     if tracking.began is None:

@@ -69,6 +69,10 @@ def test_a_cluster_in_a_run_leaves_params_metrics_report_and_logs(spark, mlflow_
             frame = spark_dask.to_dask(spark.range(1000).toDF("x"))
             assert int(frame.x.sum().compute()) == sum(range(1000))
             parts_of(cluster).events.log(f"spark-dask: an event naming the access.key={SECRET}")
+        with pytest.raises(
+            spark_dask.PlanError, match=r"takes a SparkCluster of this process, got SparkCluster \(closed\)"
+        ):
+            spark_dask.log_cluster(cluster)  # closed: no run to keep it in any more
     run_id = run.info.run_id
     got = client.get_run(run_id).data
     assert PARAMS <= set(got.params), set(got.params) ^ PARAMS
