@@ -47,11 +47,12 @@ def main() -> None:
             client = spark_dask.start(spark, progress=False, timeout=120)
             up = time.monotonic() - t0
             cluster = client.cluster
+            parts = parts_of(cluster)  # the registry's, while the cluster runs
             logs = client.get_worker_logs(n=60)
             t1 = time.monotonic()
             client.close()
             down = time.monotonic() - t1
-            timings = {k: round(v, 3) for k, v in parts_of(cluster).timings.items()}
+            timings = {k: round(v, 3) for k, v in parts.timings.items()}
             print(f"== pool={pool}: start {up:.2f} s  timings={timings} close {down:.2f} s")
             for row in cluster.task_rows:
                 print("   notes:", row.get("notes"), {"status": row.get("status")})
