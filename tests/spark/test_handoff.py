@@ -604,7 +604,8 @@ def test_files_are_local_and_removed_when_released(spark, client, local_dir):
     del persisted
     gc.collect()
     assert wait_until(lambda: not any(os.path.exists(f) for f in files), 10), files
-    assert set(leftovers(local_dir)) <= dirs_before
+    # the worker's rmtree takes the files first, then their directory: wait for both
+    assert wait_until(lambda: set(leftovers(local_dir)) <= dirs_before, 10), set(leftovers(local_dir)) - dirs_before
 
 
 def test_partitions_of_machines_without_workers_go_over_the_network(spark, client, monkeypatch, local_dir, caplog):
