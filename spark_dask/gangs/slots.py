@@ -1,7 +1,7 @@
 """Who waits for whose Spark task slots, in words: the checks a cluster makes while its
 gangs start and run, as plain functions and one small state object (no Spark calls:
 the cluster hands in the stages it read from Spark's status tracker); and what the
-application's live clusters hold (:func:`other_clusters`, :func:`groups_held`). The
+application's live clusters hold (:func:`other_clusters`, :func:`held_slots`). The
 counts of slots themselves are :mod:`spark_dask.capacity`'s.
 
 * a gang that got no slot at all within ``slot-wait`` at start: :func:`no_slots_message`;
@@ -24,30 +24,30 @@ from spark_dask.sizes import plural
 from spark_dask.spark.conf import application_id
 
 
-def held_by(cluster) -> tuple[int, int]:
-    """``(tasks, CPUs per task)`` a cluster's gangs hold (or wait for): the CPUs each
-    task really takes, its task profile's when it has one, else ``spark.task.cpus``."""
-    made = registry.parts_of(cluster)
-    pool, facts = (made.pools.get(DEFAULT), made.facts) if made is not None else (None, None)
-    plan = getattr(cluster, "gang_plan", None)
-    if pool is None or plan is None or facts is None:
-        return 0, 0
-    return pool.held(), task_cpus(plan, facts)
-
-
 def pools_held(pools: dict, facts, but: str = DEFAULT) -> list[tuple[str, int, int]]:
     """``(worker group, tasks, CPUs per task)`` the gangs of a cluster's worker groups
     (``pools``: its ``ClusterParts.pools``) hold (or wait for), all but the group ``but``."""
     return [(name, pool.held(), task_cpus(pool.shape, facts)) for name, pool in pools.items() if name != but]
 
 
-def groups_held(cluster, but: str = DEFAULT) -> list[tuple[str, int, int]]:
-    """:func:`pools_held` of ``cluster`` (``[]`` for a cluster not of this process or
-    not started)."""
-    made = registry.parts_of(cluster)
-    if made is None or made.facts is None:
+def held_slots(tag: str, parts, but: str | None = None) -> list[tuple[str, int, int]]:
+    """``(name, tasks, CPUs per task)`` of each worker group of the cluster of job tag
+    ``tag`` (``parts``: its ClusterParts) that holds task slots, all but the group ``but``,
+    named as the slot texts name them: the default group by the job tag, another group
+    ``"<tag> (<group>)"``.
+
+    >>> from types import SimpleNamespace as S
+    >>> pool = lambda held, cpus: S(held=lambda: held, shape=S(task_cpus=cpus))
+    >>> parts = S(facts=S(task_cpus=1), pools={"default": pool(2, 1), "io": pool(0, 1), "cpu": pool(3, 2)})
+    >>> held_slots("t", parts)
+    [('t', 2, 1), ('t (cpu)', 3, 2)]
+    >>> held_slots("t", parts, but="default")
+    [('t (cpu)', 3, 2)]
+    """
+    if parts.facts is None:  # not started
         return []
-    return pools_held(made.pools, made.facts, but)
+    held = pools_held(parts.pools, parts.facts, but="" if but is None else but)
+    return [(tag if name == DEFAULT else f"{tag} ({name})", n, cpus) for name, n, cpus in held if n]
 
 
 def other_clusters(spark, tag: str) -> tuple[tuple[str, int, int], ...]:
@@ -64,10 +64,9 @@ def other_clusters(spark, tag: str) -> tuple[tuple[str, int, int], ...]:
             app = app or application_id(spark)
             if app is None or application_id(other.spark) != app:
                 continue
-        tasks, cpus = held_by(other)
-        if tasks:
-            out.append((other.tag, tasks, cpus))
-        out.extend((f"{other.tag} ({name})", n, c) for name, n, c in groups_held(other) if n)
+        parts = registry.parts_of(other)
+        if parts is not None:
+            out.extend(held_slots(other.tag, parts))
     return tuple(out)
 
 
@@ -80,8 +79,7 @@ def transfer_room(parts, spark, tag: str, profiles_supported: bool, direction: s
     other clusters leave it no task slot (None: it has slots)."""
     facts, pool = parts.facts, parts.pools[DEFAULT]
     # the cluster's other worker groups hold slots too, named as other clusters' groups are
-    mine = tuple((f"{tag} ({name})", n, cpus) for name, n, cpus in pools_held(parts.pools, facts) if n)
-    others = other_clusters(spark, tag) + mine
+    others = other_clusters(spark, tag) + tuple(held_slots(tag, parts, but=DEFAULT))
     plan = replace(pool.shape, n_tasks=pool.held() or pool.shape.n_tasks)  # after scale()
     cpu_only = needs_cpu_profile(facts, profiles_supported)
     slots = transfer_slots(facts, plan, cpu_only, others)

@@ -25,7 +25,6 @@ from functools import partial
 from distributed.diagnostics.plugin import SchedulerPlugin
 from distributed.scheduler import WorkerStatusPlugin
 
-from spark_dask import connection
 from spark_dask.aio import blocking
 from spark_dask.errors import ClusterError, SparkDaskError
 from spark_dask.events import outside_package
@@ -184,8 +183,7 @@ class Entry:
         scheduler.handlers[SUBSCRIBE] = subscribe_handler(scheduler)
         scheduler.add_plugin(EntryWatch(self))
         try:
-            link = connection.proxied_dashboard_link(parts.dashboard_settings, cluster.dashboard_link)
-            connection.write_connection(cluster, self.directory, link)
+            cluster.write_connection(self.directory)
         except (OSError, SparkDaskError) as e:
             self.remove()
             return self.unlisted(e)

@@ -29,7 +29,7 @@ from distributed.core import Status
 from distributed.security import Security
 
 import spark_dask
-from spark_dask import named, options, registry
+from spark_dask import connection, named, options, registry
 from spark_dask.errors import PlanError, SparkDaskError
 from spark_dask.events import Events
 from spark_dask.named import store
@@ -373,7 +373,7 @@ class FakeOwner:
         self.scheduler = self.run(self._scheduler())
         self.entry = named.Entry(name, "spark-dask-fake000000", root)
         # what publish() reads of a SparkCluster's parts
-        self.parts = SimpleNamespace(events=self.events, pools={"default": None}, dashboard_settings=None)
+        self.parts = SimpleNamespace(events=self.events, pools={"default": None})
         self.entry.claim()
         self.run(self._publish())
 
@@ -385,6 +385,9 @@ class FakeOwner:
                               validate=False)  # fmt: skip
         await scheduler
         return scheduler
+
+    def write_connection(self, directory):  # a SparkCluster's, off Databricks
+        return connection.write_connection(self, directory)
 
     async def _publish(self):
         self.entry.publish(self, self.parts)
