@@ -101,13 +101,16 @@ class WorkerWatch(SchedulerPlugin):
         self.on_add = on_add
         self.on_remove = on_remove
         self.on_leaving = on_leaving
+        self.roster = 0  # workers joined and left so far (DriverScheduler.roster)
 
     def add_worker(self, scheduler, worker):
+        self.roster += 1
         self.event.set()
         if self.on_add is not None:
             self.on_add(scheduler, worker)
 
     def remove_worker(self, scheduler, worker, **kwargs):
+        self.roster += 1
         self.event.set()
         if self.on_remove is not None:
             self.on_remove(worker)
@@ -217,6 +220,12 @@ class DriverScheduler:
         that joins or leaves from now on, ``on_leaving(address)`` of one leaving on purpose."""
         watch = self.scheduler.plugins[WorkerWatch.name]
         watch.on_add, watch.on_remove, watch.on_leaving = on_add, on_remove, on_leaving
+
+    def roster(self) -> int:
+        """How many times a worker joined or left so far: a watch that keeps what it
+        found of every worker looks again when this changed, not every round (the
+        decommission watch: each worker's executor, 64 lookups a round at 64 workers)."""
+        return self.scheduler.plugins[WorkerWatch.name].roster if self.scheduler is not None else 0
 
     def running_workers(self) -> int:
         """Workers in status ``running`` (connected and ready). Their status, not the

@@ -28,10 +28,12 @@ from spark_dask.gangs import (
     watch_session_stop,
     watch_starved_stages,
 )
+from spark_dask.gangs.waits import SparkReads
 from spark_dask.options import ClusterOptions
 from spark_dask.options.groups import DEFAULT, group_holds, plan_groups
 from spark_dask.plan import check_request, gang_steps, plan_gang
 from spark_dask.sizes import plural
+from spark_dask.spark.launcher import active_stage_ids
 from spark_dask.spark.session import cluster_facts, connect_session_problem, is_connect
 from spark_dask.worker_flags import check_worker_options
 
@@ -105,6 +107,7 @@ class Startup:
         self.connected = False  # every starting worker connected
         self.fail = None  # the cluster's reaction to lost workers, once watched
         self.watchers: list[asyncio.Task] = []  # faults; stage starvation or session stop; drains; idleness
+        self.reads = SparkReads(f"{tag}-reads")  # the watchers' reads of Spark, in one thread
 
     async def run(self, t0: float, open_contract) -> None:
         """Start the cluster, up to every starting worker connected: on a failure, once
@@ -184,14 +187,16 @@ class Startup:
         workers for ``no-workers-timeout``); ``close()``: the cluster's close (a Connect
         session stopped, or ``idle_timeout`` passed without work: then said, ``name``
         the cluster's)."""
-        p = self.parts
+        p, read = self.parts, self.reads
         self.fail = fail
         # Connect: a stopped session does not end the collecting thread (the client
         # keeps retrying), so watch the session itself.
         if p.connect:
-            watch = watch_session_stop(self.spark, p.pools, p.events.log, close)
+            watch = watch_session_stop(self.spark, p.pools, p.events.log, close, read=read)
         else:
-            watch = watch_starved_stages(self.spark, p.pools, self.tag, p.options.slot_wait)
+            watch = watch_starved_stages(
+                self.spark, p.pools, self.tag, p.options.slot_wait, read=read, active=active_stage_ids
+            )
         scheduler = p.driver_scheduler.scheduler
         drains = watch_decommission(
             self.spark,
@@ -201,6 +206,8 @@ class Startup:
             p.options.drain_timeout,
             p.events,
             p.drains.append,
+            read=read,
+            roster=p.driver_scheduler.roster,
         )
         for pool in p.pools.values():
             self.watch_faults(pool)
@@ -250,10 +257,12 @@ class Startup:
         p.timings["scheduler"] = time.monotonic() - t0
 
     def stop_watchers(self) -> None:
-        """The cluster closes: the watchers end (but the one that closes it)."""
+        """The cluster closes: the watchers end (but the one that closes it), and the
+        thread of their reads after the read it is in."""
         for watcher in self.watchers:
             if watcher is not None and watcher is not asyncio.current_task():
                 watcher.cancel()
+        self.reads.close()
 
 
 __all__ = ["Startup", "first_failure", "plan_start"]

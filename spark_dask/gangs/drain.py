@@ -175,30 +175,46 @@ async def drain_executor(
 
 
 async def watch_decommission(
-    spark, tag: str, scheduler, pools, drain_timeout: float, events: Events, drained, every: float = 0.5
+    spark,
+    tag: str,
+    scheduler,
+    pools,
+    drain_timeout: float,
+    events: Events,
+    drained,
+    every: float = 0.5,
+    read=blocking,
+    roster=None,
 ) -> None:
     """While the cluster runs: drain each executor of this cluster's workers that Spark
     begins to decommission (:func:`drain_executor`, several at once). Returns at once
     where Spark does not decommission or the driver cannot be read (Spark Connect).
-    ``pools()``: the cluster's gang pools; ``drained(figures)``: called after each drain."""
+    ``pools()``: the cluster's gang pools; ``drained(figures)``: called after each drain;
+    ``read``: how a blocking read is awaited (the cluster's
+    :class:`~spark_dask.gangs.waits.SparkReads`); ``roster()``: a number that changes
+    whenever a worker joins or leaves (the executors of the workers are looked up again
+    then, not each round); None: each round."""
     if not jvm_reachable(spark):
-        if await blocking(decommissions, spark):
+        if await read(decommissions, spark):
             events.log(
                 "spark-dask: Spark decommissions executors here, but a Spark Connect session cannot see it: "
                 "the Dask workers of a decommissioned executor are lost with it (their Spark tasks relaunched)"
             )
         return
-    window = await blocking(spark_window, spark, drain_timeout)
+    window = await read(spark_window, spark, drain_timeout)
     if window is None:
         return
     draining: dict[str, asyncio.Task] = {}
+    places, seen = {}, None  # the executors of the workers, at roster() == seen
     try:
         failed, turn = 0, 0  # rounds in a row; where the next round's executors begin
         while any(p.running for p in pools()):
-            places = executors_of(scheduler, tag)
+            now = None if roster is None else roster()
+            if now is None or now != seen:
+                places, seen = executors_of(scheduler, tag), now
             ids, turn = in_turn(sorted(e for e in places if e not in draining), turn)
             try:
-                found = await blocking(decommissioning, spark, ids) if ids else {}
+                found = await read(decommissioning, spark, ids) if ids else {}
                 failed = 0
             except Exception as e:  # noqa: BLE001 - the next round tries again, twice
                 failed, found = failed + 1, {}

@@ -3,7 +3,8 @@ fast when a gang ends or gets no task slot) and, while the cluster runs, the wat
 group's lost workers (:func:`watch_faults`) and, over every group's gangs, the watch on
 stages starved of slots (or, with Spark Connect, on the session's stop). What they say
 is worded in :mod:`spark_dask.gangs.slots`; they read Spark's status tracker through
-:func:`spark_dask.spark.launcher.stage_snapshot`.
+:func:`spark_dask.spark.launcher.stage_snapshot`, in the thread of the cluster's
+:class:`SparkReads`.
 
 Also the named, bounded wait (:func:`bounded`) of what answers over the network while
 the cluster runs (a nanny, a worker, the scheduler's close): a process that is alive but
@@ -15,9 +16,12 @@ instead.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
+import queue
 import sys
+import threading
 import time
 from contextlib import suppress
 from functools import partial
@@ -219,6 +223,107 @@ class StartWait:
         raise ClusterError(no_slots_message(n_tasks, self.slot_wait, self.facts.slots, others, own))
 
 
+# Seconds a SparkReads thread waits for the next read before it ends (the next read
+# starts another): the watches read every half second, so only a cluster never closed
+# leaves it waiting.
+READS_IDLE = 60.0
+
+
+def settle(future: asyncio.Future, result=None, error: BaseException | None = None) -> None:
+    """Hand ``result`` (or ``error``) to ``future`` unless it is done (cancelled) already."""
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
+class SparkReads:
+    """The cluster's watches' reads of Spark (py4j calls): one at a time, in one thread
+    that lives as long as the watches (``await reads(fn, *args)``, as
+    :func:`~spark_dask.aio.blocking`).
+
+    Not :func:`~spark_dask.aio.blocking`'s thread per read: PySpark's pinned-thread
+    mode gives each Python thread a py4j connection of its own, and the JVM a thread for
+    it, so each read also opened and closed both, 0.3 ms of this process's CPU and 1 ms
+    of the JVM's, where a read on a kept connection takes 0.05 ms and 0.1 ms (the
+    watches read two and a half times a second). ``fn`` runs in a copy of the caller's
+    context; a read whose awaiting watch was cancelled is finished and dropped.
+    :meth:`close` ends the thread after the read it is in.
+    """
+
+    def __init__(self, name: str = "spark-dask-reads"):
+        self.name = name
+        self.lock = threading.Lock()
+        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.serving = False  # a thread serves self.jobs
+
+    async def __call__(self, fn, *args):
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        with self.lock:
+            self.jobs.put((loop, future, contextvars.copy_context(), fn, args))
+            if not self.serving:
+                self.serving = True
+                threading.Thread(target=self.serve, args=(self.jobs,), name=self.name, daemon=True).start()
+        return await future
+
+    def close(self) -> None:
+        """The thread ends after the read it is in; a later read starts another."""
+        with self.lock:
+            if self.serving:
+                self.jobs.put(None)
+                self.jobs, self.serving = queue.SimpleQueue(), False
+
+    def serve(self, jobs: queue.SimpleQueue) -> None:
+        """The thread: the reads of ``jobs`` in turn, until :meth:`close` (or
+        :data:`READS_IDLE` seconds without one)."""
+        while True:
+            try:
+                job = jobs.get(timeout=READS_IDLE)
+            except queue.Empty:
+                with self.lock:
+                    if jobs is self.jobs and jobs.empty():
+                        self.serving = False
+                        return
+                continue
+            if job is None:
+                return
+            loop, future, context, fn, args = job
+            try:
+                done = partial(settle, future, context.run(fn, *args))
+            except BaseException as e:  # noqa: BLE001 - handed to the awaiting watch
+                done = partial(settle, future, None, e)
+            with suppress(RuntimeError):  # its loop closed meanwhile: nobody awaits it
+                loop.call_soon_threadsafe(done)
+
+
+class OwnStages:
+    """The stage ids of the cluster's live gangs, as the slot watch's last full read
+    found them (:meth:`saw`). While every active stage of Spark is among them and no gang
+    waits for its slots, a round has nothing to say (no other stage can be starved, no
+    scale-up gang waits) and reads no more than the active stage ids (``active``:
+    :func:`~spark_dask.spark.launcher.active_stage_ids`, two py4j calls; a full
+    snapshot takes 18 and more, 7 for each active stage)."""
+
+    def __init__(self, active):
+        self.active = active
+        self.tags: list[str] | None = None
+        self.ours: set[int] = set()
+
+    def saw(self, tags: list[str], ours: set[int]) -> None:
+        """A full read of the gangs ``tags`` found their stages ``ours``."""
+        self.tags, self.ours = list(tags), set(ours)
+
+    async def only_ours(self, read, spark, live: list) -> bool:
+        """Whether Spark's active stages are all the ``live`` gangs' (as last seen) and
+        none of them waits for slots: one read of the active stage ids."""
+        if [g.tag for g in live] != self.tags or any(g.pending for g in live):
+            return False
+        return await read(self.active, spark) <= self.ours
+
+
 def running(pools: dict) -> bool:
     """Whether a pool of ``pools`` (a cluster's ``ClusterParts.pools``) runs."""
     return any(pool.running for pool in list(pools.values()))
@@ -232,6 +337,8 @@ async def watch_starved_stages(
     every: float = 2.0,
     patience: float = 10.0,
     snapshot=stage_snapshot,
+    read=blocking,
+    active=None,
 ):
     """Warn when a Spark stage waits for task slots that the gangs hold, and when a
     scale-up gang waits for slots that Spark jobs hold (:class:`~spark_dask.gangs.slots.SlotWatch`).
@@ -243,17 +350,21 @@ async def watch_starved_stages(
     cluster's pools by worker group (``ClusterParts.pools``, groups added later too):
     the gangs of every group count. Runs while a pool runs; a round that fails (Spark's
     status tracker unreadable) is logged and the next one tries again. ``snapshot``:
-    :func:`~spark_dask.spark.launcher.stage_snapshot`.
+    :func:`~spark_dask.spark.launcher.stage_snapshot`; ``read``: how a blocking read is
+    awaited (the cluster's :class:`SparkReads`); ``active``: where given
+    (:func:`~spark_dask.spark.launcher.active_stage_ids`), read first each round: while
+    Spark's active stages are all the gangs' own, the round ends there (:class:`OwnStages`).
     """
-    watch = SlotWatch(tag, patience, slot_wait, said_stages(await blocking(application_id, spark)))
+    watch = SlotWatch(tag, patience, slot_wait, said_stages(await read(application_id, spark)))
+    own = None if active is None else OwnStages(active)
     failed = False  # the last round
     while running(pools):
         try:
-            await starved_round(spark, list(pools.values()), watch, snapshot)
+            await starved_round(spark, list(pools.values()), watch, snapshot, read, own)
             failed = False
         except Exception as e:  # noqa: BLE001 - logged; the next round tries again
             with suppress(Exception):
-                if await blocking(is_stopped, spark):
+                if await read(is_stopped, spark):
                     return  # the context is stopping
             if running(pools):
                 (logger.debug if failed else logger.warning)(
@@ -268,13 +379,22 @@ async def watch_starved_stages(
         await asyncio.sleep(every)
 
 
-async def starved_round(spark, pools: list, watch: SlotWatch, snapshot) -> None:
+async def starved_round(
+    spark, pools: list, watch: SlotWatch, snapshot, read=blocking, own: OwnStages | None = None
+) -> None:
     """One round of :func:`watch_starved_stages`: read the stages, say what waits. The
     first pool (the default group's) words the capacity; the tasks held are every
-    group's, their cores said where every group's tasks take as many CPUs."""
+    group's, their cores said where every group's tasks take as many CPUs. With ``own``,
+    a round where Spark runs no stage but the gangs' ends after reading their ids."""
     shape, facts = pools[0].shape, pools[0].facts
     live = [g for pool in pools for g in pool.live()]
-    stages, ours = await blocking(snapshot, spark, [g.tag for g in live])
+    if own is not None and await own.only_ours(read, spark, live):
+        watch.first_seen.clear()  # no stage waits now: none has waited since
+        return
+    tags = [g.tag for g in live]
+    stages, ours = await read(snapshot, spark, tags)
+    if own is not None:
+        own.saw(tags, ours)
     barrier = all(pool.shape.barrier for pool in pools)
     capacity = facts.slots
     if not barrier:
@@ -292,12 +412,13 @@ async def starved_round(spark, pools: list, watch: SlotWatch, snapshot) -> None:
         pools[0].events.warn(msg, python_warning=False)
 
 
-async def watch_session_stop(spark, pools: dict, log, close, every: float = 1.0) -> None:
+async def watch_session_stop(spark, pools: dict, log, close, every: float = 1.0, read=blocking) -> None:
     """Spark Connect: ``close()`` the cluster when its session is stopped (a stopped
     session does not end the gangs' collecting threads: the client keeps retrying).
-    Runs while a pool of ``pools`` (``ClusterParts.pools``) runs."""
+    Runs while a pool of ``pools`` (``ClusterParts.pools``) runs; ``read``: how the
+    blocking read is awaited (the cluster's :class:`SparkReads`)."""
     while running(pools):
-        if await blocking(is_stopped, spark):
+        if await read(is_stopped, spark):
             log("spark-dask: the SparkSession was stopped; closing the Dask cluster")
             # not awaited here: the teardown cancels us
             background(close(), "closing the cluster of the stopped session")

@@ -243,14 +243,16 @@ def stage_snapshot(spark, tags) -> tuple[list[dict], set[int]]:
     are looked up (Spark's tracker keeps every gang job of the application's past, up to
     ``spark.ui.retainedJobs``), and each array of ids comes over py4j in one call
     (:func:`java_ints`), not one call per element."""
+    from pyspark import StatusTracker  # here: the package imports without pyspark
+
     sc = spark.sparkContext
-    jtracker = sc._jsc.statusTracker()
+    jtracker, scala_tracker = status_trackers(sc)
     active = java_ints(sc, jtracker.getActiveJobIds())
     mine = {j for tag in tags for j in java_ints(sc, jtracker.getJobIdsForGroup(tag))} & active
-    tagged = java_ints(sc, sc._jsc.sc().statusTracker().getJobIdsForTag(jobtags.GANG)) & active if active else set()
+    tagged = java_ints(sc, scala_tracker.getJobIdsForTag(jobtags.GANG)) & active if active else set()
     ours = _stage_ids(sc, jtracker, mine)
     gangs = ours | _stage_ids(sc, jtracker, tagged - mine)
-    tracker = sc.statusTracker()
+    tracker = StatusTracker(jtracker)
     stages = []
     for sid in sorted(java_ints(sc, jtracker.getActiveStageIds())):
         info = tracker.getStageInfo(sid)
@@ -262,6 +264,27 @@ def stage_snapshot(spark, tags) -> tuple[list[dict], set[int]]:
             st["description"] = _description(sc, sid)
         stages.append(st)
     return stages, ours
+
+
+def active_stage_ids(spark) -> set[int]:
+    """The ids of the application's active stages (a classic session): two py4j calls,
+    the tracker looked up once per SparkContext. What the slot watch reads each round
+    while Spark runs no stage but the cluster's own (:class:`spark_dask.gangs.waits.OwnStages`)."""
+    sc = spark.sparkContext
+    return java_ints(sc, status_trackers(sc)[0].getActiveStageIds())
+
+
+_TRACKERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # SparkContext -> its two status trackers
+
+
+def status_trackers(sc) -> tuple:
+    """The JVM's status trackers of ``sc``: the Java API's (``JavaSparkStatusTracker``)
+    and Scala's (``SparkStatusTracker``, which knows job tags), looked up once per
+    SparkContext (two py4j calls, and two to release them, each round otherwise)."""
+    got = _TRACKERS.get(sc)
+    if got is None:
+        got = _TRACKERS[sc] = (sc._jsc.statusTracker(), sc._jsc.sc().statusTracker())
+    return got
 
 
 def _stage_ids(sc, jtracker, jobs) -> set[int]:
