@@ -33,6 +33,7 @@ from spark_dask.executor.command import unreachable_message, version_problem
 from spark_dask.options import config
 from spark_dask.plan import gpu_sharing
 from spark_dask.sizes import plural
+from spark_dask.spark import daemon
 from spark_dask.spark.compat import jvm_reachable
 from spark_dask.spark.conf import conf
 from spark_dask.spark.session import cluster_facts, collect_within, driver_host, executor_ids
@@ -359,6 +360,31 @@ def rapids_findings(spark, version: str) -> list[Finding]:
     return out
 
 
+def daemon_findings(daemon_module: str | None, answers: list[dict]) -> list[Finding]:
+    """Where every executor has spark_dask installed and the application runs Spark's
+    own Python daemon: the preloading one would make each cluster's first start warm.
+
+    >>> [f.fix.split(" when")[0] for f in daemon_findings(None, [{"spark_dask_installed": True}])]
+    ['set spark.python.daemon.module=spark_dask.spark.daemon']
+    >>> daemon_findings("sentry_daemon", [{"spark_dask_installed": True}])  # someone else's daemon
+    []
+    """
+    if daemon_module not in (None, "pyspark.daemon") or not answers:
+        return []
+    if not all(a.get("spark_dask_installed") for a in answers):
+        return []
+    return [
+        Finding(
+            "a Dask cluster's first start in this application imports distributed in each Spark task's new "
+            "Python worker (a cold start: about a second of CPU per worker on the executors' cores)",
+            f"set {daemon.CONF}={daemon.MODULE} when the application starts (on Databricks: the cluster's "
+            "Spark config); spark_dask is installed on every executor, so its Python daemon can preload "
+            "distributed (docs/workers.md)",
+            problem=False,
+        )
+    ]
+
+
 def findings(driver: dict, answers: list[dict], scheduler: str, unseen: list[str]) -> list[Finding]:
     """Everything the answers say, each finding once with the hosts it was seen on."""
     found: dict[tuple, Finding] = {}
@@ -489,6 +515,7 @@ def doctor(
     unseen = sorted(set(expected) - set(answers)) if set(answers) <= set(expected) else []
     driver = driver_side()
     found = findings(driver, list(answers.values()), scheduler, unseen)
+    found += daemon_findings(conf(spark, daemon.CONF), list(answers.values()))
     if facts.executor_gpus > 0:
         found += rapids_findings(spark, version)
     info = {

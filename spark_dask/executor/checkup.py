@@ -2,7 +2,8 @@
 
 One task per task slot runs :func:`checkup_partition`'s function (``mapInArrow``: classic
 and Spark Connect sessions alike) and answers one JSON row: the executor's Python and
-package versions, what fails to import (the import's own error, one line), whether the
+package versions, what fails to import (the import's own error, one line), whether
+spark_dask is installed there (the preloading Python daemon needs it), whether the
 gang's task code unpickles, whether a fresh process started there reaches the driver's
 listener (as a Dask worker must reach the scheduler), the free space under Spark's local
 directories, and on executors with GPUs what NVML, CUDA and the RAPIDS packages say (the
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import importlib.util
 import json
 import os
 import pickle
@@ -193,6 +195,7 @@ def check(spec: dict, gpus: list[str]) -> dict:
         "executable": sys.executable,
         "versions": {name: version_of(dist) for name, dist in CORE.items()},
         "import_errors": imports(("distributed", "pyarrow", "pyroaring")),  # pyroaring: read_delta's DVs
+        "spark_dask_installed": importlib.util.find_spec("spark_dask") is not None,  # the preloading daemon's
         "unpickles": unpickles,
         "reach": dial(spec["host"], spec["port"], spec["timeout"]),
         "local_dirs": local_dirs(),

@@ -57,6 +57,10 @@ def test_a_healthy_application_is_ready(spark):
     assert not [w for w in said if "does not yet fully support pandas" in str(w.message)]
     assert found.ready, found.render()
     assert found.findings == [] or all(not f.problem for f in found.findings)
+    # spark_dask is installed where the executors' Python runs (this venv), the
+    # application runs Spark's own Python daemon: the doctor suggests the preloading one
+    (tip,) = [f for f in found.findings if "spark.python.daemon.module" in f.fix]
+    assert not tip.problem and "spark_dask.spark.daemon" in tip.fix
     (host,) = found.hosts.values()  # local-cluster: one host, both executors answered
     assert sorted(host["executors"]) == ["0", "1"]
     assert host["versions"]["distributed"] == distributed.__version__
@@ -89,7 +93,7 @@ def test_distributed_of_another_version(spark, tmp_path, kind):
     fake_version(tmp_path, theirs)
     with executor_python_path(spark, tmp_path):
         found = spark_dask.doctor(spark)
-    (said,) = [f for f in found.findings if "distributed" in f.text]
+    (said,) = [f for f in found.findings if theirs in f.text]  # the version finding
     assert theirs in said.text and mine in said.text
     assert said.problem is (kind == "release") and found.ready is (kind == "patch")
 
