@@ -128,6 +128,17 @@ def stage_floor(spark, n: int, barrier_call: bool = False) -> float:
     return time.perf_counter() - t0
 
 
+def _pid_task(_it):
+    yield os.getpid()
+
+
+def plain_job(spark, n: int) -> float:
+    """Submit -> every task of an N-task Python job (no barrier) has returned."""
+    t0 = time.perf_counter()
+    spark.sparkContext.parallelize(range(n), n).mapPartitions(_pid_task).collect()
+    return time.perf_counter() - t0
+
+
 def _sleeping_task(_it):
     time.sleep(120)
     yield 1
@@ -309,3 +320,21 @@ def launcher_rss(tag: str) -> list[tuple[int, int]]:
         except psutil.Error:
             pass
     return list(parents.values())
+
+
+def fmt(v, digits: int = 2, unit: str = "") -> str:
+    """A figure for a table cell; ``-`` for a missing one.
+
+    >>> fmt(1.234), fmt(None), fmt(3, 0, " %")
+    ('1.23', '-', '3 %')
+    """
+    return "-" if v is None else f"{v:.{digits}f}{unit}"
+
+
+def table(head: list[str], rows: list[list[str]]) -> list[str]:
+    """A Markdown table.
+
+    >>> table(["a", "b"], [["1", "2"]])
+    ['| a | b |', '|---|---|', '| 1 | 2 |']
+    """
+    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in rows]

@@ -1,6 +1,7 @@
 """What spark-dask costs as the cluster grows: 2 to 64 workers on one machine.
 
-    python -m benchmarks scale [--sizes 2,4,8,16,32,64] [--parts startup,idle,drain,handoff,hosts]
+    python -m benchmarks scale [--sizes 2,4,8,16,32,64] [--parts startup,idle,drain,handoff,cold,hosts]
+                               [--preload] [--cold-rounds 1]
                                [--reps 2] [--worker cpu|cuda] [--idle-seconds 20] [--handoff-at 2,64]
                                [--hosts 2,8] [--executor-memory 2048] [--json PATH]
     python -m benchmarks scale --plot JSON [--plot-dir DIR]     # redraw the plot of a run
@@ -43,6 +44,12 @@ longer (:func:`bed_limits`): all N workers start on this one machine.
   every GPU of a full executor and Spark's jobs wait). Spark places such CPU-only barrier
   tasks by cores, so more than 8 can land on an executor of 8 GPUs (and fail: no free
   GPU): the drain, which needs a worker per GPU, runs before it.
+- ``cold`` (in applications of its own, :mod:`benchmarks.scale_cold`): the first start in
+  a fresh application, and the first after a plain Python job, with Spark's own Python
+  daemon and with the preloading one (:mod:`spark_dask.spark.daemon`), beside a warm
+  start and what the preload costs Spark's own first job and the executors' memory
+  (``--cold-rounds``). ``--preload`` runs every other part with the preloading daemon
+  (the drain's relaunch on a new executor among them).
 - ``hosts`` (once, not per size): the multi-host bed (``tests/support/hosts.py``, root), 2
   and 8 worker hosts (``--hosts``), 2 cores and 2 stand-in GPUs each, a worker per GPU;
   one worker host killed and a fresh one started in its place (``benchmarks/scale_hosts.py``).
@@ -74,11 +81,12 @@ import time
 import dask.config
 import psutil
 
-from benchmarks import measure
+from benchmarks import measure, scale_cold, scale_hosts, scale_trees
 from benchmarks.machine import machine_facts
+from benchmarks.measure import fmt, table
 
 SIZES = (2, 4, 8, 16, 32, 64)
-PARTS = ("startup", "idle", "drain", "handoff", "hosts")
+PARTS = ("startup", "idle", "drain", "handoff", "cold", "hosts")
 GPUS = 8  # stand-in GPUs per executor, as on a p4d / A100 node
 # The bed's workers register and heartbeat and little else, ours and the floors' alike:
 # distributed's statistical profiler samples each worker's stack every 10 ms, and with
@@ -174,24 +182,6 @@ def extrapolate(by_n: dict, key: str, to: int = 256) -> float | None:
         return None
     k = math.log(v1 / v0) / math.log(n1 / n0)
     return v1 * (to / n1) ** k
-
-
-def fmt(v, digits: int = 2, unit: str = "") -> str:
-    """A figure for a table cell; ``-`` for a missing one.
-
-    >>> fmt(1.234), fmt(None), fmt(3, 0, " %")
-    ('1.23', '-', '3 %')
-    """
-    return "-" if v is None else f"{v:.{digits}f}{unit}"
-
-
-def table(head: list[str], rows: list[list[str]]) -> list[str]:
-    """A Markdown table.
-
-    >>> table(["a", "b"], [["1", "2"]])
-    ['| a | b |', '|---|---|', '| 1 | 2 |']
-    """
-    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in rows]
 
 
 # ------------------------------------------------------------------ instruments
@@ -327,6 +317,8 @@ def spark_conf(args) -> dict:
         "spark.decommission.enabled": "true",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
     })  # fmt: skip
+    if args.preload:
+        conf.update(scale_cold.WAYS["spark_dask.spark.daemon"])
     if args.worker == "cuda":
         import atexit
         import pathlib
@@ -537,6 +529,16 @@ def one_size(n: int, args, note) -> dict:
         return _one_size(n, args, note)
 
 
+def cold_size(n: int, args, note) -> dict:
+    """The cold part for N workers (:mod:`benchmarks.scale_cold`: its own applications)."""
+    master, _ = bed(n, args.executor_memory)
+    conf = spark_conf(argparse.Namespace(**{**vars(args), "preload": False}))
+    with dask.config.set(bed_limits(n)):
+        return {"master": master, "load_before": os.getloadavg()[0],
+                **reported(scale_cold.cold, n, master, conf, cluster_options(args), args.cold_rounds, note),
+                "load_after": os.getloadavg()[0]}  # fmt: skip
+
+
 def _one_size(n: int, args, note) -> dict:
     master, executors = bed(n, args.executor_memory)
     spark = measure.new_spark(master, **spark_conf(args))
@@ -650,6 +652,11 @@ def render(R: dict) -> str:
     if rows:
         lines += ["", f"hand-off of {R['handoff_gb']:g} GB over N workers, seconds", ""]
         lines += table(["N", "Spark alone (noop sink)", "to_dask", "to_spark", "to_dask ÷ Spark alone"], rows)
+    if R.get("cold"):
+        lines += ["", "cold starts: each way in fresh applications (medians; load average before/after each N: "
+                  + ", ".join(f"N={n} {C['load_before']:.1f}/{C['load_after']:.1f}" for n, C in R["cold"].items())
+                  + ")", ""]  # fmt: skip
+        lines += scale_cold.render(R["cold"])
     if R.get("hosts"):
         lines += ["", render_hosts(R["hosts"])]
     for S in R["sizes"]:
@@ -662,6 +669,8 @@ def render(R: dict) -> str:
     keys = [k for k in ("start", "stage", "naive", "close", "py_cpu_pct_with", "py4j_per_s_with", "threads_with",
                         "rss_growth_mb", "drain_full_s", "to_dask_s") if any(k in f for f in by_n.values())]  # fmt: skip
     rows = [[k, fmt(growth(by_n, k)), fmt(extrapolate(by_n, k))] for k in keys]
+    if not rows:
+        return "\n".join(lines)
     lines += ["", "growth with N (exponent k of value ~ N^k, smallest to largest N) and the value at N = 256 "
               "along the slope of the two largest sizes", ""]  # fmt: skip
     lines += table(["measure", "k", "at N = 256"], rows)
@@ -702,6 +711,8 @@ def arguments(argv=None):
     )
     ap.add_argument("--handoff-at", type=parse_sizes, default=None, help="the sizes with a hand-off (default: all)")
     ap.add_argument("--hosts", type=parse_sizes, default=[2, 8], help="worker hosts of the lost-host part")
+    ap.add_argument("--preload", action="store_true", help="every part but cold: the preloading Python daemon")
+    ap.add_argument("--cold-rounds", type=int, default=1, help="rounds of the cold part (each: 4 applications)")
     ap.add_argument("--trees", default=None, help="commits (and . for the working tree): warm start on hosts:2x4")
     ap.add_argument("--json", default=os.path.join(RESULTS, "scale.json"))
     ap.add_argument("--plot", metavar="JSON", default=None, help="only redraw the plot of this run's JSON")
@@ -720,8 +731,6 @@ def main(argv=None) -> dict:
         print(f"wrote {plot(R, args.plot_dir or os.path.dirname(os.path.abspath(args.plot)), args.plot)}")
         return R
     if args.trees:
-        from benchmarks import scale_trees
-
         return scale_trees.main(args)
     t_all = time.perf_counter()
 
@@ -736,13 +745,13 @@ def main(argv=None) -> dict:
     R: dict = {"machine": machine_facts(load_before=list(os.getloadavg())), "worker": args.worker, "reps": args.reps,
                "idle_seconds": args.idle_seconds, "handoff_gb": args.handoff_gb, "parts": args.parts,
                "sizes": [], "masters": {}}  # fmt: skip
-    for n in args.sizes if set(args.parts) - {"hosts"} else []:
+    for n in args.sizes if set(args.parts) - {"hosts", "cold"} else []:
         R["sizes"].append(one_size(n, args, note))
         R["masters"][str(n)] = R["sizes"][-1]["master"]
         note(f"N={n} done")
+    for n in args.sizes if "cold" in args.parts else []:
+        R.setdefault("cold", {})[str(n)] = cold_size(n, args, note)
     if "hosts" in args.parts:
-        from benchmarks import scale_hosts
-
         R["hosts"] = scale_hosts.lost_host(args.hosts, note)
     R["machine"]["load_after"] = list(os.getloadavg())
     R["by_n"] = summarize(R["sizes"])

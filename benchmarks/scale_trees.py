@@ -26,7 +26,7 @@ import tempfile
 import time
 
 from benchmarks.machine import machine_facts
-from benchmarks.measure import median
+from benchmarks.measure import fmt, median, table
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROUNDS = 2  # applications per tree, alternating
@@ -67,22 +67,49 @@ def stage():
     sc.parallelize(range(2), 2).barrier().mapPartitions(empty).collect()
     return time.perf_counter() - t0
 
+def steps_of(c, t0):
+    # where the start's time went (trees that keep the gang's marks: issue 70's on): the
+    # scheduler's start, the gang's submission, Spark's launch of its tasks, the tasks'
+    # work up to their nannies forked, the workers' start and registration, what is after
+    try:
+        p = c._parts
+        g = [g for pool in p.pools.values() for g in pool.gangs][0]
+        return lambda: _steps(p, g, t0)
+    except Exception:
+        return lambda: None
+
+def _steps(p, g, t0):
+    try:
+        off = time.time() - time.monotonic()
+        marks = [r["t"] for r in g.rows]
+        first = min(t["start"] for t in marks) - off
+        spawned = max(t["spawned"] for t in marks) - off
+        return {"scheduler": p.timings["scheduler"], "submit": g.submitted_at - t0, "launch": first - g.submitted_at,
+                "tasks": spawned - first, "workers": g.running_at - spawned, "after": t0 + p.timings["start"] - g.running_at}
+    except Exception:
+        return None
+
 def ours():
     idle()
     with contextlib.redirect_stdout(io.StringIO()):
         t0 = time.perf_counter()
+        m0 = time.monotonic()
         c = spark_dask.SparkCluster(spark, n_workers=2, progress=False)
         start = time.perf_counter() - t0
+        steps = steps_of(c, m0)
         t1 = time.perf_counter()
         c.close()
-    return start, time.perf_counter() - t1
+    return start, time.perf_counter() - t1, steps()
 
 where = sc.parallelize([0], 1).map(lambda _: __import__("spark_dask").__file__).collect()[0]
 ours(); stage()  # the warm-up
-out = {"driver_imports": spark_dask.__file__, "executor_imports": where, "start": [], "close": [], "stage": []}
+out = {"driver_imports": spark_dask.__file__, "executor_imports": where, "start": [], "close": [], "stage": [],
+       "steps": []}
 for _ in range(reps):
-    s, c = ours()
+    s, c, steps = ours()
     out["start"].append(s); out["close"].append(c); out["stage"].append(stage())
+    if steps:
+        out["steps"].append(steps)
 spark.stop()
 print("RESULT " + json.dumps(out), flush=True)
 """
@@ -123,7 +150,7 @@ def main(args) -> dict:
     commits = [c.strip() for c in args.trees.split(",") if c.strip()]
     tmp = tempfile.mkdtemp(prefix="scale-trees-")
     R: dict = {"machine": machine_facts(load_before=list(os.getloadavg())), "reps": args.reps, "rounds": ROUNDS,
-               "trees": {c: {"start": [], "close": [], "stage": [], "imports": []} for c in commits}}  # fmt: skip
+               "trees": {c: {"start": [], "close": [], "stage": [], "imports": [], "steps": []} for c in commits}}  # fmt: skip
     t_all = time.perf_counter()
     try:
         trees = {c: extract(c, tmp) for c in commits}
@@ -136,6 +163,7 @@ def main(args) -> dict:
                     for k in ("start", "close", "stage"):
                         T[k] += r[k]
                     T["imports"].append([r["driver_imports"], r["executor_imports"]])
+                    T["steps"] += r.get("steps", [])
                     print(f"trees: round {i + 1}, {c}: start {r['start']}, stage {r['stage']} "
                           f"({time.perf_counter() - t_all:.0f} s, load {os.getloadavg()[0]:.1f})", file=sys.stderr)  # fmt: skip
         finally:
@@ -155,8 +183,6 @@ def main(args) -> dict:
 
 
 def render(R: dict) -> str:
-    from benchmarks.scale import fmt, table
-
     m = R["machine"]
     rows = []
     for c, T in R["trees"].items():
@@ -167,6 +193,13 @@ def render(R: dict) -> str:
             f"alternating, {R['reps']} starts each; medians (per-start ratio range); {m['cpus']} CPUs, load "
             f"{m['load_before'][0]:.1f} before, {m['load_after'][0]:.1f} after")  # fmt: skip
     lines = [head, ""] + table(["tree", "starts", "start-up s", "empty 2-task stage s", "÷ stage", "teardown s"], rows)
+    steps = [(c, T["steps"]) for c, T in R["trees"].items() if T.get("steps")]
+    if steps:
+        keys = list(steps[0][1][0])
+        lines += ["", "where a start's time goes, seconds (medians): the scheduler's start; the gang submitted "
+                  "(from the start's call); Spark's launch (submitted -> its first task runs); the tasks (-> the "
+                  "last one's nannies forked); the workers (-> the last one registered); after", ""]  # fmt: skip
+        lines += table(["tree", *keys], [[c, *(fmt(median([x[k] for x in S]), 3) for k in keys)] for c, S in steps])
     lines += ["", "imported: " + "; ".join(f"{c}: {sorted(set(x for i in T['imports'] for x in i))}"
                                            for c, T in R["trees"].items())]  # fmt: skip
     return "\n".join(lines)
