@@ -41,7 +41,8 @@ def daemons(app_id: str) -> list[psutil.Process]:
     out = []
     for p in psutil.process_iter(["cmdline"]):
         cmd = p.info["cmdline"] or []
-        if "-m" not in cmd or not cmd[cmd.index("-m") + 1 :][:1] or not cmd[cmd.index("-m") + 1].endswith("daemon"):
+        module = cmd[cmd.index("-m") + 1] if "-m" in cmd[:-1] else ""
+        if not module.endswith("daemon"):
             continue
         with contextlib.suppress(psutil.Error):
             parent = p.parent()

@@ -24,25 +24,33 @@ async def blocking(fn, *args):
     """
     loop = asyncio.get_running_loop()
     future = loop.create_future()
-    context = contextvars.copy_context()
-
-    def hand_over(settle) -> None:
-        try:
-            loop.call_soon_threadsafe(settle)
-        except RuntimeError:  # the loop closed meanwhile (its cluster's start failed): nobody awaits it
-            logger.debug("spark-dask: %s ended after its event loop closed", getattr(fn, "__name__", fn))
-
-    def run():
-        try:
-            result = context.run(fn, *args)
-        except BaseException as e:  # noqa: BLE001 - handed to the awaiting coroutine
-            error = e  # `e` is unbound when the except clause ends; the callback runs later
-            hand_over(lambda: future.done() or future.set_exception(error))
-        else:
-            hand_over(lambda: future.done() or future.set_result(result))
-
-    threading.Thread(target=run, name="spark-dask-blocking", daemon=True).start()
+    job = (loop, future, contextvars.copy_context(), fn, args)
+    threading.Thread(target=run_and_hand_over, args=job, name="spark-dask-blocking", daemon=True).start()
     return await future
+
+
+def run_and_hand_over(loop, future: asyncio.Future, context, fn, args) -> None:
+    """In a thread: ``fn(*args)`` in ``context``, its result (or exception) handed to
+    ``future`` on ``loop``, unless the future is done (its awaiter was cancelled) or the
+    loop closed meanwhile (its cluster's start failed: nobody awaits it)."""
+    try:
+        result, error = context.run(fn, *args), None
+    except BaseException as e:  # noqa: BLE001 - handed to the awaiting coroutine
+        result, error = None, e
+    try:
+        loop.call_soon_threadsafe(settle, future, result, error)
+    except RuntimeError:
+        logger.debug("spark-dask: %s ended after its event loop closed", getattr(fn, "__name__", fn))
+
+
+def settle(future: asyncio.Future, result=None, error: BaseException | None = None) -> None:
+    """Hand ``result`` (or ``error``) to ``future`` unless it is done (cancelled) already."""
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
 
 
 _unawaited: set[asyncio.Task] = set()  # the event loop keeps only weak references

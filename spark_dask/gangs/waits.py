@@ -28,7 +28,7 @@ from functools import partial
 
 from distributed.metrics import time as metrics_time
 
-from spark_dask.aio import background, blocking, bounded, gave_up_message
+from spark_dask.aio import background, blocking, bounded, gave_up_message, run_and_hand_over
 from spark_dask.capacity import max_workers, task_cpus
 from spark_dask.errors import ClusterError, ClusterTimeoutError
 from spark_dask.gangs.faults import no_workers_message, no_workers_warning
@@ -229,16 +229,6 @@ class StartWait:
 READS_IDLE = 60.0
 
 
-def settle(future: asyncio.Future, result=None, error: BaseException | None = None) -> None:
-    """Hand ``result`` (or ``error``) to ``future`` unless it is done (cancelled) already."""
-    if future.done():
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(result)
-
-
 class SparkReads:
     """The cluster's watches' reads of Spark (py4j calls): one at a time, in one thread
     that lives as long as the watches (``await reads(fn, *args)``, as
@@ -290,13 +280,7 @@ class SparkReads:
                 continue
             if job is None:
                 return
-            loop, future, context, fn, args = job
-            try:
-                done = partial(settle, future, context.run(fn, *args))
-            except BaseException as e:  # noqa: BLE001 - handed to the awaiting watch
-                done = partial(settle, future, None, e)
-            with suppress(RuntimeError):  # its loop closed meanwhile: nobody awaits it
-                loop.call_soon_threadsafe(done)
+            run_and_hand_over(*job)
 
 
 class OwnStages:

@@ -1,5 +1,6 @@
 """The first reads of a SparkSession (classic or Spark Connect): which kind it is, a
-conf value, the application id.
+conf value, the application id, and the JVM objects a watch reads each round, looked up
+once per SparkContext (:func:`kept`).
 
 The lowest layer of the driver's Spark reads: it imports nothing from the package, so
 :mod:`spark_dask.spark.databricks`, :mod:`spark_dask.spark.session` and the hand-off all read
@@ -9,6 +10,7 @@ confs the one way. :mod:`spark_dask.spark.session` builds the rest on it.
 from __future__ import annotations
 
 import sys
+import weakref
 
 
 def is_connect(spark) -> bool:
@@ -56,4 +58,17 @@ def application_id(spark) -> str | None:
         return None
 
 
-__all__ = ["application_id", "conf", "is_connect"]
+_KEPT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # SparkContext -> {name: JVM object}
+
+
+def kept(sc, name: str, make):
+    """The JVM object ``make(sc)`` of ``sc`` (a status tracker, the task scheduler, a
+    method), made at the first call for ``name`` and kept while ``sc`` lives: the py4j
+    calls of the lookup (and of releasing what it returned) are not repeated each round."""
+    objects = _KEPT.setdefault(sc, {})
+    if name not in objects:
+        objects[name] = make(sc)
+    return objects[name]
+
+
+__all__ = ["application_id", "conf", "is_connect", "kept"]

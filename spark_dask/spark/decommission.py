@@ -11,11 +11,10 @@ The drain policy that acts on it is :mod:`spark_dask.gangs.drain`'s.
 from __future__ import annotations
 
 import time
-import weakref
 
 from dask.utils import parse_timedelta
 
-from spark_dask.spark.conf import conf
+from spark_dask.spark.conf import conf, kept
 
 __all__ = ["ENABLED", "FORCE_KILL", "KILL_INTERVAL", "decommissioning", "decommissions", "kill_timeouts"]
 
@@ -46,9 +45,7 @@ def decommissioning(spark, executor_ids: list[str]) -> dict[str, float]:
     once per SparkContext. Its state's start is the driver's wall clock in milliseconds
     (``TaskSchedulerImpl``'s ``SystemClock``), which is this process's ``time.time()``."""
     sc = spark.sparkContext
-    scheduler = _SCHEDULERS.get(sc)
-    if scheduler is None:
-        scheduler = _SCHEDULERS[sc] = sc._jsc.sc().taskScheduler()
+    scheduler = kept(sc, "task scheduler", lambda sc: sc._jsc.sc().taskScheduler())
     now = time.time() * 1000
     out = {}
     for executor in executor_ids:
@@ -56,6 +53,3 @@ def decommissioning(spark, executor_ids: list[str]) -> dict[str, float]:
         if state.isDefined():
             out[executor] = max(now - state.get().startTime(), 0) / 1000
     return out
-
-
-_SCHEDULERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # SparkContext -> its task scheduler

@@ -15,7 +15,6 @@ import logging
 import re
 import threading
 import time
-import weakref
 from collections.abc import Callable
 
 from spark_dask import executor
@@ -25,7 +24,7 @@ from spark_dask.executor import gang_task
 from spark_dask.executor.task_spec import TaskSpec
 from spark_dask.spark import databricks, jobtags
 from spark_dask.spark.compat import ready_connect_profile
-from spark_dask.spark.conf import is_connect
+from spark_dask.spark.conf import is_connect, kept
 from spark_dask.spark.shipping import ship_by_value
 
 logger = logging.getLogger(__name__)
@@ -274,17 +273,11 @@ def active_stage_ids(spark) -> set[int]:
     return java_ints(sc, status_trackers(sc)[0].getActiveStageIds())
 
 
-_TRACKERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # SparkContext -> its two status trackers
-
-
 def status_trackers(sc) -> tuple:
     """The JVM's status trackers of ``sc``: the Java API's (``JavaSparkStatusTracker``)
     and Scala's (``SparkStatusTracker``, which knows job tags), looked up once per
     SparkContext (two py4j calls, and two to release them, each round otherwise)."""
-    got = _TRACKERS.get(sc)
-    if got is None:
-        got = _TRACKERS[sc] = (sc._jsc.statusTracker(), sc._jsc.sc().statusTracker())
-    return got
+    return kept(sc, "status trackers", lambda sc: (sc._jsc.statusTracker(), sc._jsc.sc().statusTracker()))
 
 
 def _stage_ids(sc, jtracker, jobs) -> set[int]:
@@ -296,18 +289,13 @@ def _stage_ids(sc, jtracker, jobs) -> set[int]:
     return out
 
 
-_ARRAYS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # SparkContext -> java.util.Arrays.toString
-
-
 def java_ints(sc, array) -> set[int]:
     """The ints of a JVM ``int[]`` (a py4j ``JavaArray``) in one py4j call:
     ``java.util.Arrays.toString`` (looked up once per SparkContext) and parsed here;
     iterating the array asks the JVM for each element."""
     if array is None:
         return set()
-    text = _ARRAYS.get(sc)
-    if text is None:
-        text = _ARRAYS[sc] = sc._jvm.java.util.Arrays.toString
+    text = kept(sc, "Arrays.toString", lambda sc: sc._jvm.java.util.Arrays.toString)
     return {int(i) for i in str(text(array)).strip("[]").split(",") if i.strip()}
 
 
