@@ -25,6 +25,8 @@ from __future__ import annotations
 import glob
 import json
 import os
+import random
+import re
 import shutil
 import signal
 import socket
@@ -85,6 +87,9 @@ appender.f.layout.pattern = %d{HH:mm:ss.SSS} %p %c{1}: %m%n
 rootLogger.level = info
 rootLogger.appenderRef.f.ref = f
 """
+BIND_ATTEMPTS = 3  # starts of the bed with fresh ports when a daemon could not bind one
+LOG_LINES = 15  # of a dead daemon's output and log, each way, in the error
+ERROR_LINE = re.compile(r"\b(ERROR|FATAL)\b|\w(Exception|Error):")
 RM_ADDRESSES = (
     "yarn.resourcemanager.address",
     "yarn.resourcemanager.scheduler.address",
@@ -109,11 +114,36 @@ CAPACITY = {
 }
 
 
-def free_port(host: str = HOST) -> int:
-    """A port that is free on ``host`` now (a small race until the daemon binds it)."""
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+def ephemeral_ports() -> tuple[int, int]:
+    """The kernel's range for ports bound to 0 and for outgoing connections
+    (``net.ipv4.ip_local_port_range``; Linux's default where unreadable)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = (int(x) for x in f.read().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def free_ports(count: int, host: str = HOST) -> list[int]:
+    """``count`` distinct ports free on ``host`` now, below the kernel's ephemeral range:
+    the daemon binds them seconds later (its JVM's start), and in that time the kernel
+    hands ports of its range to every process that binds 0 or connects (the other tests
+    beside this one), never one below it."""
+    low = ephemeral_ports()[0]
+    candidates = list(range(max(1024, low - 12000), low))
+    random.shuffle(candidates)
+    found: list[int] = []
+    for port in candidates:
+        with socket.socket() as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+        found.append(port)
+        if len(found) == count:
+            return found
+    raise RuntimeError(f"no {count} free ports below {low} on {host}")
 
 
 def site_xml(props: dict[str, str]) -> str:
@@ -338,6 +368,33 @@ def node_list(answer) -> list[dict]:
     return (nodes.get("node") or []) if isinstance(nodes, dict) else nodes
 
 
+def log_excerpt(path: str, lines: int = LOG_LINES) -> str:
+    """What of ``path`` tells why a daemon ended: its first ``lines`` lines that name an
+    error or exception, then its last ``lines`` lines ('' if it cannot be read)."""
+    try:
+        with open(path, errors="replace") as f:
+            text = f.readlines()
+    except OSError:
+        return ""
+    errors = [line for line in text if ERROR_LINE.search(line)]
+    return "".join(errors[:lines]) + ("...\n" if errors else "") + "".join(text[-lines:])
+
+
+class DaemonExited(RuntimeError):
+    """A daemon ended while the bed started: the message carries the end of each dead
+    daemon's output and log (a CI run keeps no files); ``bind_failed`` when one could not
+    bind its port."""
+
+    def __init__(self, directory: str, names: list[str]):
+        logs = f"{directory}/logs"
+        tails = {
+            f"{logs}/{name}.{kind}": log_excerpt(f"{logs}/{name}.{kind}") for name in names for kind in ("out", "log")
+        }
+        self.bind_failed = any("BindException" in t or "Address already in use" in t for t in tails.values())
+        shown = "".join(f"\n--- the end of {path}:\n{tail}" for path, tail in tails.items() if tail)
+        super().__init__(f"YARN daemon(s) {names} exited: see {logs}{shown}")
+
+
 class YarnBed:
     """A ResourceManager and NodeManagers on 127.0.0.1 under ``directory``
     (:meth:`start`); a context manager that stops them (:meth:`stop`)."""
@@ -385,14 +442,21 @@ class YarnBed:
         home = java_home or find_java_home()
         if jars_dir is None or home is None:
             raise RuntimeError(f"no pyspark jars with Hadoop {HADOOP} ({jars_dir}) or no Java ({home})")
-        bed = cls(directory, {name: free_port() for name in RM_ADDRESSES}, jars_dir, home)
-        try:
-            bed.launch(nodemanagers, jars or jar_paths(JARS_GROUP))
-            bed.wait_for_nodemanagers(nodemanagers, timeout)
-        except BaseException:
-            bed.stop()
-            raise
-        return bed
+        for attempt in range(BIND_ATTEMPTS):
+            bed = cls(directory, dict(zip(RM_ADDRESSES, free_ports(len(RM_ADDRESSES)))), jars_dir, home)
+            try:
+                bed.launch(nodemanagers, jars or jar_paths(JARS_GROUP))
+                bed.wait_for_nodemanagers(nodemanagers, timeout)
+                return bed
+            except DaemonExited as e:
+                bed.stop()
+                if not (e.bind_failed and attempt + 1 < BIND_ATTEMPTS):
+                    raise
+                shutil.move(f"{directory}/logs", f"{directory}/logs-{attempt}")  # kept for a reader
+            except BaseException:
+                bed.stop()
+                raise
+        raise AssertionError("unreachable")
 
     @property
     def conf_dir(self) -> str:
@@ -439,7 +503,7 @@ class YarnBed:
         while time.monotonic() < deadline:
             dead = [d.name for d in [self.rm, *self.nms] if d is not None and d.process.poll() is not None]
             if dead:
-                raise RuntimeError(f"YARN daemon(s) {dead} exited: see {self.directory}/logs")
+                raise DaemonExited(self.directory, dead)
             if sum(n.get("state") == "RUNNING" for n in self.nodes()) >= count:
                 return
             time.sleep(0.3)
