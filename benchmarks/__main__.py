@@ -11,7 +11,10 @@ Spark's snapshot (``benchmarks/delta_log.py``). python -m benchmarks soak
 scale [options]: 2 to 64 workers, 2 and 8 hosts (``benchmarks/scale.py``). python -m benchmarks
 handoff-parts [options]: the hand-off's driver work as workers and partitions grow
 (``benchmarks/handoff_parts.py``). python -m benchmarks
-mlflow [options]: what the MLflow sampler costs a running workload (``benchmarks/mlflow.py``)."""
+mlflow [options]: what the MLflow sampler costs a running workload (``benchmarks/mlflow.py``).
+python -m benchmarks yarn [options]: start-up on Spark on YARN (a ResourceManager and
+NodeManagers on this machine) against an empty barrier stage on the same YARN
+(``benchmarks/yarn.py``)."""
 
 import sys
 
@@ -40,6 +43,10 @@ elif args[:1] == ["mlflow"]:
     from benchmarks import mlflow as sampler_overhead
 
     sampler_overhead.main(args[1:])
+elif args[:1] == ["yarn"]:
+    from benchmarks import yarn
+
+    yarn.main(args[1:])
 elif args[:1] == ["soak"]:
     from benchmarks import soak
 

@@ -228,6 +228,43 @@ def driver_footprint(spark, options: dict) -> int:
 
 
 # ------------------------------------------------------------------------------ one master
+def warm_sizes(spark, sizes: list[int], reps: int, options: dict, note=None) -> dict:
+    """Warm start-up and teardown per N of ``sizes`` in ``spark``'s application (one
+    whose executors' Python workers have run a cluster already): ``reps`` interleaved
+    rounds (a spark-dask start and close, the empty stage, the stage with ``barrier()``,
+    each on an idle application), then ``reps`` teardown floors. ``note``: called with
+    a line of progress. ``{N: the runs}``."""
+    warm = {}
+    for n in sizes:
+        runs, stage, stage_b, close_floor = [], [], [], []
+        for _ in range(reps):  # interleaved, each on an idle application
+            wait_idle(spark)
+            runs.append(ours(spark, n, options))
+            wait_idle(spark)
+            stage.append(stage_floor(spark, n))
+            wait_idle(spark)
+            stage_b.append(stage_floor(spark, n, barrier_call=True))
+        for _ in range(reps):  # after the starts: cancelled tasks hold slots a while
+            wait_idle(spark)
+            close_floor.append(teardown_floor(spark, n))
+        wait_idle(spark)
+        rss = [x for r in runs for x in r["launcher_rss"]]
+        warm[n] = {
+            "start_runs": [r["start"] for r in runs],
+            "close_runs": [r["close"] for r in runs],
+            "scheduler_runs": [r["timings"].get("scheduler", float("nan")) for r in runs],
+            "workers_runs": [r["timings"].get("workers", float("nan")) for r in runs],
+            "stage_floor_runs": stage,
+            "stage_barrier_runs": stage_b,
+            "close_floor_runs": close_floor,
+            "launcher_rss_mb": median([x[0] for x in rss]) / 2**20 if rss else float("nan"),
+            "launcher_uss_mb": median([x[1] for x in rss]) / 2**20 if rss else float("nan"),
+        }
+        if note is not None:
+            note(f"warm n={n} done")
+    return warm
+
+
 def bench_master(master: str, sizes: list[int], reps: int, options: dict, ray: bool, t_all: float) -> dict:
     def note(what):
         print(f"{master}: {what} ({time.perf_counter() - t_all:.0f}s)", file=sys.stderr)
@@ -256,34 +293,7 @@ def bench_master(master: str, sizes: list[int], reps: int, options: dict, ray: b
         ours(spark, 2, options)
         wait_idle(spark)
         stage_floor(spark, 2)
-        warm = {}
-        for n in [n for n in sizes if n <= slots(master)]:
-            runs, stage, stage_b, close_floor = [], [], [], []
-            for _ in range(reps):  # interleaved, each on an idle application
-                wait_idle(spark)
-                runs.append(ours(spark, n, options))
-                wait_idle(spark)
-                stage.append(stage_floor(spark, n))
-                wait_idle(spark)
-                stage_b.append(stage_floor(spark, n, barrier_call=True))
-            for _ in range(reps):  # after the starts: cancelled tasks hold slots a while
-                wait_idle(spark)
-                close_floor.append(teardown_floor(spark, n))
-            wait_idle(spark)
-            rss = [x for r in runs for x in r["launcher_rss"]]
-            warm[n] = {
-                "start_runs": [r["start"] for r in runs],
-                "close_runs": [r["close"] for r in runs],
-                "scheduler_runs": [r["timings"].get("scheduler", float("nan")) for r in runs],
-                "workers_runs": [r["timings"].get("workers", float("nan")) for r in runs],
-                "stage_floor_runs": stage,
-                "stage_barrier_runs": stage_b,
-                "close_floor_runs": close_floor,
-                "launcher_rss_mb": median([x[0] for x in rss]) / 2**20 if rss else float("nan"),
-                "launcher_uss_mb": median([x[1] for x in rss]) / 2**20 if rss else float("nan"),
-            }
-            note(f"warm n={n} done")
-        R["warm"] = warm
+        R["warm"] = warm_sizes(spark, [n for n in sizes if n <= slots(master)], reps, options, note)
         wait_idle(spark)
         R["driver_rss_mb"] = driver_footprint(spark, options) / 2**20
         R["ray"] = None
@@ -324,7 +334,7 @@ def finish(R: dict) -> None:
     """Medians and floors from the recorded runs (worker floors measured per N)."""
     for M in R["masters"]:
         floors = M.get("worker_floor") or R["worker_floor"]  # a multi-host master has its own
-        colds = list(M["colds"].values()) if "colds" in M else [M["cold"]]
+        colds = list(M["colds"].values()) if "colds" in M else [M["cold"]] if M.get("cold") else []
         for entry in [*colds, *M["warm"].values()]:
             n = entry.get("n") or next(k for k, v in M["warm"].items() if v is entry)
             entry["start"] = median(entry["start_runs"])

@@ -58,6 +58,15 @@ class ClusterFacts:
     executor_hosts : tuple of str
         The host of every registered executor (a host once per executor on it), as
         :attr:`gpu_addresses` names hosts; empty when the driver cannot tell (Spark Connect).
+    container_room : int or None
+        Where executors run in containers with a memory limit (YARN, Kubernetes): the
+        bytes a container holds for processes other than the executor's JVM, that is
+        its memory overhead beyond Spark's default overhead, which the JVM's own native
+        memory and PySpark's Python workers use
+        (:func:`spark_dask.spark.session.container_room`); the Dask workers of the
+        executor share it. None elsewhere.
+    pyspark_memory : int
+        ``spark.executor.pyspark.memory`` in bytes; 0 when unset.
     """
 
     executors: int
@@ -74,6 +83,8 @@ class ClusterFacts:
     gpu_addresses: tuple = ()
     max_executors: int | None = None
     executor_hosts: tuple = ()
+    container_room: int | None = None
+    pyspark_memory: int = 0
 
     @property
     def local_mode(self) -> bool:

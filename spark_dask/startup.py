@@ -18,7 +18,7 @@ from spark_dask.aio import blocking
 from spark_dask.capacity import GangPlan, hog_warning, task_cpus
 from spark_dask.errors import PlanError
 from spark_dask.executor.gang_task import host_memory
-from spark_dask.executor.sizing import memory_problem
+from spark_dask.executor.sizing import container_advice, memory_problem, pyspark_memory_advice, warning
 from spark_dask.gangs import (
     GroupPools,
     StartWait,
@@ -73,7 +73,19 @@ def plan_start(
         if problem:
             raise PlanError("spark-dask: " + problem)
     hog = None if quiet else hog_warning(facts, plan, others, group_holds(group_plans, facts))
-    return plan, [n for n in (*plan.notes, hog) if n], group_plans, hog is not None
+    memory = memory_warnings(facts, plan, limit)
+    return plan, [n for n in (*plan.notes, *memory, hog) if n], group_plans, hog is not None
+
+
+def memory_warnings(facts, plan: GangPlan, limit: int | str) -> list[str]:
+    """What the start warns of the workers' memory: where it does not fit the executors'
+    containers (YARN, Kubernetes), and where PySpark's memory limit reaches them."""
+    per_executor = -(-plan.n_tasks // max(facts.executors, 1)) * plan.workers_per_task
+    found = [
+        container_advice(limit, facts.container_room, per_executor, facts.master),
+        pyspark_memory_advice(facts.pyspark_memory, facts.executor_cores),
+    ]
+    return [warning(a) for a in found if a]
 
 
 class Startup:

@@ -30,6 +30,7 @@ from spark_dask import executor
 from spark_dask.errors import DoctorError
 from spark_dask.executor import checkup, gang_task
 from spark_dask.executor.command import unreachable_message, version_problem
+from spark_dask.executor.sizing import container_advice, pyspark_memory_advice
 from spark_dask.options import config
 from spark_dask.plan import gpu_sharing
 from spark_dask.sizes import plural
@@ -385,6 +386,23 @@ def daemon_findings(daemon_module: str | None, answers: list[dict]) -> list[Find
     ]
 
 
+def memory_findings(facts) -> list[Finding]:
+    """What the start would warn of the workers' memory (one worker per executor, with
+    ``memory_limit="auto"``): room in the executors' containers (YARN, Kubernetes),
+    PySpark's address-space limit. Not problems: the workers would start.
+
+    >>> from spark_dask.capacity import ClusterFacts
+    >>> f = ClusterFacts(executors=2, executor_cores=2, executor_memory=0, master="yarn", container_room=0)
+    >>> [x.fix.split(" when")[0] for x in memory_findings(f)]
+    ['raise spark.executor.memoryOverhead']
+    """
+    found = [
+        container_advice("auto", facts.container_room, 1, facts.master),
+        pyspark_memory_advice(facts.pyspark_memory, facts.executor_cores),
+    ]
+    return [Finding(what, fix[0].lower() + fix[1:], problem=False) for what, fix in filter(None, found)]
+
+
 def findings(driver: dict, answers: list[dict], scheduler: str, unseen: list[str]) -> list[Finding]:
     """Everything the answers say, each finding once with the hosts it was seen on."""
     found: dict[tuple, Finding] = {}
@@ -516,6 +534,7 @@ def doctor(
     driver = driver_side()
     found = findings(driver, list(answers.values()), scheduler, unseen)
     found += daemon_findings(conf(spark, daemon.CONF), list(answers.values()))
+    found += memory_findings(facts)
     if facts.executor_gpus > 0:
         found += rapids_findings(spark, version)
     info = {

@@ -135,6 +135,11 @@ def _worker_memory(facts, plan, limit) -> tuple[int | None, str]:
     decides (``auto`` off local mode)."""
     if limit != "auto":
         return int(limit), format_bytes(int(limit))
+    if facts.container_room is not None:
+        # YARN, Kubernetes: the room in each executor's container, over its workers
+        per_executor = -(-plan.n_tasks // max(facts.executors, 1)) * plan.workers_per_task
+        size = worker_memory("auto", 0, 0, 0, 0, facts.container_room, per_executor)
+        return size, format_bytes(size) + " (auto: the room in each executor's container)"
     if facts.master.startswith("local"):
         # Every executor runs on this host.
         size = worker_memory("auto", host_memory(), facts.executor_memory, facts.executors, plan.n_workers)

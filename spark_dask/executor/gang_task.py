@@ -317,15 +317,25 @@ def _size(spec: TaskSpec, me: dict, gang: list[dict], assignment: dict, mine: li
     # (spark-dask info counts them alike); the gang's own where the driver could not tell
     executors_on_host = max(len({t["executor"] for t in on_host}), spec.executors_by_host.get(me["host"], 0))
     workers_on_host = sum(len(assignment[t["partition"]]) for t in on_host)
+    in_executor = sum(len(assignment[t["partition"]]) for t in gang if t["executor"] == me["executor"])
     if not spec.barrier:
         # A plain job's task does not know which other workers share its executor:
         # count the executor's task slots as workers on the host (one executor per host).
         executors_on_host = 1
         workers_on_host = max(int(spec.executor_cores) // max(int(me["cpus"]), 1), 1) * len(mine)
+        in_executor = workers_on_host
     # the same rule as spark-dask info's (plan.gang_threads)
     cores = thread_cores(spec.executor_cores, spec.gpu_mode, spec.barrier, spec.own_executor)
     nthreads = worker_threads(spec.threads_per_worker, me["cpus"], cores, same_executor, len(mine), spec.kind)
-    memory = worker_memory(spec.memory_limit, host_memory(), spec.executor_memory, executors_on_host, workers_on_host)
+    memory = worker_memory(
+        spec.memory_limit,
+        host_memory(),
+        spec.executor_memory,
+        executors_on_host,
+        workers_on_host,
+        spec.container_room,
+        in_executor,
+    )
     problem = memory_problem(memory, host_memory())
     if problem:
         raise WorkerStartError(f"spark-dask: on {where}: {problem}")

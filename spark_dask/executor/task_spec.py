@@ -116,6 +116,10 @@ class TaskSpec:
         shared gang: executors that share a host each own other GPUs (a standalone Worker
         or a YARN NodeManager hands each executor its own), which the host alone cannot tell
         apart; empty where the driver cannot tell.
+    container_room : int or None
+        Bytes the Dask workers of one executor have in its container (YARN, Kubernetes:
+        :attr:`spark_dask.capacity.ClusterFacts.container_room`); None: no container
+        limit, the host's memory is the bound.
     """
 
     cluster_id: str
@@ -156,3 +160,4 @@ class TaskSpec:
     group: str = "default"
     executors_by_host: dict = field(default_factory=dict)
     gpus_by_executor: dict = field(default_factory=dict)
+    container_room: int | None = None

@@ -72,6 +72,73 @@ def lost_executor(error: str) -> str:
     return ""
 
 
+# YARN's ContainerExitStatus (hadoop-yarn-api 3.3.4 and 3.5.0: the same values), in
+# words, for the executor-loss reasons Spark's YarnAllocator writes with "Exit status: N"
+_YARN_EXIT = {
+    -100: "YARN released its container (ABORTED: its node was lost or decommissioned, or the container was released)",
+    -101: "its node's disks failed (YARN's DISKS_FAILED)",
+    -102: "YARN preempted its container (PREEMPTED: the queue's capacity went to another application)",
+    -103: "YARN killed its container for exceeding its virtual memory (KILLED_EXCEEDED_VMEM)",
+    -104: "YARN killed its container for exceeding its physical memory (KILLED_EXCEEDED_PMEM)",
+    -105: "Spark's application master killed its container (KILLED_BY_APPMASTER)",
+    -106: "the ResourceManager killed its container (KILLED_BY_RESOURCEMANAGER)",
+    -107: "YARN killed its container after the application ended (KILLED_AFTER_APP_COMPLETION)",
+    -108: "YARN's container scheduler killed its container (KILLED_BY_CONTAINER_SCHEDULER: an opportunistic container)",
+    -109: "YARN killed its container for writing too many logs (KILLED_FOR_EXCESS_LOGS)",
+}
+_MEMORY_ADVICE = (
+    "the executor's JVM, its Python workers and the Dask workers share the container; give it more "
+    "(spark.executor.memoryOverhead) or the Dask workers less (memory_limit)"
+)
+_YARN_MEMORY = re.compile(
+    r"Container killed by YARN for exceeding (physical|virtual) memory limits\.\s*(\S+ \S+ of \S+ \S+)?"
+)
+_YARN_PREEMPTED = re.compile(
+    r"Container \S+ (?:on host: \S+ )?was preempted|because of a YARN event \(e\.g\., preemption\)"
+)
+_EXIT_STATUS = re.compile(r"Exit status: (-?\d+)")
+
+
+def yarn_loss(error: str) -> str:
+    """Why YARN took an executor, in words, from the loss reason Spark's YarnAllocator
+    writes into the failure (``Container killed by YARN for exceeding physical memory
+    limits``, ``... was preempted``, ``Exit status: -100``); ``""`` when the failure
+    says nothing of YARN's.
+
+    >>> print(yarn_loss("Reason: Container killed by YARN for exceeding physical memory limits. "
+    ...                 "1.6 GB of 1.5 GB physical memory used. Consider boosting spark.executor.memoryOverhead."))
+    YARN killed its container for exceeding its physical memory limit (1.6 GB of 1.5 GB physical memory used); the executor's JVM, its Python workers and the Dask workers share the container; give it more (spark.executor.memoryOverhead) or the Dask workers less (memory_limit)
+    >>> yarn_loss("Container container_1_0001_01_000002 on host: 10.0.0.2 was preempted.")
+    "YARN preempted its container (PREEMPTED: the queue's capacity went to another application)"
+    >>> yarn_loss("Container marked as failed: container_1 on host: h. Exit status: -100. Diagnostics: ...")
+    'YARN released its container (ABORTED: its node was lost or decommissioned, or the container was released)'
+    >>> yarn_loss("Container from a bad node: c on host: h. Exit status: 137. Possible causes: ...")
+    'its container exited with status 137 (killed by signal 9: out of memory, or killed by its NodeManager)'
+    >>> yarn_loss("Remote RPC client disassociated.")
+    ''
+    """
+    error = error or ""
+    m = _YARN_MEMORY.search(error)
+    if m:
+        used = f" ({m.group(2)} {m.group(1)} memory used)" if m.group(2) else ""
+        vmem = "; or have YARN's virtual memory check off (yarn.nodemanager.vmem-check-enabled)"
+        advice = _MEMORY_ADVICE + (vmem if m.group(1) == "virtual" else "")
+        return f"YARN killed its container for exceeding its {m.group(1)} memory limit{used}; {advice}"
+    if _YARN_PREEMPTED.search(error):
+        return _YARN_EXIT[-102]
+    m = _EXIT_STATUS.search(error)
+    if not m:
+        return ""
+    status = int(m.group(1))
+    if status in _YARN_EXIT:
+        return _YARN_EXIT[status]
+    if status > 128:
+        signal = status - 128
+        why = ": out of memory, or killed by its NodeManager" if signal == 9 else ""
+        return f"its container exited with status {status} (killed by signal {signal}{why})"
+    return f"its container exited with status {status}"
+
+
 def where(workers: Iterable[tuple[str, str]]) -> str:
     """``spark-1 on 198.18.0.12, spark-2 on 198.18.0.11``: workers and their hosts.
 

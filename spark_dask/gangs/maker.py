@@ -165,6 +165,7 @@ def task_spec(
         # cores): its worker may use all of them, as a barrier gang's lone task does
         own_executor=alone_on_executor(plan, facts),
         executor_memory=facts.executor_memory,
+        container_room=facts.container_room,
         executors_by_host=executor_counts(facts.executor_hosts),
         worker_options=opts.worker_options or {},
         worker_command=opts.worker_command,

@@ -42,6 +42,7 @@ from spark_dask.gangs.faults import (
     relaunched_message,
     where,
     worker_lost_message,
+    yarn_loss,
 )
 from spark_dask.gangs.gang import Gang, end_gangs, gang_of_placeholder
 from spark_dask.gangs.slots import pools_held
@@ -277,8 +278,10 @@ class GangPool:
             gang.status = f"failed: {reason}"
             self.recovery.forget(gang)
             workers = [(n, gang.hosts.get(n, "")) for n in sorted(gang.seen) if n not in gang.retiring]
-            executor = lost_executor(str(gang.error))
-            what = f"the {what} {gang.tag} failed" + (f" ({executor} lost)" if executor else "")
+            executor, yarn = lost_executor(str(gang.error)), yarn_loss(str(gang.error))
+            lost = f"{executor} lost" if executor else ""
+            lost = f"{lost}: {yarn}" if lost and yarn else (lost or yarn)
+            what = f"the {what} {gang.tag} failed" + (f" ({lost})" if lost else "")
             self.recovery.gang_failed(
                 what,
                 f"{gang.tag}: {reason.lstrip(': ')}",

@@ -35,6 +35,7 @@ __all__ = [
     "connect_facts",
     "connect_server_host",
     "connect_session_problem",
+    "container_room",
     "driver_host",
     "executors_by_host",
     "collect_within",
@@ -51,6 +52,9 @@ __all__ = [
 
 logger = logging.getLogger("spark_dask")
 
+# masters whose executors run in containers with a memory limit: the Dask workers of an
+# executor live in its container (container_room)
+CONTAINER_MASTERS = ("yarn", "k8s")
 _LOCAL_CLUSTER = re.compile(r"local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\]")
 _LOCAL = re.compile(r"local(?:\[\s*(\d+|\*)\s*(?:,\s*\d+\s*)?\])?$")
 
@@ -191,17 +195,48 @@ def executor_memory(spark, master: str) -> int:
     """Bytes one executor JVM takes on its host (heap, overhead, PySpark memory)."""
     if _LOCAL.match(master):  # local[N]: the driver JVM runs the tasks
         return _memory(conf(spark, "spark.driver.memory"))
+    heap, extra = _heap_and_overhead(spark, master)
+    pyspark_mem = conf(spark, "spark.executor.pyspark.memory")
+    return heap + extra + (_memory(pyspark_mem) if pyspark_mem else 0)
+
+
+def _heap_and_overhead(spark, master: str) -> tuple[int, int]:
+    """An executor's heap and memory overhead in bytes: ``spark.executor.memoryOverhead``,
+    or on YARN and Kubernetes Spark's default, ``memoryOverheadFactor`` (0.1) of the
+    heap and at least ``spark.executor.minMemoryOverhead`` (384 MiB); 0 elsewhere."""
     m = _LOCAL_CLUSTER.search(master)
     heap = int(m.group(3)) * 2**20 if m else _memory(conf(spark, "spark.executor.memory"))
     overhead = conf(spark, "spark.executor.memoryOverhead")
     if overhead:
-        extra = _memory(overhead)
-    elif master.startswith(("yarn", "k8s")):
-        extra = max(384 * 2**20, int(heap * _float(conf(spark, "spark.executor.memoryOverheadFactor") or "0.1")))
-    else:
-        extra = 0
-    pyspark_mem = conf(spark, "spark.executor.pyspark.memory")
-    return heap + extra + (_memory(pyspark_mem) if pyspark_mem else 0)
+        return heap, _memory(overhead)
+    if master.startswith(CONTAINER_MASTERS):
+        return heap, _default_overhead(spark, heap)
+    return heap, 0
+
+
+def _default_overhead(spark, heap: int) -> int:
+    """Spark's memory overhead of an executor whose ``memoryOverhead`` is unset."""
+    factor = _float(conf(spark, "spark.executor.memoryOverheadFactor") or "0.1")
+    return max(_memory(conf(spark, "spark.executor.minMemoryOverhead"), "384m"), int(heap * factor))
+
+
+def container_room(spark, master: str) -> int | None:
+    """Bytes an executor's container holds for the Dask workers, where the master runs
+    executors in containers with a memory limit (YARN, Kubernetes); None elsewhere.
+
+    Spark sizes the container as heap + memory overhead + ``spark.executor.pyspark.memory``
+    (Spark's "Running on YARN" and "Running on Kubernetes" pages: the overhead is for
+    "other non-executor processes running in the same container"). Its default overhead
+    (10 % of the heap, at least 384 MiB) is what the JVM's native memory and PySpark's
+    Python workers need: the Dask workers get what ``spark.executor.memoryOverhead``
+    adds beyond it. Not ``spark.executor.pyspark.memory``: PySpark sets it as the
+    address-space limit of each Python worker, which the Dask workers a task starts
+    inherit (:func:`spark_dask.executor.sizing.pyspark_memory_advice`).
+    """
+    if not master.startswith(CONTAINER_MASTERS):
+        return None
+    heap, overhead = _heap_and_overhead(spark, master)
+    return max(0, overhead - _default_overhead(spark, heap))
 
 
 def cluster_facts(spark, executor_wait: float = 30.0, n_workers: int | None = None) -> ClusterFacts:
@@ -303,6 +338,8 @@ def _facts(spark, master: str, **known) -> ClusterFacts:
         known["max_executors"] = max_executors(spark)
     return ClusterFacts(
         executor_memory=executor_memory(spark, master),
+        container_room=container_room(spark, master or ""),
+        pyspark_memory=_memory(pyspark_mem) if (pyspark_mem := conf(spark, "spark.executor.pyspark.memory")) else 0,
         executor_gpus=_float(conf(spark, "spark.executor.resource.gpu.amount")),
         task_gpus=_float(conf(spark, "spark.task.resource.gpu.amount")),
         master=master or "spark connect",

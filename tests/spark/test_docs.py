@@ -52,6 +52,9 @@ UNREAD_OK = {
     ),  # gang_error(what): its callers raise it with the text
     ("spark_dask/gangs/waits.py", "ended[0]"),  # gang_error(gang, what): the text is its second argument
     ("spark_dask/scheduler.py", "'spark-dask: ' + problem"),  # encryption_problem()'s text
+    # memory_findings: the texts of executor/sizing.py's container_advice and
+    # pyspark_memory_advice, on the page as the start's warnings
+    ("spark_dask/commands/doctor.py", "what"),
     # *_message functions of spark_dask/gangs/slots.py: their texts are read
     ("spark_dask/gangs/waits.py", "no_slots_message(n_tasks, self.slot_wait, self.facts.slots, others, own)"),
     (

@@ -4,56 +4,53 @@ application with two executors in YARN containers, and what a user does with it.
 
 from __future__ import annotations
 
+import glob
 import os
 
+import dask
+import distributed
 import pytest
 
 import spark_dask
-from tests.support.jars import require
 from tests.support.processes import wait_until
-from tests.support.spark import assert_no_leftovers, make_spark, stop_spark
-from tests.support.yarn import HADOOP, JARS_GROUP, YarnBed, daemon_jars_dir, find_java_home
+from tests.support.spark import assert_no_leftovers
+from tests.support.yarn_fixtures import session_on, yarn_bed
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(240)]
 
-
-def _missing(reason: str) -> None:
-    """Skip for ``reason``; under CI, fail: CI has Java, the jars and ``.venv35``."""
-    if os.environ.get("CI"):
-        pytest.fail(f"CI must run the YARN tests: {reason}", pytrace=False)
-    pytest.skip(reason)
+MIB = 2**20
+# An executor's container: 512 MiB of heap + 1536 MiB of memory overhead. Each NM holds
+# one executor (3.5 GiB: the AM's 640 MiB and one executor's 2 GiB fit, two executors do
+# not), so that each executor is on an NM of its own. The NMs check the containers'
+# physical memory each second (every 3 s by default), by polling: Hadoop 3.3's
+# ContainersMonitorImpl.checkLimit returns at once while
+# yarn.nodemanager.resource.memory.enforced is true (its default; then only cgroups
+# enforce memory, as on clusters that configure them). The RM gives up on a silent NM
+# after 10 s (600 s by default), so that a lost NM is one within the test.
+OVERHEAD_MIB = 1536
+SETTINGS = {
+    "yarn.nodemanager.resource.memory-mb": "3584",
+    "yarn.scheduler.maximum-allocation-mb": "3584",
+    "yarn.nodemanager.pmem-check-enabled": "true",
+    "yarn.nodemanager.resource.memory.enforced": "false",
+    "yarn.nodemanager.resource-monitor.interval-ms": "1000",
+    "yarn.nodemanager.container-monitor.interval-ms": "1000",
+    "yarn.nm.liveness-monitor.expiry-interval-ms": "10000",
+}
 
 
 @pytest.fixture(scope="module")
 def bed(tmp_path_factory):
     """The RM and 2 NMs, for the module."""
-    jars = require(JARS_GROUP)
-    if find_java_home() is None:
-        _missing("no Java (JAVA_HOME or java on PATH)")
-    if daemon_jars_dir() is None:
-        _missing(f"no pyspark with Hadoop {HADOOP}'s client jars (pyspark 3.5, or .venv35) for the YARN daemons")
-    with YarnBed.start(str(tmp_path_factory.mktemp("yarn")), nodemanagers=2, jars=jars) as b:
+    with yarn_bed(str(tmp_path_factory.mktemp("yarn")), settings=SETTINGS) as b:
         yield b
 
 
 @pytest.fixture(scope="module")
 def spark(bed):
-    """A session on the bed: HADOOP_CONF_DIR in this process's environment while it
-    starts its JVM (and runs), back as it was after."""
-    before = os.environ.get("HADOOP_CONF_DIR")
-    os.environ["HADOOP_CONF_DIR"] = bed.conf_dir
-    try:
-        conf = bed.spark_conf(executors=2, cores=2)
-        s = make_spark(conf.pop("spark.master"), **conf)
-        try:
-            yield s
-        finally:
-            stop_spark(s)
-    finally:
-        if before is None:
-            os.environ.pop("HADOOP_CONF_DIR", None)
-        else:
-            os.environ["HADOOP_CONF_DIR"] = before
+    """A client-mode application on the bed: 2 executors of 2 cores."""
+    with session_on(bed, **{"spark.executor.memoryOverhead": f"{OVERHEAD_MIB}m"}) as s:
+        yield s
 
 
 def _total(client) -> int:
@@ -82,6 +79,10 @@ def test_start_compute_scale_close_on_yarn(spark, bed):
     try:
         containers = set(client.run(_container_id).values())
         assert len(containers) == 2 and all(c and c.startswith("container_") for c in containers), containers
+        # memory_limit="auto": the room in each executor's container (its overhead less
+        # Spark's default 384 MiB), not the host's memory
+        limits = {w["memory_limit"] for w in client.scheduler_info()["workers"].values()}
+        assert limits == {(OVERHEAD_MIB - 384) * MIB}, limits
         assert _total(client) == 4_999_950_000
 
         cluster.scale(1)
@@ -94,3 +95,141 @@ def test_start_compute_scale_close_on_yarn(spark, bed):
         client.close()
     assert_no_leftovers(spark, cluster)
     assert bed.metrics()["appsRunning"] == 1  # the application itself, still up
+
+
+def test_the_doctor_checks_the_yarn_executors(spark):
+    found = spark_dask.doctor(spark)
+    assert found.ready, found.render()
+    assert not [f for f in found.findings if f.problem], found.render()
+    answered = sorted(e for host in found.hosts.values() for e in host["executors"])
+    assert len(answered) == 2, found.render()  # each executor, in its container, answered
+    assert all(h["versions"]["distributed"] == distributed.__version__ for h in found.hosts.values())
+    # the containers leave the workers 1.12 GiB: nothing to say of their memory
+    assert not [f for f in found.findings if "memoryOverhead" in f.fix], found.render()
+
+
+def test_hand_off_both_ways_on_yarn(spark):
+    from pyspark.sql import functions as F
+
+    df = spark.range(0, 3000, 1, 3).select("id", (F.col("id") * 0.5).alias("x"), F.col("id").cast("string").alias("s"))
+    with spark_dask.start(spark, n_workers=1, progress=False) as client:  # the other executor's slots for Spark
+        ddf = spark_dask.to_dask(df)
+        pdf = ddf.compute().sort_values("id")
+        assert pdf["id"].tolist() == list(range(3000)) and pdf["x"].tolist() == [i * 0.5 for i in range(3000)]
+        back = spark_dask.to_spark(ddf.assign(y=ddf.x * 2))
+        rows = sorted((r.id, r.x, r.s, r.y) for r in back.collect())
+        assert rows == [(i, i * 0.5, str(i), float(i)) for i in range(3000)]
+        cluster = client.cluster
+    assert_no_leftovers(spark, cluster)
+
+
+def _make_hog():
+    def hog(nbytes):
+        import time
+
+        import numpy as np
+
+        block = np.ones(nbytes // 8)  # written: resident, as YARN's check counts it
+        time.sleep(60)  # held until YARN kills the container
+        return float(block[0])
+
+    return hog
+
+
+_hog = _make_hog()
+
+
+def _loss_lines(cluster) -> list[str]:
+    return [line for line in cluster.get_logs()["Cluster"].splitlines() if "failed (executor" in line]
+
+
+def test_a_container_killed_for_memory_is_named_and_its_workers_come_back(spark, bed):
+    # a task that kills its worker fails at once (not retried on 3 more workers, each
+    # costing an executor)
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        with pytest.warns(UserWarning, match="per Dask worker is more than the 1.12 GiB the executors' containers"):
+            client = spark_dask.start(spark, n_workers=2, memory_limit="3GiB")
+    cluster = client.cluster
+    try:
+        # 2.5 GiB in a 2 GiB container: Dask's nanny would act only at 95 % of 3 GiB
+        hogging = client.submit(_hog, 5 * 2**29, pure=False)
+        assert wait_until(lambda: _loss_lines(cluster), timeout=90), cluster.get_logs()["Cluster"][-3000:]
+        line = _loss_lines(cluster)[0]
+        assert "lost: YARN killed its container for exceeding its physical memory limit (" in line, line
+        assert "give it more (spark.executor.memoryOverhead) or the Dask workers less (memory_limit)" in line, line
+        with pytest.raises(distributed.KilledWorker):
+            hogging.result(timeout=60)
+        client.wait_for_workers(2, timeout=120)  # relaunched, in containers YARN gave Spark again
+        assert _total(client) == 4_999_950_000
+    finally:
+        client.close()
+    assert_no_leftovers(spark, cluster)
+
+
+def _nodemanagers(bed) -> tuple[list[int], list[int]]:
+    """The running NMs (their index) with the AM's container, and those with an
+    executor's container only."""
+    am, executors = [], []
+    for i, nm in enumerate(bed.nms):
+        if nm.process.poll() is not None:
+            continue
+        names = [
+            os.path.basename(c) for c in glob.glob(f"{bed.directory}/nm{i}/local/usercache/*/appcache/*/container_*")
+        ]
+        if any(n.endswith("_000001") for n in names):  # each attempt's first container is its AM's
+            am.append(i)
+        elif names:
+            executors.append(i)
+    return am, executors
+
+
+def test_a_lost_nodemanager_costs_its_executor_and_the_workers_return_with_it(spark, bed):
+    client = spark_dask.start(spark, n_workers=2)
+    cluster = client.cluster
+    try:
+        _, victims = _nodemanagers(bed)
+        assert len(victims) == 1, victims  # one executor per NM, the AM beside the other
+        before = set(client.run(_container_id).values())
+        assert bed.lose_nodemanager(victims[0])  # the NM and its containers' processes
+        assert wait_until(lambda: _loss_lines(cluster), timeout=60), cluster.get_logs()["Cluster"][-3000:]
+        line = _loss_lines(cluster)[0]
+        # the whole stage failed; the executor left takes 1 worker (its 2 cores), the
+        # other waits for Spark's new executor, which needs a NodeManager with room
+        assert "2 Dask workers lost" in line and "starting 1 now" in line and "1 more once Spark" in line, line
+        client.wait_for_workers(1, timeout=60)
+        assert _total(client) == 4_999_950_000
+        bed.restart_nodemanager(victims[0])  # the host is back
+        client.wait_for_workers(2, timeout=120)
+        after = set(client.run(_container_id).values())
+        assert len(after) == 2 and len(after & before) == 1, (before, after)
+        assert _total(client) == 4_999_950_000
+    finally:
+        client.close()
+    assert_no_leftovers(spark, cluster)
+
+
+def test_losing_the_application_masters_nodemanager_relaunches_every_worker(spark, bed):
+    """Client mode: the driver is not in YARN; YARN starts a new AM attempt, which ends
+    every executor of the last one."""
+    client = spark_dask.start(spark, n_workers=2)
+    cluster = client.cluster
+    try:
+        am, _ = _nodemanagers(bed)
+        assert len(am) == 1, am
+        before = set(client.run(_container_id).values())
+        bed.lose_nodemanager(am[0])
+        # the lost NM's executor at once, the other when the RM gives up on the NM
+        # (10 s here) and the new AM attempt's start ends the old attempt's containers
+        assert wait_until(lambda: len(_loss_lines(cluster)) >= 2, timeout=90), cluster.get_logs()["Cluster"][-3000:]
+        # the NM left holds the new AM and one executor: one worker (its 2 cores) ...
+        client.wait_for_workers(1, timeout=120)
+        assert _total(client) == 4_999_950_000
+        bed.restart_nodemanager(am[0])  # ... and both once the host is back
+        client.wait_for_workers(2, timeout=120)
+        after = set(client.run(_container_id).values())
+        assert not after & before and all("_02_" in c for c in after), (before, after)  # the second attempt's
+        assert _total(client) == 4_999_950_000
+    finally:
+        client.close()
+    assert_no_leftovers(spark, cluster)
+    assert bed.metrics()["appsRunning"] == 1

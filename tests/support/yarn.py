@@ -361,6 +361,12 @@ def fetch_json(url: str, timeout: float = 2.0):
         return json.loads(r.read())
 
 
+def node_id(node: dict) -> str | None:
+    """A node's id (``host:port``): ``id`` as Hadoop documents the REST API, ``nodeId``
+    from the shaded minicluster's."""
+    return node.get("id") or node.get("nodeId")
+
+
 def node_list(answer) -> list[dict]:
     """The nodes of ``/ws/v1/cluster/nodes``: ``{"nodes": {"node": [...]}}`` as Hadoop
     documents it, or ``{"nodes": [...]}`` (the shaded minicluster's Jackson)."""
@@ -399,13 +405,17 @@ class YarnBed:
     """A ResourceManager and NodeManagers on 127.0.0.1 under ``directory``
     (:meth:`start`); a context manager that stops them (:meth:`stop`)."""
 
-    def __init__(self, directory: str, ports: dict[str, int], pyspark_jars_dir: str, java_home: str):
+    def __init__(
+        self, directory: str, ports: dict[str, int], pyspark_jars_dir: str, java_home: str, settings: dict | None = None
+    ):
         self.directory = directory
         self.ports = ports
+        self.settings = dict(settings or {})
         self.pyspark_jars_dir = pyspark_jars_dir
         self.java_home = java_home
         self.rm: Daemon | None = None
         self.nms: list[Daemon] = []
+        self.jars: list[str] = []
 
     @classmethod
     def start(
@@ -416,6 +426,7 @@ class YarnBed:
         java_home: str | None = None,
         jars: list[str] | None = None,
         timeout: float = 120,
+        settings: dict[str, str] | None = None,
     ) -> YarnBed:
         """Write the configurations, start the RM and ``nodemanagers`` NMs, and wait
         until every NM is RUNNING (stopped again on failure).
@@ -435,6 +446,9 @@ class YarnBed:
             The minicluster and BouncyCastle jars (the ``yarn-3.3`` group's paths).
         timeout : float
             Seconds to wait for the NMs.
+        settings : dict, optional
+            yarn-site.xml properties over the bed's own (:func:`yarn_site`), for every
+            daemon and client: e.g. the NMs' memory checks on.
         """
         directory = os.path.abspath(directory)
         os.makedirs(directory, exist_ok=True)
@@ -443,7 +457,8 @@ class YarnBed:
         if jars_dir is None or home is None:
             raise RuntimeError(f"no pyspark jars with Hadoop {HADOOP} ({jars_dir}) or no Java ({home})")
         for attempt in range(BIND_ATTEMPTS):
-            bed = cls(directory, dict(zip(RM_ADDRESSES, free_ports(len(RM_ADDRESSES)))), jars_dir, home)
+            ports = dict(zip(RM_ADDRESSES, free_ports(len(RM_ADDRESSES))))
+            bed = cls(directory, ports, jars_dir, home, settings)
             try:
                 bed.launch(nodemanagers, jars or jar_paths(JARS_GROUP))
                 bed.wait_for_nodemanagers(nodemanagers, timeout)
@@ -469,19 +484,23 @@ class YarnBed:
 
     def launch(self, nodemanagers: int, jars: list[str]) -> None:
         """Write the conf directories and start the daemons, the RM first."""
-        d, yarn = self.directory, yarn_site(self.directory, self.ports)
+        d, yarn = self.directory, {**yarn_site(self.directory, self.ports), **self.settings}
         env = {**os.environ, "JAVA_HOME": self.java_home}  # the NMs pass it to the containers
         write_conf(self.conf_dir, conf_files(core_site(f"{d}/hadoop-tmp"), yarn, daemon=False))
         rm_conf = write_conf(f"{d}/rm/conf", conf_files(core_site(f"{d}/hadoop-tmp"), yarn, daemon=True))
         self.rm = Daemon.launch("rm", d, RM_CLASS, daemon_class_path(rm_conf, self.pyspark_jars_dir, jars), env)
+        self.jars = jars
         for i in range(nodemanagers):
             nm_dir = f"{d}/nm{i}"
-            conf = write_conf(
-                f"{nm_dir}/conf", conf_files(core_site(f"{nm_dir}/tmp"), nm_site(yarn, nm_dir), daemon=True)
-            )
-            self.nms.append(
-                Daemon.launch(f"nm{i}", d, NM_CLASS, daemon_class_path(conf, self.pyspark_jars_dir, jars), env)
-            )
+            write_conf(f"{nm_dir}/conf", conf_files(core_site(f"{nm_dir}/tmp"), nm_site(yarn, nm_dir), daemon=True))
+            self.nms.append(self.launch_nodemanager(i))
+
+    def launch_nodemanager(self, index: int) -> Daemon:
+        """Start NM ``index`` from its conf directory (written by :meth:`launch`)."""
+        conf = f"{self.directory}/nm{index}/conf"
+        env = {**os.environ, "JAVA_HOME": self.java_home}  # the NMs pass it to the containers
+        class_path = daemon_class_path(conf, self.pyspark_jars_dir, self.jars)
+        return Daemon.launch(f"nm{index}", self.directory, NM_CLASS, class_path, env)
 
     def nodes(self) -> list[dict]:
         """The RM's nodes (its REST API); [] while it does not answer."""
@@ -509,6 +528,31 @@ class YarnBed:
             time.sleep(0.3)
         raise TimeoutError(f"{count} NodeManagers not RUNNING after {timeout} s: see {self.directory}/logs")
 
+    def lose_nodemanager(self, index: int) -> list[int]:
+        """NM ``index`` and every process of its containers SIGKILLed at once, as when its
+        host is lost; the pids of the container processes killed. The RM notices after
+        ``yarn.nm.liveness-monitor.expiry-interval-ms``."""
+        nm = self.nms[index]
+        nm.signal(signal.SIGKILL)
+        nm.process.wait(10)
+        return kill_leftovers(f"{self.directory}/nm{index}")
+
+    def restart_nodemanager(self, index: int, timeout: float = 60) -> None:
+        """NM ``index`` started again after :meth:`lose_nodemanager` (its host back),
+        until the RM lists it RUNNING: a node it did not list before (the NM's ports are
+        new; the lost one stays RUNNING until the RM gives up on it)."""
+        known = {node_id(n) for n in self.nodes()}
+        self.nms[index].out.close()
+        self.nms[index] = nm = self.launch_nodemanager(index)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if nm.process.poll() is not None:
+                raise DaemonExited(self.directory, [nm.name])
+            if any(n.get("state") == "RUNNING" and node_id(n) not in known for n in self.nodes()):
+                return
+            time.sleep(0.3)
+        raise TimeoutError(f"NodeManager nm{index} not RUNNING after {timeout} s: see {self.directory}/logs")
+
     def stop(self, grace: float = 10) -> list[str]:
         """The NMs first (an NM whose RM is gone retries its unregister 10 x 1 s; a
         stopping NM kills its containers), then the RM; SIGKILL after ``grace`` seconds,
@@ -531,6 +575,9 @@ class YarnBed:
             "spark.master": "yarn",
             "spark.submit.deployMode": "client",
             "spark.yarn.jars": f"local:{running_pyspark_jars()}/*",
+            # each application's uploads (pyspark.zip, py4j, its conf): under the bed,
+            # not ~/.sparkStaging, where an application that does not end cleanly leaves them
+            "spark.yarn.stagingDir": f"file://{self.directory}/staging",
             "spark.yarn.am.memory": "256m",
             "spark.yarn.am.extraJavaOptions": quick,
             "spark.executor.instances": str(executors),

@@ -7,12 +7,16 @@ import xml.etree.ElementTree as ET
 
 from tests.support.yarn import (
     RM_ADDRESSES,
+    DaemonExited,
     YarnBed,
     conf_files,
     core_site,
     daemon_class_path,
+    ephemeral_ports,
+    free_ports,
     hadoop_version,
     nm_site,
+    node_id,
     node_list,
     site_xml,
     yarn_site,
@@ -55,6 +59,7 @@ def test_node_list_reads_both_json_shapes():
     assert node_list({"nodes": {"node": nodes}}) == nodes
     assert node_list({"nodes": nodes}) == nodes
     assert node_list({"nodes": None}) == [] and node_list(None) == []
+    assert node_id({"id": "h:1"}) == node_id({"nodeId": "h:1"}) == "h:1"
 
 
 def test_the_daemons_take_a_few_jars_of_pyspark(tmp_path):
@@ -76,3 +81,27 @@ def test_spark_conf_keeps_the_application_on_loopback(tmp_path):
     assert conf["spark.yarn.jars"].startswith("local:") and conf["spark.yarn.jars"].endswith("/jars/*")
     assert conf["spark.driver.host"] == "127.0.0.1" and conf["spark.executor.instances"] == "3"
     assert conf["spark.pyspark.python"] == "/py"
+
+
+def test_free_ports_are_distinct_and_below_the_kernels_range():
+    ports = free_ports(5)
+    assert len(set(ports)) == 5
+    assert all(1024 <= p < ephemeral_ports()[0] for p in ports)
+
+
+def test_a_dead_daemon_says_why_and_whether_a_port_was_taken(tmp_path):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "rm.log").write_text(
+        "".join(f"12:00:00.000 INFO ResourceManager: step {i}\n" for i in range(100))
+        + "12:00:01.000 ERROR ResourceManager: Error starting ResourceManager\n"
+        + "java.net.BindException: Problem binding to [localhost:23456] java.net.BindException: Address already in use\n"
+        + "".join(f"12:00:02.000 INFO ResourceManager: after {i}\n" for i in range(30))
+    )
+    (logs / "nm0.out").write_text("INFO: Registering org.apache.hadoop.yarn.webapp.GenericExceptionHandler\n")
+    bound = DaemonExited(str(tmp_path), ["rm"])
+    assert bound.bind_failed
+    text = str(bound)
+    assert "Address already in use" in text and "after 29" in text and "step 0" not in text
+    other = DaemonExited(str(tmp_path), ["nm0"])
+    assert not other.bind_failed and "GenericExceptionHandler" in str(other)

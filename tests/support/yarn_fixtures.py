@@ -1,0 +1,55 @@
+"""What a test module on YARN starts: the bed (:class:`tests.support.yarn.YarnBed`),
+skipped where it cannot run here and failed under CI, which must run it; and a Spark
+application on it, in client mode."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+import pytest
+
+from tests.support.jars import require
+from tests.support.spark import make_spark, stop_spark
+from tests.support.yarn import HADOOP, JARS_GROUP, YarnBed, daemon_jars_dir, find_java_home
+
+
+def _missing(reason: str) -> None:
+    """Skip for ``reason``; under CI, fail: CI has Java, the jars and ``.venv35``."""
+    if os.environ.get("CI"):
+        pytest.fail(f"CI must run the YARN tests: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@contextlib.contextmanager
+def yarn_bed(directory: str, nodemanagers: int = 2, settings: dict | None = None):
+    """A started :class:`YarnBed` under ``directory`` (the jars fetched once), stopped
+    after the block."""
+    jars = require(JARS_GROUP)
+    if find_java_home() is None:
+        _missing("no Java (JAVA_HOME or java on PATH)")
+    if daemon_jars_dir() is None:
+        _missing(f"no pyspark with Hadoop {HADOOP}'s client jars (pyspark 3.5, or .venv35) for the YARN daemons")
+    with YarnBed.start(directory, nodemanagers=nodemanagers, jars=jars, settings=settings) as bed:
+        yield bed
+
+
+@contextlib.contextmanager
+def session_on(bed: YarnBed, executors: int = 2, cores: int = 2, **conf):
+    """A client-mode SparkSession on ``bed`` (``conf`` over :meth:`YarnBed.spark_conf`):
+    ``HADOOP_CONF_DIR`` in this process's environment while its JVM starts and runs,
+    back as it was after; the session stopped after the block."""
+    before = os.environ.get("HADOOP_CONF_DIR")
+    os.environ["HADOOP_CONF_DIR"] = bed.conf_dir
+    try:
+        settings = {**bed.spark_conf(executors=executors, cores=cores), **conf}
+        spark = make_spark(settings.pop("spark.master"), **settings)
+        try:
+            yield spark
+        finally:
+            stop_spark(spark)
+    finally:
+        if before is None:
+            os.environ.pop("HADOOP_CONF_DIR", None)
+        else:
+            os.environ["HADOOP_CONF_DIR"] = before
