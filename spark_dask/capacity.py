@@ -130,6 +130,27 @@ def task_cpus(plan: GangPlan, facts: ClusterFacts) -> int:
     return plan.task_cpus if plan.task_cpus is not None else facts.task_cpus
 
 
+def workers_per_executor(facts: ClusterFacts, plan: GangPlan) -> int:
+    """The most of ``plan``'s workers one executor holds: its task slots for the plan's
+    tasks, no more than the plan's tasks, and (executors known) their fair share; for
+    what the workers' memory would be where it is the executor's (a container's).
+
+    >>> f = ClusterFacts(executors=2, executor_cores=2, executor_memory=0)
+    >>> workers_per_executor(f, GangPlan("cpu", False, n_workers=2, n_tasks=2, task_cpus=2))
+    1
+    >>> dynamic = ClusterFacts(executors=0, executor_cores=1, executor_memory=0)  # none yet
+    >>> workers_per_executor(dynamic, GangPlan("cpu", False, n_workers=2, n_tasks=2))
+    1
+    >>> one = ClusterFacts(executors=1, executor_cores=4, executor_memory=0)
+    >>> workers_per_executor(one, GangPlan("cpu", False, n_workers=8, n_tasks=8))
+    4
+    """
+    cpus = task_cpus(plan, facts)
+    slots = max(facts.executor_cores // max(cpus, 1), 1)
+    share = -(-plan.n_tasks // facts.executors) if facts.executors else plan.n_tasks
+    return max(min(plan.n_tasks, slots, share), 1) * plan.workers_per_task
+
+
 def profile_slots(facts: ClusterFacts, task_cpus: int, task_gpus: float | None) -> int:
     """Concurrent tasks a task resource request allows on the registered executors."""
     per_executor = facts.executor_cores // max(task_cpus, 1)

@@ -15,7 +15,7 @@ from functools import partial
 
 from spark_dask import idle
 from spark_dask.aio import blocking
-from spark_dask.capacity import GangPlan, hog_warning, task_cpus
+from spark_dask.capacity import GangPlan, hog_warning, task_cpus, workers_per_executor
 from spark_dask.errors import PlanError
 from spark_dask.executor.gang_task import host_memory
 from spark_dask.executor.sizing import container_advice, memory_problem, pyspark_memory_advice, warning
@@ -80,7 +80,7 @@ def plan_start(
 def memory_warnings(facts, plan: GangPlan, limit: int | str) -> list[str]:
     """What the start warns of the workers' memory: where it does not fit the executors'
     containers (YARN, Kubernetes), and where PySpark's memory limit reaches them."""
-    per_executor = -(-plan.n_tasks // max(facts.executors, 1)) * plan.workers_per_task
+    per_executor = workers_per_executor(facts, plan)
     found = [
         container_advice(limit, facts.container_room, per_executor, facts.master),
         pyspark_memory_advice(facts.pyspark_memory, facts.executor_cores),

@@ -10,7 +10,7 @@ import shlex
 from dask.utils import format_bytes, parse_timedelta
 
 from spark_dask import options, rapids
-from spark_dask.capacity import hog_warning, spare_slots, task_cpus
+from spark_dask.capacity import hog_warning, spare_slots, task_cpus, workers_per_executor
 from spark_dask.errors import PlanError
 from spark_dask.executor.command import worker_command
 from spark_dask.executor.gang_task import PRELOAD_MODULE, host_memory
@@ -137,8 +137,7 @@ def _worker_memory(facts, plan, limit) -> tuple[int | None, str]:
         return int(limit), format_bytes(int(limit))
     if facts.container_room is not None:
         # YARN, Kubernetes: the room in each executor's container, over its workers
-        per_executor = -(-plan.n_tasks // max(facts.executors, 1)) * plan.workers_per_task
-        size = worker_memory("auto", 0, 0, 0, 0, facts.container_room, per_executor)
+        size = worker_memory("auto", 0, 0, 0, 0, facts.container_room, workers_per_executor(facts, plan))
         return size, format_bytes(size) + " (auto: the room in each executor's container)"
     if facts.master.startswith("local"):
         # Every executor runs on this host.

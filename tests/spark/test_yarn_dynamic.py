@@ -6,6 +6,7 @@ once its worker has been retired and the executor idled."""
 from __future__ import annotations
 
 import time
+import warnings
 
 import pytest
 
@@ -49,7 +50,11 @@ def _executor_containers(bed) -> int:
 
 def test_workers_come_and_go_with_yarn_containers(spark, bed):
     assert wait_until(lambda: _executor_containers(bed) == 0, 30)  # minExecutors 0: only the AM
-    client = spark_dask.start(spark, n_workers=2, timeout=120)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        client = spark_dask.start(spark, n_workers=2, timeout=120)
+    # one worker per executor (1 core each), and its container leaves it 1.12 GiB
+    assert not [w for w in said if "executors' containers" in str(w.message)], [str(w.message) for w in said]
     cluster = client.cluster
     try:
         assert len(client.scheduler_info()["workers"]) == 2

@@ -103,6 +103,7 @@ NM_ADDRESSES = (
     "yarn.nodemanager.webapp.address",
     "yarn.nodemanager.collector-service.address",
 )
+CAPACITY_PREFIX = "yarn.scheduler.capacity."
 CAPACITY = {
     "yarn.scheduler.capacity.root.queues": "default",
     "yarn.scheduler.capacity.root.default.capacity": "100",
@@ -217,10 +218,14 @@ def core_site(tmp: str) -> dict[str, str]:
 
 
 def conf_files(core: dict, yarn: dict, daemon: bool) -> dict[str, str]:
-    """A conf directory's files; a daemon's has the capacity scheduler's and log4j2's."""
-    files = {"core-site.xml": site_xml(core), "yarn-site.xml": site_xml(yarn)}
+    """A conf directory's files; a daemon's has the capacity scheduler's and log4j2's.
+    The ``yarn.scheduler.capacity.*`` properties of ``yarn`` go to capacity-scheduler.xml
+    (over :data:`CAPACITY`), which the scheduler reads after yarn-site.xml."""
+    capacity = {k: v for k, v in yarn.items() if k.startswith(CAPACITY_PREFIX)}
+    site = {k: v for k, v in yarn.items() if not k.startswith(CAPACITY_PREFIX)}
+    files = {"core-site.xml": site_xml(core), "yarn-site.xml": site_xml(site)}
     if daemon:
-        files.update({"capacity-scheduler.xml": site_xml(CAPACITY), "log4j2.properties": LOG4J2})
+        files.update({"capacity-scheduler.xml": site_xml({**CAPACITY, **capacity}), "log4j2.properties": LOG4J2})
     return files
 
 

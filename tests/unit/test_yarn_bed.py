@@ -52,6 +52,11 @@ def test_only_the_daemons_conf_has_log4j_and_the_scheduler():
     assert sorted(daemon) == ["capacity-scheduler.xml", "core-site.xml", "log4j2.properties", "yarn-site.xml"]
     capacity = _props(daemon["capacity-scheduler.xml"])
     assert capacity["yarn.scheduler.capacity.maximum-am-resource-percent"] == "0.5"
+    # a bed's capacity settings go to the scheduler's file, over its defaults
+    key = "yarn.scheduler.capacity.resource-calculator"
+    mine = conf_files(core_site("/t"), {key: "Dominant", "yarn.resource-types": "g"}, daemon=True)
+    assert _props(mine["capacity-scheduler.xml"])[key] == "Dominant"
+    assert _props(mine["yarn-site.xml"]) == {"yarn.resource-types": "g"}
 
 
 def test_node_list_reads_both_json_shapes():
