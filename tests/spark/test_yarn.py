@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import glob
 import os
+import warnings
 
 import dask
 import distributed
@@ -120,6 +121,52 @@ def test_hand_off_both_ways_on_yarn(spark):
         rows = sorted((r.id, r.x, r.s, r.y) for r in back.collect())
         assert rows == [(i, i * 0.5, str(i), float(i)) for i in range(3000)]
         cluster = client.cluster
+    assert_no_leftovers(spark, cluster)
+
+
+def _make_address():
+    def address(_):
+        import distributed
+
+        return distributed.get_worker().address
+
+    return address
+
+
+_address = _make_address()
+
+
+def test_a_worker_group_and_adapt_on_yarn(spark):
+    """A second group of one worker beside the default group's one (each task 2 cores:
+    one per executor), work for the group on it only; adapt() takes the idle default
+    group down to none, and work brings a worker back in a YARN container."""
+    groups = {"io": {"worker": "cpu", "n_workers": 1}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the slot warning: the groups take both executors
+        cluster = spark_dask.SparkCluster(spark, n_workers=1, worker_groups=groups, progress=False)
+    try:
+        client = cluster.get_client()
+        info = client.scheduler_info(n_workers=-1)["workers"]
+        io = {a for a, w in info.items() if w["spark"].get("group") == "io"}
+        assert len(info) == 2 and len(io) == 1, info
+        assert set(client.gather(client.map(_address, range(6), resources={"group-io": 1}, pure=False))) == io
+
+        def default_group() -> int:
+            workers = client.scheduler_info(n_workers=-1)["workers"].values()
+            return sum(w["spark"].get("group", "default") == "default" for w in workers)
+
+        adaptive = cluster.adapt(minimum=0, maximum=1, interval="100ms", wait_count=2)
+        try:
+            assert wait_until(lambda: default_group() == 0, 60)  # idle: down to its minimum
+            slow = client.map(lambda i: __import__("time").sleep(1) or i, range(16), pure=False)
+            assert wait_until(lambda: default_group() == 1, 60)  # work: back up
+            assert sum(client.gather(slow)) == sum(range(16))
+            assert all(c and c.startswith("container_") for c in client.run(_container_id).values())
+        finally:
+            adaptive.stop()
+        client.close()
+    finally:
+        cluster.close()
     assert_no_leftovers(spark, cluster)
 
 
