@@ -170,6 +170,40 @@ def test_a_worker_group_and_adapt_on_yarn(spark):
     assert_no_leftovers(spark, cluster)
 
 
+def _make_where_read():
+    def where_read(frame):
+        import os
+
+        return frame.assign(container=os.environ.get("CONTAINER_ID"))
+
+    return where_read
+
+
+_where_read = _make_where_read()
+
+
+def test_read_delta_on_the_yarn_workers(spark, tmp_path):
+    """A Delta table by path, read by the Dask workers in their YARN containers: every
+    version gives what the table's own reader (delta-rs) gives."""
+    deltalake = pytest.importorskip("deltalake")
+    pd = pytest.importorskip("pandas")
+    root = str(tmp_path / "t")
+    first = pd.DataFrame({"x": range(100), "k": [i % 3 for i in range(100)]})
+    deltalake.write_deltalake(root, first, partition_by=["k"])
+    deltalake.write_deltalake(root, first.assign(x=first.x + 100), partition_by=["k"], mode="append")
+    deltalake.DeltaTable(root).delete("x % 7 = 0")  # version 2: files rewritten
+    with spark_dask.start(spark, n_workers=2, progress=False) as client:
+        for version in (0, 1, 2):
+            ddf = spark_dask.read_delta(root, version=version, via="files", client=client)
+            got = ddf.map_partitions(_where_read).compute()
+            want = deltalake.DeltaTable(root, version=version).to_pandas()
+            assert sorted(got["x"]) == sorted(want["x"]), version
+            assert sorted(zip(got["x"], got["k"].astype(int))) == sorted(zip(want["x"], want["k"].astype(int)))
+            assert all(str(c).startswith("container_") for c in got["container"].unique())
+        cluster = client.cluster
+    assert_no_leftovers(spark, cluster)
+
+
 def _make_hog():
     def hog(nbytes):
         import time
