@@ -296,6 +296,23 @@ def ours(spark, n: int, options: dict, where: bool = False) -> dict:
     return out
 
 
+def warm_entry(starts: list[dict], stage: list, stage_barrier: list, close_floor: list) -> dict:
+    """One N's warm runs as the benchmark records them: the spark-dask starts
+    (:func:`ours`' results) beside the floors measured between them."""
+    rss = [x for r in starts for x in r["launcher_rss"]]
+    return {
+        "start_runs": [r["start"] for r in starts],
+        "close_runs": [r["close"] for r in starts],
+        "scheduler_runs": [r["timings"].get("scheduler", float("nan")) for r in starts],
+        "workers_runs": [r["timings"].get("workers", float("nan")) for r in starts],
+        "stage_floor_runs": stage,
+        "stage_barrier_runs": stage_barrier,
+        "close_floor_runs": close_floor,
+        "launcher_rss_mb": median([x[0] for x in rss]) / 2**20 if rss else float("nan"),
+        "launcher_uss_mb": median([x[1] for x in rss]) / 2**20 if rss else float("nan"),
+    }
+
+
 def running(p: psutil.Process) -> bool:
     """Whether ``p`` still runs (a zombie has ended)."""
     try:

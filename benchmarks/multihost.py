@@ -340,18 +340,11 @@ def bench(master: str, reps: int, options: dict, quick: bool, handoff: bool, t_a
         for n in sizes:
             rounds = [d.call(f"{__name__}:warm_round", n, options, **call) for _ in range(reps)]
             close_floor = [d.call(f"{__name__}:teardown_floor", n, **call) for _ in range(reps)]
-            rss = [x for r in rounds for x in r["launcher_rss"]]
+            stage = [r["stage_floor"] for r in rounds]
+            stage_barrier = [r["stage_barrier"] for r in rounds]
             warm[n] = {
-                "start_runs": [r["start"] for r in rounds],
-                "close_runs": [r["close"] for r in rounds],
-                "scheduler_runs": [r["timings"].get("scheduler", float("nan")) for r in rounds],
-                "workers_runs": [r["timings"].get("workers", float("nan")) for r in rounds],
-                "stage_floor_runs": [r["stage_floor"] for r in rounds],
-                "stage_barrier_runs": [r["stage_barrier"] for r in rounds],
-                "close_floor_runs": close_floor,
+                **measure.warm_entry(rounds, stage, stage_barrier, close_floor),
                 "where": [r["where"] for r in rounds],
-                "launcher_rss_mb": measure.median([x[0] for x in rss]) / 2**20 if rss else float("nan"),
-                "launcher_uss_mb": measure.median([x[1] for x in rss]) / 2**20 if rss else float("nan"),
             }
             note(f"warm n={n} done")
         R["warm"] = warm

@@ -73,6 +73,7 @@ from benchmarks.measure import (  # noqa: E402
     stop_spark,
     teardown_floor,
     wait_idle,
+    warm_entry,
     worker_floor,
 )
 from benchmarks.plots import write_plots  # noqa: E402
@@ -248,18 +249,7 @@ def warm_sizes(spark, sizes: list[int], reps: int, options: dict, note=None) -> 
             wait_idle(spark)
             close_floor.append(teardown_floor(spark, n))
         wait_idle(spark)
-        rss = [x for r in runs for x in r["launcher_rss"]]
-        warm[n] = {
-            "start_runs": [r["start"] for r in runs],
-            "close_runs": [r["close"] for r in runs],
-            "scheduler_runs": [r["timings"].get("scheduler", float("nan")) for r in runs],
-            "workers_runs": [r["timings"].get("workers", float("nan")) for r in runs],
-            "stage_floor_runs": stage,
-            "stage_barrier_runs": stage_b,
-            "close_floor_runs": close_floor,
-            "launcher_rss_mb": median([x[0] for x in rss]) / 2**20 if rss else float("nan"),
-            "launcher_uss_mb": median([x[1] for x in rss]) / 2**20 if rss else float("nan"),
-        }
+        warm[n] = warm_entry(runs, stage, stage_b, close_floor)
         if note is not None:
             note(f"warm n={n} done")
     return warm

@@ -18,7 +18,13 @@ from dask.utils import parse_bytes
 
 from spark_dask.capacity import ClusterFacts, GangPlan, check_slots, cpu_room, executor_shape, tasks_for
 from spark_dask.errors import PlanError
-from spark_dask.executor.sizing import small_memory_problem, thread_cores, worker_threads
+from spark_dask.executor.sizing import (
+    container_advice,
+    pyspark_memory_advice,
+    small_memory_problem,
+    thread_cores,
+    worker_threads,
+)
 from spark_dask.sizes import plural
 
 KINDS = ("auto", "cuda", "cpu")
@@ -462,3 +468,22 @@ __all__ = [
     "plan_group",
     "workers_for",
 ]
+
+
+def memory_advice(facts: ClusterFacts, limit: int | str, workers: int) -> list[tuple[str, str]]:
+    """What to say of the workers' memory, ``(what, fix)`` each: where ``limit`` for
+    ``workers`` Dask workers per executor does not fit the executors' containers (YARN,
+    Kubernetes), and where PySpark's address-space limit reaches them. The start warns
+    of each, the doctor reports each.
+
+    >>> f = ClusterFacts(executors=2, executor_cores=2, executor_memory=0, master="yarn", container_room=0)
+    >>> [fix.split(" when")[0] for _, fix in memory_advice(f, "auto", 1)]
+    ['Raise spark.executor.memoryOverhead']
+    >>> memory_advice(ClusterFacts(executors=2, executor_cores=2, executor_memory=0), "auto", 1)
+    []
+    """
+    found = [
+        container_advice(limit, facts.container_room, workers, facts.master),
+        pyspark_memory_advice(facts.pyspark_memory, facts.executor_cores),
+    ]
+    return [a for a in found if a]

@@ -18,7 +18,7 @@ from spark_dask.aio import blocking
 from spark_dask.capacity import GangPlan, hog_warning, task_cpus, workers_per_executor
 from spark_dask.errors import PlanError
 from spark_dask.executor.gang_task import host_memory
-from spark_dask.executor.sizing import container_advice, memory_problem, pyspark_memory_advice, warning
+from spark_dask.executor.sizing import memory_problem, warning
 from spark_dask.gangs import (
     GroupPools,
     StartWait,
@@ -31,7 +31,7 @@ from spark_dask.gangs import (
 from spark_dask.gangs.waits import SparkReads
 from spark_dask.options import ClusterOptions
 from spark_dask.options.groups import DEFAULT, group_holds, plan_groups
-from spark_dask.plan import check_request, gang_steps, plan_gang
+from spark_dask.plan import check_request, gang_steps, memory_advice, plan_gang
 from spark_dask.sizes import plural
 from spark_dask.spark.launcher import active_stage_ids
 from spark_dask.spark.session import cluster_facts, connect_session_problem, is_connect
@@ -80,12 +80,7 @@ def plan_start(
 def memory_warnings(facts, plan: GangPlan, limit: int | str) -> list[str]:
     """What the start warns of the workers' memory: where it does not fit the executors'
     containers (YARN, Kubernetes), and where PySpark's memory limit reaches them."""
-    per_executor = workers_per_executor(facts, plan)
-    found = [
-        container_advice(limit, facts.container_room, per_executor, facts.master),
-        pyspark_memory_advice(facts.pyspark_memory, facts.executor_cores),
-    ]
-    return [warning(a) for a in found if a]
+    return [warning(a) for a in memory_advice(facts, limit, workers_per_executor(facts, plan))]
 
 
 class Startup:

@@ -30,9 +30,8 @@ from spark_dask import executor
 from spark_dask.errors import DoctorError
 from spark_dask.executor import checkup, gang_task
 from spark_dask.executor.command import unreachable_message, version_problem
-from spark_dask.executor.sizing import container_advice, pyspark_memory_advice
 from spark_dask.options import config
-from spark_dask.plan import gpu_sharing
+from spark_dask.plan import gpu_sharing, memory_advice
 from spark_dask.sizes import plural
 from spark_dask.spark import daemon
 from spark_dask.spark.compat import jvm_reachable
@@ -396,11 +395,7 @@ def memory_findings(facts) -> list[Finding]:
     >>> [x.fix.split(" when")[0] for x in memory_findings(f)]
     ['raise spark.executor.memoryOverhead']
     """
-    found = [
-        container_advice("auto", facts.container_room, 1, facts.master),
-        pyspark_memory_advice(facts.pyspark_memory, facts.executor_cores),
-    ]
-    return [Finding(what, fix[0].lower() + fix[1:], problem=False) for what, fix in filter(None, found)]
+    return [Finding(what, fix[0].lower() + fix[1:], problem=False) for what, fix in memory_advice(facts, "auto", 1)]
 
 
 def findings(driver: dict, answers: list[dict], scheduler: str, unseen: list[str]) -> list[Finding]:

@@ -44,6 +44,7 @@ __all__ = [
     "is_connect",
     "is_stopped",
     "max_executors",
+    "pyspark_memory",
     "require_pyspark",
     "route_ip",
     "spark_encrypted",
@@ -196,8 +197,13 @@ def executor_memory(spark, master: str) -> int:
     if _LOCAL.match(master):  # local[N]: the driver JVM runs the tasks
         return _memory(conf(spark, "spark.driver.memory"))
     heap, extra = _heap_and_overhead(spark, master)
-    pyspark_mem = conf(spark, "spark.executor.pyspark.memory")
-    return heap + extra + (_memory(pyspark_mem) if pyspark_mem else 0)
+    return heap + extra + pyspark_memory(spark)
+
+
+def pyspark_memory(spark) -> int:
+    """``spark.executor.pyspark.memory`` in bytes; 0 when unset."""
+    value = conf(spark, "spark.executor.pyspark.memory")
+    return _memory(value) if value else 0
 
 
 def _heap_and_overhead(spark, master: str) -> tuple[int, int]:
@@ -339,7 +345,7 @@ def _facts(spark, master: str, **known) -> ClusterFacts:
     return ClusterFacts(
         executor_memory=executor_memory(spark, master),
         container_room=container_room(spark, master or ""),
-        pyspark_memory=_memory(pyspark_mem) if (pyspark_mem := conf(spark, "spark.executor.pyspark.memory")) else 0,
+        pyspark_memory=pyspark_memory(spark),
         executor_gpus=_float(conf(spark, "spark.executor.resource.gpu.amount")),
         task_gpus=_float(conf(spark, "spark.task.resource.gpu.amount")),
         master=master or "spark connect",

@@ -523,15 +523,25 @@ class YarnBed:
     def wait_for_nodemanagers(self, count: int, timeout: float) -> None:
         """Until the RM lists ``count`` RUNNING nodes; raises if a daemon exits or after
         ``timeout`` seconds."""
+        daemons = [d for d in [self.rm, *self.nms] if d is not None]
+
+        def running(nodes: list[dict]) -> bool:
+            return sum(n.get("state") == "RUNNING" for n in nodes) >= count
+
+        self.wait_for_nodes(running, daemons, timeout, f"{count} NodeManagers")
+
+    def wait_for_nodes(self, ready, daemons: list[Daemon], timeout: float, what: str) -> None:
+        """Until ``ready(the RM's nodes)``; raises if one of ``daemons`` exits, or after
+        ``timeout`` seconds (``what`` names what was awaited)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            dead = [d.name for d in [self.rm, *self.nms] if d is not None and d.process.poll() is not None]
+            dead = [d.name for d in daemons if d.process.poll() is not None]
             if dead:
                 raise DaemonExited(self.directory, dead)
-            if sum(n.get("state") == "RUNNING" for n in self.nodes()) >= count:
+            if ready(self.nodes()):
                 return
             time.sleep(0.3)
-        raise TimeoutError(f"{count} NodeManagers not RUNNING after {timeout} s: see {self.directory}/logs")
+        raise TimeoutError(f"{what} not RUNNING after {timeout} s: see {self.directory}/logs")
 
     def lose_nodemanager(self, index: int) -> list[int]:
         """NM ``index`` and every process of its containers SIGKILLed at once, as when its
@@ -549,14 +559,11 @@ class YarnBed:
         known = {node_id(n) for n in self.nodes()}
         self.nms[index].out.close()
         self.nms[index] = nm = self.launch_nodemanager(index)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if nm.process.poll() is not None:
-                raise DaemonExited(self.directory, [nm.name])
-            if any(n.get("state") == "RUNNING" and node_id(n) not in known for n in self.nodes()):
-                return
-            time.sleep(0.3)
-        raise TimeoutError(f"NodeManager nm{index} not RUNNING after {timeout} s: see {self.directory}/logs")
+
+        def listed(nodes: list[dict]) -> bool:
+            return any(n.get("state") == "RUNNING" and node_id(n) not in known for n in nodes)
+
+        self.wait_for_nodes(listed, [nm], timeout, f"NodeManager nm{index}")
 
     def stop(self, grace: float = 10) -> list[str]:
         """The NMs first (an NM whose RM is gone retries its unregister 10 x 1 s; a
