@@ -256,6 +256,23 @@ class DriverScheduler:
             return set()
         return {str(ws.name) for ws in self.scheduler.workers.values() if ws.status != Status.closing_gracefully}
 
+    async def remove_lost(self, addresses, why: str) -> list[str]:
+        """Take the workers at ``addresses`` out of the scheduler now: Spark lost their
+        tasks (a failed barrier stage). A worker whose host is cut off the network stays
+        connected in the scheduler's eyes, silent, until distributed's worker-ttl (5
+        minutes) or TCP gives up, and keeps being handed tasks; this is distributed's own
+        ``Scheduler.remove_worker``, as for an unresponsive worker (its tasks recomputed
+        or erred; ``close``: it is told to close, and shuts down by itself if it ever
+        reaches the scheduler again). Returns the addresses removed (``why`` names the
+        stimulus)."""
+        scheduler = self.scheduler
+        removed = []
+        for address in addresses:
+            if scheduler is not None and address in scheduler.workers:
+                await scheduler.remove_worker(address, stimulus_id=f"spark-dask-lost-{why}-{time.time()}")
+                removed.append(address)
+        return removed
+
     def err_waiting_tasks(self, msg: str) -> None:
         """Every task waiting for a worker (queued or unrunnable) errs with ``msg``."""
         scheduler = self.scheduler

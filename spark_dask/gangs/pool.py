@@ -289,6 +289,11 @@ class GangPool:
                 gang.wanted,
             )
             gang.wanted = 0
+            if gang.workers:  # still registered: a lost host's may never say goodbye
+                background(
+                    self.driver_scheduler.remove_lost(list(gang.workers.values()), gang.tag),
+                    f"removing the Dask workers of the failed {gang.tag} from the scheduler",
+                )
             self.kick()
 
     def _start_failed(self, gang: Gang, what: str, reason: str) -> None:

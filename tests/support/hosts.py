@@ -267,17 +267,19 @@ class Hosts:
     ----------
     prefix : str
         The run's prefix (``sdh`` + 4 hex digits): every name it makes starts with it.
-    workers, cores, memory, gpus, netem, worker_timeout
+    workers, cores, memory, gpus, netem, worker_timeout, standalone
         As for :meth:`up`.
     """
 
-    def __init__(self, prefix, workers=2, cores=4, memory="3g", gpus=None, netem=None, worker_timeout=15):
+    def __init__(self, prefix, workers=2, cores=4, memory="3g", gpus=None, netem=None, worker_timeout=15,
+                 standalone=True):  # fmt: skip
         if not re.fullmatch(rf"{STEM}[0-9a-f]{{4}}", prefix):
             raise HostsError(f"a prefix is {STEM} and 4 hex digits, not {prefix!r}")
         self.prefix = prefix
         self.run_dir = os.path.join(RUN_ROOT, RUN_DIR_STEM + prefix)
         self.bridge = f"{prefix}-br"
         self.cores, self.memory, self.worker_timeout = cores, memory, worker_timeout
+        self.standalone = standalone
         self.hosts = _layout(prefix, self.run_dir, workers, gpus, netem)
         self.idents: dict[str, tuple[int, int]] = {}  # every netns this run made
         self.kept = False
@@ -288,7 +290,7 @@ class Hosts:
 
     @classmethod
     def up(cls, workers=2, cores=4, memory="3g", gpus=None, netem=None, *, prefix=None, worker_timeout=15,
-           keep=False, timeout=120) -> Hosts:  # fmt: skip
+           keep=False, timeout=120, standalone=True) -> Hosts:  # fmt: skip
         """Build the hosts and start Spark standalone on them; on any failure remove
         whatever was built and raise.
 
@@ -314,8 +316,11 @@ class Hosts:
             otherwise it is removed at exit and on SIGTERM.
         timeout : float
             Seconds each daemon may take to start.
+        standalone : bool
+            Start Spark standalone (a Master, a Worker per worker host); False: only the
+            hosts, for another cluster manager (:mod:`tests.support.yarn_hosts`).
         """
-        self = cls(prefix or fresh_prefix(), workers, cores, memory, gpus, netem, worker_timeout)
+        self = cls(prefix or fresh_prefix(), workers, cores, memory, gpus, netem, worker_timeout, standalone)
         self.kept = keep
         if not keep:
             _register(self)
@@ -340,6 +345,8 @@ class Hosts:
             if host.netem:
                 self.set_netem(host.name, host.netem)
         self._save_state()
+        if not self.standalone:
+            return
         self._start_master(timeout)
         for host in self.workers:  # the JVMs start side by side
             self._start_worker(host, timeout, wait=False)
@@ -588,13 +595,16 @@ class Hosts:
 
     def replace_host(self, name: str, timeout: float = 120) -> None:
         """Bring host ``name`` back fresh: killed if still up, link restored, a new holder
-        (new host name, /etc/hosts, empty disk), its Spark daemon started again."""
+        (new host name, /etc/hosts, empty disk), its Spark daemon started again (without
+        Spark standalone: the caller starts what the host runs)."""
         with self._lock:
             host = self.hosts[name]
             self.kill_host(name)
             self.restore(name)
             self._start_holder(host, timeout)
             self._save_state()
+            if not self.standalone:
+                return
             if name == DRIVER:
                 self._start_master(timeout)
             else:
@@ -627,14 +637,16 @@ class Hosts:
 
     # ----------------------------------------------------------------- the driver
 
-    def driver(self, executors: int | None = None, timeout: float = 180, **conf) -> Driver:
+    def driver(self, executors: int | None = None, timeout: float = 180, master: str | None = None,
+               env: dict | None = None, **conf) -> Driver:  # fmt: skip
         """A fresh driver service on ``driver`` (the previous one closed first) with
-        one SparkSession on this cluster's Master; ``conf`` adds Spark confs (dots
-        as in Spark: pass them as ``**{"spark.x": "y"}``)."""
+        one SparkSession on this cluster's Master (or ``master``, e.g. ``yarn``, with
+        ``env`` in the service's environment: ``HADOOP_CONF_DIR``); ``conf`` adds Spark
+        confs (dots as in Spark: pass them as ``**{"spark.x": "y"}``)."""
         with self._lock:
             if self._driver is not None:
                 self._driver.close()
-            self._driver = Driver(self, conf, executors)
+            self._driver = Driver(self, conf, executors, master=master, env=env)
             self._driver.start(timeout)
             return self._driver
 
@@ -844,10 +856,17 @@ class Driver:
     executors : int, optional
         Executors to wait for at start; default one per worker host, with dynamic
         allocation ``spark.dynamicAllocation.minExecutors``.
+    master : str, optional
+        The session's master; default the cluster's standalone Master.
+    env : dict, optional
+        More environment for the service (``HADOOP_CONF_DIR`` for ``yarn``).
     """
 
-    def __init__(self, hosts: Hosts, conf: dict, executors: int | None = None):
+    def __init__(self, hosts: Hosts, conf: dict, executors: int | None = None, master: str | None = None,
+                 env: dict | None = None):  # fmt: skip
         self.hosts = hosts
+        self.master = master or hosts.master_url
+        self.env = dict(env or {})
         ip = hosts.hosts[DRIVER].ip
         self.conf = {
             "spark.driver.host": ip,
@@ -876,10 +895,10 @@ class Driver:
     def start(self, timeout: float = 180) -> None:
         """Start the service and wait (bounded) until its session has its executors."""
         with open(self.conf_path, "w") as f:
-            json.dump({"master": self.hosts.master_url, "conf": self.conf, "executors": self.executors}, f)
+            json.dump({"master": self.master, "conf": self.conf, "executors": self.executors}, f)
         with open(self.log, "ab") as out:
             self.proc = self.hosts.exec(DRIVER, [sys.executable, "-m", "tests.support.hosts", "serve", self.socket,
-                                                 self.conf_path], env={AUTHKEY_ENV: self.authkey.hex()},
+                                                 self.conf_path], env={**self.env, AUTHKEY_ENV: self.authkey.hex()},
                                         stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                         start_new_session=True)  # fmt: skip
         deadline = time.monotonic() + timeout

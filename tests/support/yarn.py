@@ -162,13 +162,14 @@ def write_conf(conf_dir: str, files: dict[str, str]) -> str:
     return conf_dir
 
 
-def yarn_site(directory: str, ports: dict[str, int], memory_mb: int = 4096) -> dict[str, str]:
+def yarn_site(directory: str, ports: dict[str, int], memory_mb: int = 4096, host: str = HOST) -> dict[str, str]:
     """The yarn-site.xml properties every daemon and client shares: the RM's addresses
-    (``ports``: one per :data:`RM_ADDRESSES`), the scheduler, the NMs' defaults."""
+    (on ``host``, ``ports``: one per :data:`RM_ADDRESSES`), the scheduler, the NMs'
+    defaults."""
     nm = "org.apache.hadoop.yarn.server.nodemanager"
     return {
-        "yarn.resourcemanager.hostname": HOST,
-        **{name: f"{HOST}:{ports[name]}" for name in RM_ADDRESSES},
+        "yarn.resourcemanager.hostname": host,
+        **{name: f"{host}:{ports[name]}" for name in RM_ADDRESSES},
         "yarn.resourcemanager.scheduler.class": (
             "org.apache.hadoop.yarn.server.resourcemanager.scheduler.capacity.CapacityScheduler"
         ),
@@ -197,17 +198,19 @@ def yarn_site(directory: str, ports: dict[str, int], memory_mb: int = 4096) -> d
         "yarn.nodemanager.recovery.enabled": "false",
         "yarn.nodemanager.resource-monitor.interval-ms": "3000",
         "yarn.nodemanager.node-labels.provider": "",
-        "yarn.nodemanager.hostname": HOST,
-        **{name: f"{HOST}:0" for name in NM_ADDRESSES},  # each NM tells the RM its ports
         "yarn.nodemanager.env-whitelist": "JAVA_HOME,PATH,LANG,TZ,HADOOP_CONF_DIR,HADOOP_HOME,PYSPARK_PYTHON",
     }
 
 
-def nm_site(yarn: dict[str, str], nm_dir: str) -> dict[str, str]:
-    """One NM's yarn-site.xml properties: ``yarn`` and its own directories."""
+def nm_site(yarn: dict[str, str], nm_dir: str, host: str = HOST, local: str | None = None) -> dict[str, str]:
+    """One NM's yarn-site.xml properties: ``yarn``, its address ``host``, its own
+    directories under ``nm_dir`` but the containers' (``local``, default under
+    ``nm_dir``)."""
     return {
         **yarn,
-        "yarn.nodemanager.local-dirs": f"{nm_dir}/local",
+        "yarn.nodemanager.hostname": host,
+        **{name: f"{host}:0" for name in NM_ADDRESSES},  # each NM tells the RM its ports
+        "yarn.nodemanager.local-dirs": local or f"{nm_dir}/local",
         "yarn.nodemanager.log-dirs": f"{nm_dir}/logs",
         "yarn.nodemanager.recovery.dir": f"{nm_dir}/recovery",
     }
@@ -277,12 +280,13 @@ class Daemon:
         self.out = out
 
     @classmethod
-    def launch(cls, name: str, directory: str, main: str, class_path: str, env: dict[str, str]):
+    def launch(cls, name: str, directory: str, main: str, class_path: str, env: dict[str, str], enter=()):
         logs, tmp = f"{directory}/logs", f"{directory}/jvmtmp/{name}"  # Jetty's files: not /tmp
         os.makedirs(logs, exist_ok=True)
         os.makedirs(tmp, exist_ok=True)
         conf_dir = class_path.split(":", 1)[0]
         cmd = [
+            *enter,  # the command prefix that runs it on its host (none: here)
             os.path.join(env["JAVA_HOME"], "bin", "java"),
             *DAEMON_JVM,
             f"-Dhadoop.log.dir={logs}",
@@ -406,16 +410,60 @@ class DaemonExited(RuntimeError):
         super().__init__(f"YARN daemon(s) {names} exited: see {logs}{shown}")
 
 
+class Here:
+    """Where a bed's daemons run (the default placement): every one on this machine's
+    127.0.0.1. :class:`tests.support.yarn_hosts.OnHosts` puts each on a host of the
+    multi-host bed instead. Daemons are named ``rm``, ``nm0``, ``nm1``, ..."""
+
+    local_ip: str | None = HOST  # the address Spark's processes bind; None: each host's own
+
+    def address(self, name: str) -> str:
+        """The address daemon ``name`` binds."""
+        return HOST
+
+    def enter(self, name: str) -> list[str]:
+        """The command prefix that runs daemon ``name`` on its host (none here)."""
+        return []
+
+    def env(self, name: str) -> dict[str, str]:
+        """Daemon ``name``'s environment (its NM's containers get part of it)."""
+        return dict(os.environ)
+
+    def containers_dir(self, directory: str, name: str) -> str:
+        """Where NM ``name`` keeps its containers (``yarn.nodemanager.local-dirs``)."""
+        return f"{directory}/{name}/local"
+
+    def rm_ports(self) -> list[int]:
+        """The RM's ports, one per :data:`RM_ADDRESSES`."""
+        return free_ports(len(RM_ADDRESSES))
+
+    def get_json(self, url: str):
+        """The JSON answer of the RM's REST API at ``url``."""
+        return fetch_json(url)
+
+    def kill_leftovers(self, directory: str, name: str | None = None) -> list[int]:
+        """SIGKILL what is left of NM ``name``'s containers (of every NM's: None)."""
+        return kill_leftovers(directory if name is None else f"{directory}/{name}")
+
+
 class YarnBed:
-    """A ResourceManager and NodeManagers on 127.0.0.1 under ``directory``
-    (:meth:`start`); a context manager that stops them (:meth:`stop`)."""
+    """A ResourceManager and NodeManagers under ``directory`` (:meth:`start`), on
+    127.0.0.1 or where ``placement`` puts them; a context manager that stops them
+    (:meth:`stop`)."""
 
     def __init__(
-        self, directory: str, ports: dict[str, int], pyspark_jars_dir: str, java_home: str, settings: dict | None = None
+        self,
+        directory: str,
+        ports: dict[str, int],
+        pyspark_jars_dir: str,
+        java_home: str,
+        settings: dict | None = None,
+        placement: Here | None = None,
     ):
         self.directory = directory
         self.ports = ports
         self.settings = dict(settings or {})
+        self.placement = placement or Here()
         self.pyspark_jars_dir = pyspark_jars_dir
         self.java_home = java_home
         self.rm: Daemon | None = None
@@ -432,6 +480,7 @@ class YarnBed:
         jars: list[str] | None = None,
         timeout: float = 120,
         settings: dict[str, str] | None = None,
+        placement: Here | None = None,
     ) -> YarnBed:
         """Write the configurations, start the RM and ``nodemanagers`` NMs, and wait
         until every NM is RUNNING (stopped again on failure).
@@ -454,6 +503,8 @@ class YarnBed:
         settings : dict, optional
             yarn-site.xml properties over the bed's own (:func:`yarn_site`), for every
             daemon and client: e.g. the NMs' memory checks on.
+        placement : Here, optional
+            Where each daemon runs (:class:`Here` by default: all on 127.0.0.1).
         """
         directory = os.path.abspath(directory)
         os.makedirs(directory, exist_ok=True)
@@ -461,9 +512,10 @@ class YarnBed:
         home = java_home or find_java_home()
         if jars_dir is None or home is None:
             raise RuntimeError(f"no pyspark jars with Hadoop {HADOOP} ({jars_dir}) or no Java ({home})")
+        placement = placement or Here()
         for attempt in range(BIND_ATTEMPTS):
-            ports = dict(zip(RM_ADDRESSES, free_ports(len(RM_ADDRESSES))))
-            bed = cls(directory, ports, jars_dir, home, settings)
+            ports = dict(zip(RM_ADDRESSES, placement.rm_ports()))
+            bed = cls(directory, ports, jars_dir, home, settings, placement)
             try:
                 bed.launch(nodemanagers, jars or jar_paths(JARS_GROUP))
                 bed.wait_for_nodemanagers(nodemanagers, timeout)
@@ -485,39 +537,43 @@ class YarnBed:
 
     @property
     def webapp(self) -> str:
-        return f"http://{HOST}:{self.ports['yarn.resourcemanager.webapp.address']}"
+        return f"http://{self.placement.address('rm')}:{self.ports['yarn.resourcemanager.webapp.address']}"
 
     def launch(self, nodemanagers: int, jars: list[str]) -> None:
         """Write the conf directories and start the daemons, the RM first."""
-        d, yarn = self.directory, {**yarn_site(self.directory, self.ports), **self.settings}
-        env = {**os.environ, "JAVA_HOME": self.java_home}  # the NMs pass it to the containers
+        d, at = self.directory, self.placement
+        yarn = {**yarn_site(d, self.ports, host=at.address("rm")), **self.settings}
         write_conf(self.conf_dir, conf_files(core_site(f"{d}/hadoop-tmp"), yarn, daemon=False))
         rm_conf = write_conf(f"{d}/rm/conf", conf_files(core_site(f"{d}/hadoop-tmp"), yarn, daemon=True))
-        self.rm = Daemon.launch("rm", d, RM_CLASS, daemon_class_path(rm_conf, self.pyspark_jars_dir, jars), env)
         self.jars = jars
+        self.rm = self.launch_daemon("rm", RM_CLASS, rm_conf)
         for i in range(nodemanagers):
-            nm_dir = f"{d}/nm{i}"
-            write_conf(f"{nm_dir}/conf", conf_files(core_site(f"{nm_dir}/tmp"), nm_site(yarn, nm_dir), daemon=True))
+            name, nm_dir = f"nm{i}", f"{d}/nm{i}"
+            site = nm_site(yarn, nm_dir, host=at.address(name), local=at.containers_dir(d, name))
+            write_conf(f"{nm_dir}/conf", conf_files(core_site(f"{nm_dir}/tmp"), site, daemon=True))
             self.nms.append(self.launch_nodemanager(i))
+
+    def launch_daemon(self, name: str, main: str, conf_dir: str) -> Daemon:
+        """Start daemon ``name`` (class ``main``) from ``conf_dir`` where the placement says."""
+        env = {**self.placement.env(name), "JAVA_HOME": self.java_home}  # the NMs pass it to the containers
+        class_path = daemon_class_path(conf_dir, self.pyspark_jars_dir, self.jars)
+        return Daemon.launch(name, self.directory, main, class_path, env, enter=self.placement.enter(name))
 
     def launch_nodemanager(self, index: int) -> Daemon:
         """Start NM ``index`` from its conf directory (written by :meth:`launch`)."""
-        conf = f"{self.directory}/nm{index}/conf"
-        env = {**os.environ, "JAVA_HOME": self.java_home}  # the NMs pass it to the containers
-        class_path = daemon_class_path(conf, self.pyspark_jars_dir, self.jars)
-        return Daemon.launch(f"nm{index}", self.directory, NM_CLASS, class_path, env)
+        return self.launch_daemon(f"nm{index}", NM_CLASS, f"{self.directory}/nm{index}/conf")
 
     def nodes(self) -> list[dict]:
         """The RM's nodes (its REST API); [] while it does not answer."""
         try:
-            return node_list(fetch_json(f"{self.webapp}/ws/v1/cluster/nodes"))
+            return node_list(self.placement.get_json(f"{self.webapp}/ws/v1/cluster/nodes"))
         except (OSError, ValueError):
             return []
 
     def metrics(self) -> dict:
         """The RM's ``/ws/v1/cluster/metrics`` (appsRunning, containersAllocated, ...):
         under ``clusterMetrics`` as Hadoop documents it, bare from the shaded minicluster."""
-        answer = fetch_json(f"{self.webapp}/ws/v1/cluster/metrics")
+        answer = self.placement.get_json(f"{self.webapp}/ws/v1/cluster/metrics")
         return answer.get("clusterMetrics", answer)
 
     def wait_for_nodemanagers(self, count: int, timeout: float) -> None:
@@ -550,7 +606,7 @@ class YarnBed:
         nm = self.nms[index]
         nm.signal(signal.SIGKILL)
         nm.process.wait(10)
-        return kill_leftovers(f"{self.directory}/nm{index}")
+        return self.placement.kill_leftovers(self.directory, f"nm{index}")
 
     def restart_nodemanager(self, index: int, timeout: float = 60) -> None:
         """NM ``index`` started again after :meth:`lose_nodemanager` (its host back),
@@ -574,15 +630,23 @@ class YarnBed:
         if self.rm is not None:
             killed += stop_daemons([self.rm], grace)
         self.nms, self.rm = [], None
-        kill_leftovers(self.directory)
+        self.placement.kill_leftovers(self.directory)
         return killed
 
     def spark_conf(self, executors: int = 2, cores: int = 2, python: str = sys.executable) -> dict[str, str]:
         """What a SparkSession on this bed needs besides ``HADOOP_CONF_DIR`` in its
         environment: master yarn, client mode, pyspark's jars from the local disk (not
         uploaded for each application), small containers, ``python`` in them, all on
-        127.0.0.1."""
+        the placement's ``local_ip`` (where it has one; else each process on its host's
+        own address, the driver's left to the caller)."""
         quick = QUICK_JVM
+        ip = self.placement.local_ip
+        where = {
+            "spark.driver.host": ip,
+            "spark.driver.bindAddress": ip,
+            "spark.yarn.appMasterEnv.SPARK_LOCAL_IP": ip,
+            "spark.executorEnv.SPARK_LOCAL_IP": ip,
+        }
         return {
             "spark.master": "yarn",
             "spark.submit.deployMode": "client",
@@ -597,10 +661,7 @@ class YarnBed:
             "spark.executor.memory": "512m",
             "spark.pyspark.python": python,
             "spark.executorEnv.PYSPARK_PYTHON": python,
-            "spark.driver.host": HOST,
-            "spark.driver.bindAddress": HOST,
-            "spark.yarn.appMasterEnv.SPARK_LOCAL_IP": HOST,
-            "spark.executorEnv.SPARK_LOCAL_IP": HOST,
+            **(where if ip else {}),
         }
 
     def __enter__(self) -> YarnBed:

@@ -21,15 +21,21 @@ def _missing(reason: str) -> None:
     pytest.skip(reason)
 
 
-@contextlib.contextmanager
-def yarn_bed(directory: str, nodemanagers: int = 2, settings: dict | None = None):
-    """A started :class:`YarnBed` under ``directory`` (the jars fetched once), stopped
-    after the block."""
+def yarn_jars() -> list[str]:
+    """The daemons' jars (fetched once); skipped (under CI: failed) where Java or a
+    pyspark with Hadoop 3.3.4's client jars is missing."""
     jars = require(JARS_GROUP)
     if find_java_home() is None:
         _missing("no Java (JAVA_HOME or java on PATH)")
     if daemon_jars_dir() is None:
         _missing(f"no pyspark with Hadoop {HADOOP}'s client jars (pyspark 3.5, or .venv35) for the YARN daemons")
+    return jars
+
+
+@contextlib.contextmanager
+def yarn_bed(directory: str, nodemanagers: int = 2, settings: dict | None = None):
+    """A started :class:`YarnBed` under ``directory``, stopped after the block."""
+    jars = yarn_jars()
     with YarnBed.start(directory, nodemanagers=nodemanagers, jars=jars, settings=settings) as bed:
         yield bed
 

@@ -79,6 +79,13 @@ class FakeSide:
         self.terminated.append(address)
         self.still_connected += [address for ws in self.scheduler.workers.values() if ws.nanny == address]
 
+    async def remove_lost(self, addresses, why):
+        """As distributed's remove_worker: gone from the scheduler, the plugin told."""
+        removed = [a for a in addresses if a in self.scheduler.workers]
+        for address in removed:
+            self.scheduler.closed(address)
+        return removed
+
 
 def facts(slots=4, executors=4):
     return ClusterFacts(
@@ -213,17 +220,22 @@ def test_scale_down_retires_connected_workers_and_ends_them():
 
 
 def test_a_lost_executor_relaunches_only_the_failed_gang():
+    """The failed gang's workers that are still registered (silent: their host cut off)
+    leave the scheduler at once; the healthy gang's stays."""
+
     async def main():
-        pool, side, events, first, _ = running_pool(2)
+        pool, side, events, first, lost = running_pool(2)
         await pool.scale(3)
         await settle(pool)
         second = pool.gangs[1]
-        join(pool, side, second, 0)
+        kept = join(pool, side, second, 0)
         first.launcher.finish(
             error=RuntimeError("ExecutorLostFailure (executor 1 exited caused by one of the running tasks)")
         )
         pool.ended(first)
         await settle(pool)
+        await asyncio.sleep(0.01)  # the removal runs in the background
+        assert not set(lost) & set(side.scheduler.workers) and kept in side.scheduler.workers
         assert first.status.startswith("failed") and first.wanted == 0
         relaunch = pool.gangs[2]
         assert (relaunch.reason, relaunch.plan.n_workers, relaunch.first) == ("relaunch", 2, 3)
