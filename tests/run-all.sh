@@ -181,7 +181,7 @@ cds_newest=$!
 HALF=(tests/spark/test_cli.py tests/spark/test_cluster.py tests/spark/test_drain.py tests/spark/test_faults.py
     tests/spark/test_gpu_shared.py tests/spark/test_handoff.py tests/spark/test_logdir_cluster.py
     tests/spark/test_reliability.py tests/spark/test_scale.py tests/spark/test_signals.py
-    tests/spark/test_workers_without_spark_dask.py tests/spark/test_yarn.py)
+    tests/spark/test_workers_without_spark_dask.py tests/spark/test_yarn.py tests/spark/test_yarn_preemption.py)
 not_half=()
 for t in "${HALF[@]}"; do not_half+=(--ignore "$t"); done
 echo "run-all: pyspark $newest: the whole suite but the multi-host tests (-m 'not multihost')" \
