@@ -30,6 +30,7 @@ from spark_dask.spark import frames
 from tests.support.hosts import session
 from tests.support.parts import parts_of
 from tests.support.spark import task_localities
+from tests.support.yarn import refresh_nodes
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 pyspark.cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -262,3 +263,9 @@ def spark_hosts(partitions: int = 8) -> list[str]:
     """The hosts a plain Spark job's tasks ran on."""
     rdd = session().sparkContext.parallelize(range(partitions), partitions)
     return sorted(set(rdd.map(host_of).collect()))
+
+
+def yarn_refresh_nodes(graceful_timeout: int | None = None) -> None:
+    """``yarn rmadmin -refreshNodes [-g]`` through the session's JVM
+    (:func:`tests.support.yarn.refresh_nodes`)."""
+    refresh_nodes(session(), graceful_timeout)

@@ -9,6 +9,8 @@ executor's (512 MiB heap + 768 MiB overhead), so each executor is on its own hos
 a lost one cannot come back on the other. The ResourceManager gives up on a silent
 NodeManager after 20 s (``yarn.nm.liveness-monitor.expiry-interval-ms``; 10 minutes by
 default) and tells Spark's AM that its containers there were released (ABORTED, -100).
+The driver has ``spark.decommission.enabled``: Spark decommissions the executors of a
+node YARN decommissions gracefully (EMR's way with spot and managed scaling).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import pytest
 from tests.support.hosts import cmdline
 from tests.support.multihost import multihost_or_skip
 from tests.support.processes import wait_until
+from tests.support.yarn import node_id
 from tests.support.yarn_fixtures import yarn_jars
 from tests.support.yarn_hosts import yarn_driver_conf, yarn_on_hosts
 
@@ -48,7 +51,8 @@ def d(yarn):
     hosts, bed = yarn
     # 3 cores: a worker's task takes 2 (spark-dask's CPU task profile, cores // 2 + 1),
     # leaving each executor a slot for the hand-off's Spark jobs
-    driver = hosts.driver(**yarn_driver_conf(bed, cores=3, **{"spark.executor.memoryOverhead": "768m"}))
+    conf = {"spark.executor.memoryOverhead": "768m", "spark.decommission.enabled": "true"}
+    driver = hosts.driver(**yarn_driver_conf(bed, cores=3, **conf))
     yield driver
     if driver.pid is not None:
         driver.call(S + "close_all", timeout=60)
@@ -64,6 +68,11 @@ def containers_on(hosts, name: str) -> list[str]:
     """The processes on host ``name`` that are not its holder or its NodeManager."""
     holder = hosts.hosts[name].holder
     return [c for p in hosts.pids(name) if p != holder and "NodeManager" not in (c := cmdline(p))]
+
+
+def node_states(bed) -> dict[str, str]:
+    """The RM's nodes: host name -> state."""
+    return {node_id(n).split(":")[0]: n["state"] for n in bed.nodes()}
 
 
 def am_host(hosts) -> str:
@@ -135,4 +144,48 @@ def test_a_host_cut_off_the_network_is_named_and_its_workers_leave_at_once(yarn,
     assert got["total"] == got["want"] and got["hosts"] == ["worker-1", "worker-2"]
     tag = seen["tag"]
     assert d.call(S + "close", "cut")["active_jobs"] == []
+    assert wait_until(lambda: not hosts.dask_processes(tag), 30), hosts.dask_processes(tag)
+
+
+def test_a_node_decommissioned_gracefully_is_drained(yarn, d):
+    """YARN decommissions worker-2 gracefully (``yarn rmadmin -refreshNodes -g``, its host
+    in the RM's exclude file: what EMR does before a spot or managed-scaling node
+    goes); Spark's AM tells the driver, which decommissions the executor there, and the
+    Dask worker on it is retired before it goes: its results move to worker-1's worker,
+    the barrier stage runs on (no relaunch, never 0 workers). The node taken back into
+    service, the cluster grows back to 2 there."""
+    hosts, bed = yarn
+    victim = next(h.name for h in hosts.workers if h.name != am_host(hosts))
+    healthy = next(h.name for h in hosts.workers if h.name != victim)
+    d.call(S + "start", "decom")
+    keys = d.call(F + "keep_on", "decom", victim)
+    old = d.call(F + "addresses", "decom")
+    d.call(F + "watch", "decom")
+    t0 = time.time()
+    bed.exclude([victim])
+    try:
+        d.call(S + "yarn_refresh_nodes", 120)
+        assert node_states(bed)[victim] == "DECOMMISSIONING", node_states(bed)
+        assert wait_until(lambda: d.call(F + "drains", "decom"), 60)
+        (drained,) = d.call(F + "drains", "decom")
+        t_drained = time.time()
+        assert drained["keys"] == len(keys) == drained["moved"] and drained["lost"] == 0, drained
+        assert d.call(F + "kept_on", "decom", victim) == {"kept": 16, "of": 16, "hosts": [healthy], "intact": True}
+    finally:
+        bed.exclude([])
+        d.call(S + "yarn_refresh_nodes")  # back into service
+    assert wait_until(lambda: node_states(bed)[victim] == "RUNNING", 30), node_states(bed)
+    back = d.call(F + "wait_workers", "decom", 2, 120, since=t_drained, old=old)
+    saw = d.call(F + "unwatch", "decom", t0)
+    print(
+        f"\nworker-2 decommissioned by YARN: drained {drained['moved']} keys in {drained['seconds']:.2f} s, "
+        f"{t_drained - t0:.1f} s after the refresh; both workers back {back - t0:.1f} s after it"
+        if back
+        else ""
+    )
+    assert back is not None, saw["log"]
+    assert saw["min"] >= 1 and saw["seconds_with_none"] == 0 and saw["relaunches"] == 0, saw
+    assert f"Spark is decommissioning executor {drained['executor']}: Dask worker " in saw["log"], saw["log"]
+    assert sorted(saw["hosts"].values()) == ["worker-1", "worker-2"], saw
+    tag = d.call(S + "close", "decom")["tag"]
     assert wait_until(lambda: not hosts.dask_processes(tag), 30), hosts.dask_processes(tag)

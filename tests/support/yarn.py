@@ -180,6 +180,8 @@ def yarn_site(directory: str, ports: dict[str, int], memory_mb: int = 4096, host
         "yarn.resourcemanager.nodemanager-connect-retries": "10",
         # by default under /tmp/hadoop-yarn-$USER, left behind
         "yarn.node-attribute.fs-store.root-dir": f"file://{directory}/rm/node-attribute",
+        # the hosts to decommission (YarnBed.exclude), read on the admin's refreshNodes
+        "yarn.resourcemanager.nodes.exclude-path": f"{directory}/rm/exclude",
         "yarn.timeline-service.enabled": "false",
         "yarn.log-aggregation-enable": "false",
         "yarn.nodemanager.resource.memory-mb": str(memory_mb),
@@ -230,6 +232,27 @@ def conf_files(core: dict, yarn: dict, daemon: bool) -> dict[str, str]:
     if daemon:
         files.update({"capacity-scheduler.xml": site_xml({**CAPACITY, **capacity}), "log4j2.properties": LOG4J2})
     return files
+
+
+def refresh_nodes(spark, graceful_timeout: int | None = None) -> None:
+    """``yarn rmadmin -refreshNodes [-g TIMEOUT]`` from ``spark``'s driver JVM (the bed
+    has no ``yarn`` command): the RM reads its include and exclude files again, and
+    decommissions the excluded nodes, gracefully (their containers may finish, for at
+    most ``graceful_timeout`` seconds) where a timeout is given. The YARN client
+    configuration is the session's (``HADOOP_CONF_DIR``)."""
+    jvm = spark.sparkContext._jvm
+    conf = jvm.org.apache.hadoop.yarn.conf.YarnConfiguration(spark.sparkContext._jsc.hadoopConfiguration())
+    protocol = jvm.java.lang.Class.forName("org.apache.hadoop.yarn.server.api.ResourceManagerAdministrationProtocol")
+    admin = jvm.org.apache.hadoop.yarn.client.ClientRMProxy.createRMProxy(conf, protocol)
+    records = jvm.org.apache.hadoop.yarn
+    kind = (
+        records.api.records.DecommissionType.GRACEFUL
+        if graceful_timeout
+        else records.api.records.DecommissionType.NORMAL
+    )
+    request = records.server.api.protocolrecords.RefreshNodesRequest.newInstance(kind, graceful_timeout)
+    admin.refreshNodes(request)
+    jvm.org.apache.hadoop.ipc.RPC.stopProxy(admin)
 
 
 def hadoop_version(jars_dir: str) -> str | None:
@@ -545,6 +568,7 @@ class YarnBed:
         yarn = {**yarn_site(d, self.ports, host=at.address("rm")), **self.settings}
         write_conf(self.conf_dir, conf_files(core_site(f"{d}/hadoop-tmp"), yarn, daemon=False))
         rm_conf = write_conf(f"{d}/rm/conf", conf_files(core_site(f"{d}/hadoop-tmp"), yarn, daemon=True))
+        self.exclude([])
         self.jars = jars
         self.rm = self.launch_daemon("rm", RM_CLASS, rm_conf)
         for i in range(nodemanagers):
@@ -598,6 +622,12 @@ class YarnBed:
                 return
             time.sleep(0.3)
         raise TimeoutError(f"{what} not RUNNING after {timeout} s: see {self.directory}/logs")
+
+    def exclude(self, hosts: list[str]) -> None:
+        """Write the RM's exclude file: ``hosts`` (NodeManagers' host names) are to be
+        decommissioned at the next ``refreshNodes`` (:func:`refresh_nodes`)."""
+        with open(f"{self.directory}/rm/exclude", "w") as f:
+            f.write("".join(f"{h}\n" for h in hosts))
 
     def lose_nodemanager(self, index: int) -> list[int]:
         """NM ``index`` and every process of its containers SIGKILLed at once, as when its
