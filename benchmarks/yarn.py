@@ -60,6 +60,7 @@ from benchmarks.measure import (
     worker_floor,
 )
 from benchmarks.run import finish, warm_sizes
+from spark_dask.commands.run import environment
 
 MAX_CORES = 4  # the bed's yarn.scheduler.maximum-allocation-vcores
 
@@ -137,15 +138,14 @@ def yarn_jars() -> list[str]:
     """The bed's jars, Java and Hadoop 3.3.4's client jars, or SystemExit saying what
     is missing."""
     from tests.support import jars
-    from tests.support.yarn import HADOOP, JARS_GROUP, daemon_jars_dir, find_java_home
+    from tests.support.yarn import JARS_GROUP, unavailable
 
     missing = [p for p in jars.paths(JARS_GROUP) if not os.path.exists(p)]
     if missing:
         raise SystemExit(f"{missing} missing: python -m tests.support.jars fetch {JARS_GROUP}")
-    if find_java_home() is None:
-        raise SystemExit("no Java (JAVA_HOME or java on PATH)")
-    if daemon_jars_dir() is None:
-        raise SystemExit(f"no pyspark with Hadoop {HADOOP}'s client jars (pyspark 3.5, or .venv35) for the daemons")
+    reason = unavailable()
+    if reason:
+        raise SystemExit(reason)
     return jars.paths(JARS_GROUP)
 
 
@@ -158,17 +158,12 @@ def yarn_bed(nodemanagers: int, report: dict):
     from tests.support.yarn import YarnBed, processes_under
 
     found = yarn_jars()
-    before = os.environ.get("HADOOP_CONF_DIR")
     with tempfile.TemporaryDirectory(prefix="spark-dask-yarn-bench-") as directory:
         bed = YarnBed.start(directory, nodemanagers=nodemanagers, jars=found)
         try:
-            os.environ["HADOOP_CONF_DIR"] = bed.conf_dir
-            yield bed
+            with environment(HADOOP_CONF_DIR=bed.conf_dir):
+                yield bed
         finally:
-            if before is None:
-                os.environ.pop("HADOOP_CONF_DIR", None)
-            else:
-                os.environ["HADOOP_CONF_DIR"] = before
             report["daemons_killed"] = bed.stop()
             report["left_after_stop"] = [p.pid for p in processes_under(directory)]
 

@@ -46,17 +46,9 @@ def client_config(cluster, parts) -> dict:
 
 
 @contextmanager
-def _child_environment(cluster):
-    """``DASK_CONFIG`` (and ``SPARK_DASK_SCHEDULER_FILE``) for the script's child processes.
-
-    The script itself is configured in memory (:func:`client_config`); a process it
-    starts (``subprocess``, ``multiprocessing`` with spawn, a program in another
-    language) reads the connection files of :meth:`SparkCluster.write_connection`
-    instead: ``DASK_CONFIG`` names their directory, so a plain ``Client()`` there joins
-    the cluster. The previous values come back afterwards; the files go with the cluster.
-    """
-    scheduler_file = cluster.write_connection()
-    values = {"DASK_CONFIG": os.path.dirname(scheduler_file), ENV_SCHEDULER_FILE: scheduler_file}
+def environment(**values: str):
+    """``values`` in this process's environment for the block, each back as it was
+    after (unset where it was unset)."""
     saved = {key: os.environ.get(key) for key in values}
     os.environ.update(values)
     try:
@@ -67,6 +59,21 @@ def _child_environment(cluster):
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+@contextmanager
+def _child_environment(cluster):
+    """``DASK_CONFIG`` (and ``SPARK_DASK_SCHEDULER_FILE``) for the script's child processes.
+
+    The script itself is configured in memory (:func:`client_config`); a process it
+    starts (``subprocess``, ``multiprocessing`` with spawn, a program in another
+    language) reads the connection files of :meth:`SparkCluster.write_connection`
+    instead: ``DASK_CONFIG`` names their directory, so a plain ``Client()`` there joins
+    the cluster. The previous values come back afterwards; the files go with the cluster.
+    """
+    scheduler_file = cluster.write_connection()
+    with environment(DASK_CONFIG=os.path.dirname(scheduler_file), **{ENV_SCHEDULER_FILE: scheduler_file}):
+        yield
 
 
 def exit_code(code) -> int:

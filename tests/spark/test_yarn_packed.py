@@ -8,7 +8,6 @@ that lacks the packages, which ``spark-dask doctor`` must say at once."""
 from __future__ import annotations
 
 import contextlib
-import os
 import subprocess
 import sys
 
@@ -18,6 +17,7 @@ import pyarrow
 import pytest
 
 import spark_dask
+from spark_dask.commands.run import environment
 from spark_dask.errors import DoctorError
 from tests.support.packed_env import pack_env
 from tests.support.spark import assert_no_leftovers
@@ -40,18 +40,9 @@ def executors_python(python: str, bed, **conf):
     """A session on ``bed`` whose executors run ``python``: ``PYSPARK_PYTHON`` in this
     process's environment while its SparkContext starts (pyspark reads only that), as a
     notebook would set it; back as it was after."""
-    before = os.environ.get("PYSPARK_PYTHON")
-    os.environ["PYSPARK_PYTHON"] = python
-    try:
-        with session_on(
-            bed, **{"spark.pyspark.python": python, "spark.executorEnv.PYSPARK_PYTHON": python, **conf}
-        ) as spark:
-            yield spark
-    finally:
-        if before is None:
-            os.environ.pop("PYSPARK_PYTHON", None)
-        else:
-            os.environ["PYSPARK_PYTHON"] = before
+    conf = {"spark.pyspark.python": python, "spark.executorEnv.PYSPARK_PYTHON": python, **conf}
+    with environment(PYSPARK_PYTHON=python), session_on(bed, **conf) as spark:
+        yield spark
 
 
 def _make_where():

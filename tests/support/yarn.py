@@ -234,6 +234,16 @@ def conf_files(core: dict, yarn: dict, daemon: bool) -> dict[str, str]:
     return files
 
 
+def unavailable() -> str | None:
+    """Why the daemons cannot start here (no Java, no pyspark with :data:`HADOOP`'s
+    client jars), or None. Their jars are the caller's (fetched or required)."""
+    if find_java_home() is None:
+        return "no Java (JAVA_HOME or java on PATH)"
+    if daemon_jars_dir() is None:
+        return f"no pyspark with Hadoop {HADOOP}'s client jars (pyspark 3.5, or .venv35) for the YARN daemons"
+    return None
+
+
 def refresh_nodes(spark, graceful_timeout: int | None = None) -> None:
     """``yarn rmadmin -refreshNodes [-g TIMEOUT]`` from ``spark``'s driver JVM (the bed
     has no ``yarn`` command): the RM reads its include and exclude files again, and

@@ -9,9 +9,10 @@ import os
 
 import pytest
 
+from spark_dask.commands.run import environment
 from tests.support.jars import require
 from tests.support.spark import make_spark, stop_spark
-from tests.support.yarn import HADOOP, JARS_GROUP, YarnBed, daemon_jars_dir, find_java_home
+from tests.support.yarn import JARS_GROUP, YarnBed, unavailable
 
 
 def _missing(reason: str) -> None:
@@ -25,10 +26,9 @@ def yarn_jars() -> list[str]:
     """The daemons' jars (fetched once); skipped (under CI: failed) where Java or a
     pyspark with Hadoop 3.3.4's client jars is missing."""
     jars = require(JARS_GROUP)
-    if find_java_home() is None:
-        _missing("no Java (JAVA_HOME or java on PATH)")
-    if daemon_jars_dir() is None:
-        _missing(f"no pyspark with Hadoop {HADOOP}'s client jars (pyspark 3.5, or .venv35) for the YARN daemons")
+    reason = unavailable()
+    if reason:
+        _missing(reason)
     return jars
 
 
@@ -45,17 +45,10 @@ def session_on(bed: YarnBed, executors: int = 2, cores: int = 2, **conf):
     """A client-mode SparkSession on ``bed`` (``conf`` over :meth:`YarnBed.spark_conf`):
     ``HADOOP_CONF_DIR`` in this process's environment while its JVM starts and runs,
     back as it was after; the session stopped after the block."""
-    before = os.environ.get("HADOOP_CONF_DIR")
-    os.environ["HADOOP_CONF_DIR"] = bed.conf_dir
-    try:
+    with environment(HADOOP_CONF_DIR=bed.conf_dir):
         settings = {**bed.spark_conf(executors=executors, cores=cores), **conf}
         spark = make_spark(settings.pop("spark.master"), **settings)
         try:
             yield spark
         finally:
             stop_spark(spark)
-    finally:
-        if before is None:
-            os.environ.pop("HADOOP_CONF_DIR", None)
-        else:
-            os.environ["HADOOP_CONF_DIR"] = before
